@@ -1,0 +1,69 @@
+// swift-tools-version:6.1
+// Ubiquity — Core Data–style object stores served over gRPC.
+// One target per layer (SPEC §7); dependencies point one way:
+//   CLibUV → UbiquityLoop → UbiquityGRPC (transport, no storage)
+//   CSQLite → UbiquityStorage (storage, no gRPC)
+//   UbiquityProtos (generated) ; UbiquityServices binds transport + storage ; ubiquityd runs it.
+import PackageDescription
+
+let package = Package(
+    name: "Ubiquity",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "ubiquityd", targets: ["ubiquityd"]),
+        .library(name: "UbiquityStorage", targets: ["UbiquityStorage"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // C system libraries (Debian: libuv1-dev, libnghttp2-dev, libsqlite3-dev) with shims.
+        .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+
+        // Event-loop layer: libuv only.
+        .target(name: "UbiquityLoop", dependencies: ["CLibUV"]),
+        // HTTP/2 + gRPC transport: nghttp2, framing, routing, status, deadlines. No storage.
+        .target(
+            name: "UbiquityGRPC",
+            dependencies: [
+                "UbiquityLoop", "CNGHTTP2",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // Generated protobuf Swift (scripts/gen-protos regenerates it from Protos/).
+        .target(
+            name: "UbiquityProtos",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+        // Storage engine: SQLite only. No gRPC.
+        .target(
+            name: "UbiquityStorage",
+            dependencies: ["CSQLite", .product(name: "Logging", package: "swift-log")]),
+        // Services: bind the transport and the storage engine.
+        .target(
+            name: "UbiquityServices",
+            dependencies: [
+                "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        // gRPC interop TestService (grpc.testing), enabled in ubiquityd only by --enable-interop-testing.
+        .target(
+            name: "UbiquityInterop",
+            dependencies: ["UbiquityGRPC", "UbiquityProtos"]),
+        .executableTarget(
+            name: "ubiquityd",
+            dependencies: [
+                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityLoop",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+
+        .testTarget(name: "UbiquityGRPCTests", dependencies: ["UbiquityGRPC"]),
+        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,4 @@
+#ifndef UBIQUITY_CNGHTTP2_SHIM_H
+#define UBIQUITY_CNGHTTP2_SHIM_H
+#include <nghttp2/nghttp2.h>
+#endif
