@@ -1,0 +1,199 @@
+"""pytest wiring for the end-to-end suite.
+
+- Generates Python stubs for Protos/ and the interop protos into a temporary
+  directory before any test module is imported (nothing generated is committed).
+- `server`: one real ubiquityd for the session (--enable-interop-testing); at the end
+  it gets SIGTERM and must exit 0 within a bound.
+- `start_server`: a factory for extra instances a test owns (abuse, shutdown tests).
+- When a test fails, the stderr every server wrote during it is attached to the report.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ubiq_harness  # noqa: E402
+
+_GEN_DIR = Path(tempfile.mkdtemp(prefix="ubiq-pytest-gen-"))
+atexit.register(shutil.rmtree, _GEN_DIR, True)
+sys.path.insert(0, str(ubiq_harness.generate_stubs(_GEN_DIR)))
+
+import grpc  # noqa: E402
+
+from ubiquity.v1 import admin_pb2, admin_pb2_grpc  # noqa: E402
+
+# Servers started in this session, and where each one's stderr stood when the
+# current test began (so a failure shows only what that test caused).
+_SERVERS: list[ubiq_harness.Ubiquityd] = []
+_OFFSETS: dict[int, int] = {}
+
+GRACE_SECONDS = 10
+EXIT_BOUND_SECONDS = GRACE_SECONDS + 20
+
+CHANNEL_OPTIONS = [
+    ("grpc.enable_http_proxy", 0),
+    ("grpc.enable_retries", 0),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+]
+
+
+def make_channel(address: str, options=()) -> grpc.Channel:
+    ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS + list(options))
+    grpc.channel_ready_future(ch).result(timeout=15)
+    return ch
+
+
+def get_stats(channel: grpc.Channel) -> admin_pb2.ServerStats:
+    return admin_pb2_grpc.AdminStub(channel).GetServerStats(
+        admin_pb2.GetServerStatsRequest(), timeout=10)
+
+
+def ping_ok(address: str, payload: bytes = b"still-serving") -> None:
+    """A separate, well-behaved grpcio client on a new connection gets an answer."""
+    ch = make_channel(address)
+    try:
+        resp = admin_pb2_grpc.AdminStub(ch).Ping(admin_pb2.PingRequest(payload=payload), timeout=10)
+        assert resp.payload == payload
+    finally:
+        ch.close()
+
+
+def _register(server: ubiq_harness.Ubiquityd) -> None:
+    _SERVERS.append(server)
+    _OFFSETS[id(server)] = 0
+
+
+@atexit.register
+def _kill_leftover_servers() -> None:
+    # Only reached with servers still running if the run was interrupted.
+    for srv in _SERVERS:
+        srv.kill()
+
+
+@pytest.fixture(scope="session")
+def server_binary() -> Path:
+    try:
+        return ubiq_harness.find_server_binary()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def server_workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("servers")
+
+
+@pytest.fixture(scope="session")
+def server(server_binary, server_workdir):
+    """The shared ubiquityd (interop service enabled). Exits 0 on SIGTERM at the end."""
+    srv = ubiq_harness.Ubiquityd(
+        server_binary, server_workdir, name="shared",
+        args=["--shutdown-grace-seconds", str(GRACE_SECONDS)])
+    _register(srv)
+    srv.start()
+    yield srv
+    if not srv.alive():
+        rc = srv.wait(5)
+        pytest.fail(f"shared ubiquityd died during the session (exit {rc})\n{srv.stderr_tail()}")
+    rc = srv.stop(timeout=EXIT_BOUND_SECONDS)
+    assert rc == 0, f"shared ubiquityd exited {rc} after SIGTERM\n{srv.stderr_tail()}"
+
+
+@pytest.fixture(scope="session")
+def channel(server):
+    ch = make_channel(server.address)
+    yield ch
+    ch.close()
+
+
+@pytest.fixture(scope="session")
+def admin(channel):
+    return admin_pb2_grpc.AdminStub(channel)
+
+
+@pytest.fixture
+def start_server(server_binary, tmp_path):
+    """Factory: start_server(args=[...], name=..., interop=True) -> a started Ubiquityd.
+
+    Every instance still running at the end of the test gets SIGTERM and must exit 0.
+    """
+    started: list[ubiq_harness.Ubiquityd] = []
+
+    def start(args=(), name=None, interop=True):
+        name = name or f"instance{len(started) + 1}"
+        args = list(args)
+        if "--shutdown-grace-seconds" not in args:
+            args += ["--shutdown-grace-seconds", str(GRACE_SECONDS)]
+        srv = ubiq_harness.Ubiquityd(server_binary, tmp_path, name=name, args=args,
+                                     interop=interop)
+        _register(srv)
+        started.append(srv)
+        srv.start()
+        return srv
+
+    yield start
+
+    problems = []
+    for srv in started:
+        if srv.proc is None:
+            continue
+        if srv.alive():
+            try:
+                rc = srv.stop(timeout=EXIT_BOUND_SECONDS)
+            except AssertionError as e:
+                problems.append(str(e))
+                continue
+            if rc != 0:
+                problems.append(f"{srv.name} exited {rc} after SIGTERM\n{srv.stderr_tail()}")
+        srv.cleanup_data()
+    for srv in started:
+        if srv in _SERVERS:
+            _SERVERS.remove(srv)
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _shared_server_survives(request):
+    """Any test that used the shared server must leave it running."""
+    yield
+    if "server" in request.fixturenames:
+        srv = request.getfixturevalue("server")
+        if not srv.alive():
+            pytest.fail(f"the shared ubiquityd died during this test (exit "
+                        f"{srv.proc.poll()})\n{srv.stderr_tail()}", pytrace=False)
+
+
+def pytest_runtest_setup(item):
+    for srv in _SERVERS:
+        _OFFSETS[id(srv)] = srv.stderr_size()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for srv in list(_SERVERS):
+            text = srv.stderr_since(_OFFSETS.get(id(srv), 0))
+            if text.strip():
+                rep.sections.append((f"ubiquityd stderr ({srv.name}, pid "
+                                     f"{srv.proc.pid if srv.proc else '?'})", text))
+
+
+def pytest_report_header(config):
+    try:
+        binary = ubiq_harness.find_server_binary()
+    except RuntimeError as e:
+        binary = f"NOT FOUND ({e})"
+    return [f"ubiquityd: {binary}", f"generated stubs: {_GEN_DIR}"]

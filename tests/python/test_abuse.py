@@ -1,0 +1,402 @@
+"""Hostile and broken peers (SPEC §3 transport paragraph, §5 "no input crashes the
+process"). Each test runs against its own ubiquityd and checks, while and after the
+abuse runs, that:
+  - the process stays up,
+  - its resident memory stays within a generous bound of where it started,
+  - a second, well-behaved grpcio client keeps being served the whole time,
+  - the server exits 0 on SIGTERM afterwards (the start_server fixture checks that).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+import grpc
+import pytest
+from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, PingFrame, RstStreamFrame
+
+import h2raw
+from conftest import make_channel, ping_ok
+from ubiq_gen.grpc.testing import messages_pb2
+from ubiq_harness import wait_until
+from ubiquity.v1 import admin_pb2, admin_pb2_grpc
+
+MiB = 1024 * 1024
+# Growth allowed over the warmed-up baseline. Generous on purpose: the failures this
+# catches are unbounded (hundreds of MiB), never a few MiB of allocator slack.
+MEMORY_GROWTH_BOUND = 128 * MiB
+
+STREAMING_OUTPUT = "/grpc.testing.TestService/StreamingOutputCall"
+STREAMING_INPUT = "/grpc.testing.TestService/StreamingInputCall"
+PING = "/ubiquity.v1.Admin/Ping"
+
+
+class Bystander:
+    """A well-behaved grpcio client pinging the server on its own connection until
+    stopped; every call must succeed."""
+
+    def __init__(self, address: str):
+        self.channel = make_channel(address)
+        self.stub = admin_pb2_grpc.AdminStub(self.channel)
+        self.ok = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        n = 0
+        while not self._stop.is_set():
+            payload = f"bystander-{n}".encode()
+            try:
+                resp = self.stub.Ping(admin_pb2.PingRequest(payload=payload), timeout=15)
+                if resp.payload != payload:
+                    self.errors.append(f"wrong payload {resp.payload!r}")
+                else:
+                    self.ok += 1
+            except grpc.RpcError as e:
+                self.errors.append(f"{e.code()}: {e.details()}")
+            n += 1
+            self._stop.wait(0.05)  # pacing only; nothing is ordered by it
+
+    def __enter__(self):
+        self._thread.start()
+        # At least one answer before the abuse begins.
+        wait_until(lambda: self.ok > 0 or self.errors, 15, message="first bystander ping")
+        return self
+
+    def __exit__(self, *exc):
+        # At least one more answer while/after the abuse ran.
+        target = self.ok + 1
+        try:
+            wait_until(lambda: self.ok >= target or self.errors, 30,
+                       message="the bystander to be served after the abuse")
+        finally:
+            self._stop.set()
+            self._thread.join(timeout=30)
+            self.channel.close()
+        assert not self.errors, f"well-behaved client failed during abuse: {self.errors[:5]}"
+
+
+def stats(srv) -> admin_pb2.ServerStats:
+    ch = make_channel(srv.address)
+    try:
+        return admin_pb2_grpc.AdminStub(ch).GetServerStats(admin_pb2.GetServerStatsRequest(),
+                                                          timeout=15)
+    finally:
+        ch.close()
+
+
+def warm_up(srv) -> int:
+    """Exercises the common paths once so lazy allocations happen before the baseline."""
+    ch = make_channel(srv.address)
+    try:
+        stub = admin_pb2_grpc.AdminStub(ch)
+        for _ in range(50):
+            stub.Ping(admin_pb2.PingRequest(payload=b"w" * 1024), timeout=15)
+        from ubiq_gen.grpc.testing import test_pb2_grpc
+        t = test_pb2_grpc.TestServiceStub(ch)
+        req = messages_pb2.StreamingOutputCallRequest(response_parameters=[
+            messages_pb2.ResponseParameters(size=64 * 1024) for _ in range(16)])
+        assert len(list(t.StreamingOutputCall(req, timeout=30))) == 16
+    finally:
+        ch.close()
+    return srv.rss_bytes()
+
+
+def assert_healthy(srv, rss_before: int):
+    assert srv.alive(), f"ubiquityd died (exit {srv.proc.poll()})\n{srv.stderr_tail()}"
+    rss = srv.rss_bytes()
+    growth = rss - rss_before
+    assert growth <= MEMORY_GROWTH_BOUND, (
+        f"resident memory grew by {growth / MiB:.1f} MiB ({rss_before / MiB:.1f} -> "
+        f"{rss / MiB:.1f} MiB), bound {MEMORY_GROWTH_BOUND / MiB:.0f} MiB")
+    ping_ok(srv.address)
+
+
+def watch_rss(srv, rss_before: int, seconds: float):
+    """Samples RSS (at least once) for a bounded time; fails as soon as it passes the
+    bound. Returns the peak seen."""
+    peak = rss_before
+    deadline = time.monotonic() + seconds
+    wake = threading.Event()  # never set: Event.wait is only the sampling period
+    while True:
+        assert srv.alive(), f"ubiquityd died (exit {srv.proc.poll()})\n{srv.stderr_tail()}"
+        peak = max(peak, srv.rss_bytes())
+        assert peak - rss_before <= MEMORY_GROWTH_BOUND, (
+            f"resident memory grew by {(peak - rss_before) / MiB:.1f} MiB while a "
+            f"peer misbehaved (bound {MEMORY_GROWTH_BOUND / MiB:.0f} MiB)")
+        if time.monotonic() >= deadline:
+            return peak
+        wake.wait(0.1)
+
+
+def wait_streams_released(srv, baseline_open_streams: int, timeout: float = 15):
+    wait_until(lambda: stats(srv).open_streams <= baseline_open_streams, timeout,
+               message=f"open_streams back to {baseline_open_streams}")
+
+
+# -- garbage instead of the connection preface -------------------------------
+
+GARBAGE = [
+    b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",                      # corrupted preface
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 64,  # a TLS ClientHello
+    h2raw.PREFACE + b"\x00\x00\x08\x00\x00\x00\x00\x00\x00" + b"x" * 8,  # DATA on stream 0
+]
+
+
+def test_abuse_garbage_preface(start_server):
+    srv = start_server()
+    rss_before = warm_up(srv)
+    errors_before = stats(srv).protocol_errors
+    rnd = os.urandom(256 * 1024)
+    attempts = 0
+    with Bystander(srv.address):
+        for i in range(200):
+            garbage = GARBAGE[i % len(GARBAGE)] if i % 5 else rnd[(i * 997) % 4096:][:65536]
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+                attempts += 1
+                try:
+                    s.sendall(garbage)
+                except (BrokenPipeError, ConnectionResetError):
+                    continue
+                # The server must close the connection (after an optional GOAWAY).
+                received = 0
+                while True:
+                    try:
+                        chunk = s.recv(65536)
+                    except ConnectionResetError:
+                        break
+                    except socket.timeout:
+                        pytest.fail(f"server kept a connection open after garbage {garbage[:40]!r}")
+                    if not chunk:
+                        break
+                    received += len(chunk)
+                    assert received < 1 * MiB, "server keeps sending to a garbage peer"
+    assert_healthy(srv, rss_before)
+    after = stats(srv)
+    assert after.protocol_errors - errors_before >= attempts, (
+        f"protocol_errors grew by {after.protocol_errors - errors_before}, expected {attempts}")
+
+
+# -- rapid reset (CVE-2023-44487 shape) ---------------------------------------
+
+def test_abuse_rapid_reset(start_server):
+    srv = start_server()
+    rss_before = warm_up(srv)
+    baseline = stats(srv).open_streams
+    # Each stream starts a handler that would sleep ~5 s, then is reset at once: the
+    # handler's work must be cancelled and the stream state freed.
+    request = h2raw.grpc_frame(messages_pb2.StreamingOutputCallRequest(response_parameters=[
+        messages_pb2.ResponseParameters(size=10, interval_us=1_000_000) for _ in range(5)
+    ]).SerializeToString())
+    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    sent = 0
+    try:
+        conn.preface()
+        conn.start_reader()
+        with Bystander(srv.address):
+            for _batch in range(100):
+                out = bytearray()
+                for _ in range(100):
+                    sid = conn.new_stream_id()
+                    out += conn.encode_headers(sid, h2raw.grpc_request_headers(
+                        conn.authority, STREAMING_OUTPUT), end_stream=False)
+                    df = DataFrame(sid, request)
+                    df.flags.add("END_STREAM")
+                    out += df.serialize()
+                    out += RstStreamFrame(sid, error_code=h2raw.CANCEL).serialize()
+                if not conn.send_bytes(bytes(out)) or conn.peer_closed or conn.goaway:
+                    break
+                sent += 100
+                watch_rss(srv, rss_before, 0)
+            # Whatever the server decided (serve all, or GOAWAY ENHANCE_YOUR_CALM), every
+            # reset stream must be released.
+            wait_streams_released(srv, baseline, timeout=30)
+            peak = watch_rss(srv, rss_before, 1.0)
+    finally:
+        conn.close()
+    assert sent >= 100, "server refused the connection before any reset was sent"
+    assert_healthy(srv, rss_before)
+    assert peak - rss_before <= MEMORY_GROWTH_BOUND
+
+
+# -- empty DATA frame flood ---------------------------------------------------
+
+def test_abuse_empty_data_flood(start_server):
+    srv = start_server()
+    rss_before = warm_up(srv)
+    errors_before = stats(srv).protocol_errors
+    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    try:
+        conn.preface()
+        conn.start_reader()
+        sid = conn.new_stream_id()
+        conn.headers(sid, h2raw.grpc_request_headers(conn.authority, STREAMING_INPUT))
+        batch = DataFrame(sid, b"").serialize() * 1000
+        with Bystander(srv.address):
+            for _ in range(500):  # up to 500,000 empty DATA frames
+                if not conn.send_bytes(batch) or conn.peer_closed or conn.goaway:
+                    break
+            # The server must treat this as abuse and drop the connection.
+            conn.wait_for(lambda c: c.peer_closed or c.goaway is not None or c.send_failed,
+                          15, "the server to drop the empty-DATA flooder")
+            watch_rss(srv, rss_before, 0.5)
+    finally:
+        conn.close()
+    assert_healthy(srv, rss_before)
+    assert stats(srv).protocol_errors > errors_before
+
+
+def test_few_empty_data_frames_are_fine(server):
+    """Legitimate clients send an occasional empty DATA frame (e.g. a bare END_STREAM)."""
+    with h2raw.RawH2("127.0.0.1", server.port) as conn:
+        conn.preface()
+        conn.start_reader()
+        sid = conn.new_stream_id()
+        conn.headers(sid, h2raw.grpc_request_headers(conn.authority, PING))
+        conn.data(sid, b"")
+        conn.data(sid, h2raw.grpc_frame(admin_pb2.PingRequest(payload=b"e").SerializeToString()))
+        conn.data(sid, b"")
+        conn.data(sid, b"", end_stream=True)
+        st = conn.wait_stream(sid)
+        assert st.grpc_status == 0, st.header_blocks
+        [msg] = h2raw.grpc_messages(bytes(st.data))
+        assert admin_pb2.PingResponse.FromString(msg).payload == b"e"
+
+
+# -- a peer that never reads while the server streams -------------------------
+
+@pytest.mark.parametrize("windows", ["default-windows", "huge-windows"])
+def test_abuse_client_never_reads(start_server, windows):
+    srv = start_server()
+    rss_before = warm_up(srv)
+    baseline = stats(srv).open_streams
+    # 2,000 responses of 256 KiB: 500 MiB if the server buffered them all.
+    request = messages_pb2.StreamingOutputCallRequest(response_parameters=[
+        messages_pb2.ResponseParameters(size=256 * 1024) for _ in range(2000)])
+    conn = h2raw.RawH2("127.0.0.1", srv.port, rcvbuf=16 * 1024)
+    try:
+        if windows == "huge-windows":
+            # HTTP/2 flow control out of the way: only the server's own write-queue bound
+            # (stop producing when the socket is full) can keep memory bounded.
+            conn.preface({0x4: 2**31 - 1}, window_increment=2**31 - 1 - 65535)
+        else:
+            conn.preface()
+        # No reader thread: nothing is ever read from this socket.
+        sid = conn.new_stream_id()
+        conn.headers(sid, h2raw.grpc_request_headers(conn.authority, STREAMING_OUTPUT))
+        conn.data(sid, h2raw.grpc_frame(request.SerializeToString()), end_stream=True)
+        with Bystander(srv.address):
+            watch_rss(srv, rss_before, 8.0)
+        # The stream is still open (nothing was read); ending the connection frees it.
+    finally:
+        conn.close()
+    wait_streams_released(srv, baseline, timeout=30)
+    assert_healthy(srv, rss_before)
+
+
+# -- oversized headers --------------------------------------------------------
+
+def _oversized_header_blocks(authority):
+    """Encoded once with a fresh HPACK encoder (what each new connection's would emit)."""
+    import hpack
+
+    base = h2raw.grpc_request_headers(authority, PING)
+    variants = {
+        "one-64KiB-value": base + [("x-big", "a" * 65536)],
+        "4000-headers": base + [(f"x-h{i}", "v" * 8) for i in range(4000)],
+        "1MiB-value": base + [("x-huge", "b" * MiB)],
+    }
+    return {name: hpack.Encoder().encode(headers, huffman=False)
+            for name, headers in variants.items()}
+
+
+def test_abuse_oversized_header_list(start_server):
+    srv = start_server()
+    rss_before = warm_up(srv)
+    msg = h2raw.grpc_frame(admin_pb2.PingRequest(payload=b"h").SerializeToString())
+    with Bystander(srv.address):
+        for name, block in _oversized_header_blocks(f"127.0.0.1:{srv.port}").items():
+            for _ in range(20):
+                with h2raw.RawH2("127.0.0.1", srv.port) as conn:
+                    conn.preface()
+                    conn.start_reader()
+                    sid = conn.new_stream_id()
+                    conn.streams[sid] = h2raw.StreamState()
+                    conn.send_bytes(conn.frame_header_block(sid, block, end_stream=False)
+                                    + DataFrame(sid, msg, flags=["END_STREAM"]).serialize())
+                    conn.wait_for(lambda c: (c.streams[sid].finished or c.peer_closed
+                                             or c.goaway is not None or c.send_failed),
+                                  15, f"the server to refuse {name}")
+                    st = conn.streams[sid]
+                    served = st.grpc_status == 0 and st.headers.get(":status") == "200"
+                    assert not served, f"{name}: a header list over the limit was served"
+            watch_rss(srv, rss_before, 0)
+    assert_healthy(srv, rss_before)
+
+
+def test_oversized_metadata_from_grpcio_fails_cleanly(server, admin):
+    with pytest.raises(grpc.RpcError) as err:
+        admin.Ping(admin_pb2.PingRequest(), metadata=[("x-big", "a" * 64 * 1024)], timeout=15)
+    assert err.value.code() != grpc.StatusCode.OK
+    assert admin.Ping(admin_pb2.PingRequest(payload=b"p"), timeout=15).payload == b"p"
+    ping_ok(server.address)
+
+
+def test_abuse_continuation_flood(start_server):
+    """HEADERS followed by an endless run of CONTINUATION frames (never END_HEADERS)."""
+    srv = start_server()
+    rss_before = warm_up(srv)
+    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    try:
+        conn.preface()
+        conn.start_reader()
+        sid = conn.new_stream_id()
+        block = conn.encoder.encode(h2raw.grpc_request_headers(conn.authority, PING))
+        conn.send_frame(HeadersFrame(sid, block))  # no END_HEADERS
+        # Literal header fields without indexing, repeated: 16 KiB per frame.
+        filler = b"\x00\x05x-pad\x7f\x7f" + b"z" * 254
+        chunk = (filler * (16384 // len(filler)))[:16384]
+        frame = ContinuationFrame(sid, chunk).serialize()
+        with Bystander(srv.address):
+            for _ in range(64):  # up to 64 x 64 x 16 KiB = 64 MiB of header block
+                if not conn.send_bytes(frame * 64) or conn.peer_closed or conn.goaway:
+                    break
+                watch_rss(srv, rss_before, 0)
+            conn.wait_for(lambda c: c.peer_closed or c.goaway is not None or c.send_failed
+                          or c.send_blocked, 15,
+                          "the server to drop (or stop reading) the CONTINUATION flooder")
+            watch_rss(srv, rss_before, 0.5)
+    finally:
+        conn.close()
+    assert_healthy(srv, rss_before)
+
+
+# -- PING flood ---------------------------------------------------------------
+
+def test_abuse_ping_flood(start_server):
+    srv = start_server()
+    rss_before = warm_up(srv)
+    conn = h2raw.RawH2("127.0.0.1", srv.port, rcvbuf=16 * 1024)
+    try:
+        conn.preface()
+        conn.sock.settimeout(2.0)
+        # No reader: ACKs pile up on the server's side unless it bounds them.
+        batch = b"".join(PingFrame(0, opaque_data=i.to_bytes(8, "big")).serialize()
+                         for i in range(1000))
+        with Bystander(srv.address):
+            for _ in range(200):  # up to 200,000 PINGs
+                if not conn.send_bytes(batch):
+                    break
+                watch_rss(srv, rss_before, 0)
+            watch_rss(srv, rss_before, 1.0)
+        outcome = ("closed" if conn.send_failed else "stopped reading" if conn.send_blocked
+                   else "kept up")
+    finally:
+        conn.close()
+    assert outcome in ("closed", "stopped reading", "kept up")
+    assert_healthy(srv, rss_before)

@@ -1,0 +1,414 @@
+"""ubiquity.v1.Admin and the gRPC call semantics of the transport (SPEC §3 transport
+paragraph, §5 limits), with grpcio and, where grpcio cannot produce the input, a raw
+HTTP/2 connection.
+"""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+
+import h2raw
+from conftest import get_stats, make_channel, ping_ok
+from ubiq_gen.grpc.testing import messages_pb2, test_pb2_grpc
+from ubiq_harness import wait_until
+from ubiquity.v1 import admin_pb2, admin_pb2_grpc
+
+MiB = 1024 * 1024
+DEFAULT_MAX_RECEIVE = 4 * MiB
+CALL_TIMEOUT = 20
+
+# Codes as numbers, for stats maps and raw trailers.
+OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED = 0, 1, 2, 3, 4
+RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL = 8, 12, 13
+
+PING = "/ubiquity.v1.Admin/Ping"
+
+
+@pytest.fixture(scope="module")
+def testsvc(channel):
+    return test_pb2_grpc.TestServiceStub(channel)
+
+
+@pytest.fixture
+def raw(server):
+    conn = h2raw.RawH2("127.0.0.1", server.port)
+    conn.preface()
+    conn.start_reader()
+    yield conn
+    conn.close()
+
+
+# -- Admin -------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [0, 1, 1000, 1 * MiB])
+def test_admin_ping_round_trip(admin, size):
+    data = bytes(i % 251 for i in range(size))
+    before = time.time()
+    resp = admin.Ping(admin_pb2.PingRequest(payload=data), timeout=CALL_TIMEOUT)
+    after = time.time()
+    assert resp.payload == data
+    # The server's clock is this machine's clock; allow for coarse clocks, not speed.
+    assert (before - 60) * 1e6 <= resp.server_time_micros <= (after + 60) * 1e6
+
+
+def test_admin_server_info(server, admin):
+    info = admin.GetServerInfo(admin_pb2.GetServerInfoRequest(), timeout=CALL_TIMEOUT)
+    assert info.name == "ubiquityd"
+    assert info.version
+    assert info.listen_address.endswith(f":{server.port}")
+    for svc in ("ubiquity.v1.Admin", "grpc.health.v1.Health",
+                "grpc.reflection.v1.ServerReflection",
+                "grpc.reflection.v1alpha.ServerReflection", "grpc.testing.TestService"):
+        assert svc in info.services
+    # Documented defaults (SPEC §5, issue 2).
+    assert info.limits.max_receive_message_bytes == DEFAULT_MAX_RECEIVE
+    assert info.limits.max_concurrent_streams == 100
+    assert info.limits.max_header_list_bytes == 16384
+    assert info.event_loops >= 1
+
+
+def test_admin_server_stats_count_calls(channel, admin):
+    before = admin.GetServerStats(admin_pb2.GetServerStatsRequest(), timeout=CALL_TIMEOUT)
+    for _ in range(5):
+        admin.Ping(admin_pb2.PingRequest(), timeout=CALL_TIMEOUT)
+    with pytest.raises(grpc.RpcError):
+        channel.unary_unary("/ubiquity.v1.Admin/NoSuchMethod")(b"", timeout=CALL_TIMEOUT)
+    after = admin.GetServerStats(admin_pb2.GetServerStatsRequest(), timeout=CALL_TIMEOUT)
+    # 5 pings (and the first GetServerStats itself) completed OK in between.
+    assert after.calls_by_status[OK] - before.calls_by_status[OK] >= 5
+    assert after.calls_by_status[UNIMPLEMENTED] - before.calls_by_status[UNIMPLEMENTED] >= 1
+    assert after.open_connections >= 1
+    assert after.accepted_connections >= after.open_connections
+    assert after.resident_bytes > 0
+
+
+def test_admin_stats_resident_bytes_matches_proc(server, admin):
+    stats = admin.GetServerStats(admin_pb2.GetServerStatsRequest(), timeout=CALL_TIMEOUT)
+    rss = server.rss_bytes()
+    # Same process, same quantity, read at slightly different moments.
+    assert rss / 4 <= stats.resident_bytes <= rss * 4
+
+
+# -- metadata, deadlines, cancellation ---------------------------------------
+
+def test_metadata_round_trip(testsvc):
+    binary = bytes(range(256)) * 16  # every byte value, 4 KiB
+    text = "value with spaces and punctuation: ~!@#$%^&*()_+-=[]{}|;':,./<>?"
+    md = [("x-grpc-test-echo-initial", text),
+          ("x-grpc-test-echo-trailing-bin", binary),
+          ("x-unrelated-header", "ignored-but-accepted")]
+    resp, call = testsvc.UnaryCall.with_call(
+        messages_pb2.SimpleRequest(response_size=10), metadata=md, timeout=CALL_TIMEOUT)
+    assert len(resp.payload.body) == 10
+    initial = dict(call.initial_metadata())
+    trailing = dict(call.trailing_metadata())
+    assert initial["x-grpc-test-echo-initial"] == text
+    assert trailing["x-grpc-test-echo-trailing-bin"] == binary
+    # Echoed keys are not mixed up between header and trailer blocks.
+    assert "x-grpc-test-echo-trailing-bin" not in initial
+    assert "x-grpc-test-echo-initial" not in trailing
+
+
+def test_metadata_near_header_limit_is_accepted(testsvc):
+    value = "v" * 8000  # well under the 16 KiB header-list default
+    _, call = testsvc.UnaryCall.with_call(
+        messages_pb2.SimpleRequest(), metadata=[("x-grpc-test-echo-initial", value)],
+        timeout=CALL_TIMEOUT)
+    assert dict(call.initial_metadata())["x-grpc-test-echo-initial"] == value
+
+
+def slow_stream_request(count: int, interval_s: float, size: int = 8):
+    return messages_pb2.StreamingOutputCallRequest(response_parameters=[
+        messages_pb2.ResponseParameters(size=size, interval_us=int(interval_s * 1e6))
+        for _ in range(count)])
+
+
+def test_deadline_exceeded(testsvc, channel):
+    baseline = get_stats(channel).open_streams
+    call = testsvc.StreamingOutputCall(slow_stream_request(1, 30.0), timeout=0.5)
+    with pytest.raises(grpc.RpcError) as err:
+        list(call)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    # The stream is released long before the 30 s the handler would have slept.
+    wait_until(lambda: get_stats(channel).open_streams <= baseline, 10,
+               message="the server to release the timed-out stream")
+
+
+def test_deadline_enforced_by_server(raw):
+    """grpc-timeout alone (the client never cancels) must end the call: the server
+    answers DEADLINE_EXCEEDED (or resets the stream) instead of running for 30 s."""
+    req = slow_stream_request(1, 30.0).SerializeToString()
+    sid = raw.unary("/grpc.testing.TestService/StreamingOutputCall", req, timeout="300m")
+    st = raw.wait_stream(sid, timeout=15)
+    assert st.finished, "server closed the connection instead of ending the stream"
+    if st.reset is None:
+        assert st.grpc_status == DEADLINE_EXCEEDED, st.header_blocks
+    assert h2raw.grpc_messages(bytes(st.data)) == []
+
+
+def test_client_cancel_mid_stream(server, testsvc, channel):
+    baseline = get_stats(channel).open_streams
+    call = testsvc.StreamingOutputCall(slow_stream_request(100, 0.1), timeout=60)
+    assert len(next(call).payload.body) == 8
+    assert len(next(call).payload.body) == 8
+    call.cancel()
+    with pytest.raises(grpc.RpcError) as err:
+        for _ in call:
+            pass
+    assert err.value.code() == grpc.StatusCode.CANCELLED
+    # ~10 s of responses were left; the cancelled call must be gone well before.
+    wait_until(lambda: get_stats(channel).open_streams <= baseline, 5,
+               message="the server to drop the cancelled call")
+    ping_ok(server.address)
+
+
+# -- limits and bad input ----------------------------------------------------
+
+def simple_request_of_size(total: int) -> messages_pb2.SimpleRequest:
+    """A SimpleRequest whose serialized size is exactly `total` bytes."""
+    body = max(0, total - 10)
+    while True:
+        req = messages_pb2.SimpleRequest(payload=messages_pb2.Payload(body=b"x" * body))
+        size = req.ByteSize()
+        if size == total:
+            return req
+        body += total - size
+        assert body >= 0
+
+
+def test_message_at_limit_is_accepted(testsvc):
+    req = simple_request_of_size(DEFAULT_MAX_RECEIVE)
+    req.response_size = 1
+    # response_size adds 2 bytes; trim the body to stay exactly at the limit.
+    req.payload.body = req.payload.body[:-2]
+    assert req.ByteSize() == DEFAULT_MAX_RECEIVE
+    resp = testsvc.UnaryCall(req, timeout=CALL_TIMEOUT)
+    assert len(resp.payload.body) == 1
+
+
+def test_message_over_limit_resource_exhausted(server, testsvc, admin):
+    req = simple_request_of_size(DEFAULT_MAX_RECEIVE + 1)
+    with pytest.raises(grpc.RpcError) as err:
+        testsvc.UnaryCall(req, timeout=CALL_TIMEOUT)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # Same connection and a new one keep being served.
+    assert admin.Ping(admin_pb2.PingRequest(payload=b"after"), timeout=CALL_TIMEOUT).payload == b"after"
+    ping_ok(server.address)
+
+
+def test_message_over_limit_client_streaming(testsvc, admin):
+    big = messages_pb2.StreamingInputCallRequest(
+        payload=messages_pb2.Payload(body=b"y" * (DEFAULT_MAX_RECEIVE + 10)))
+    small = messages_pb2.StreamingInputCallRequest(payload=messages_pb2.Payload(body=b"z"))
+    with pytest.raises(grpc.RpcError) as err:
+        testsvc.StreamingInputCall(iter([small, big, small]), timeout=CALL_TIMEOUT)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert admin.Ping(admin_pb2.PingRequest(), timeout=CALL_TIMEOUT) is not None
+
+
+def test_max_receive_message_flag(start_server):
+    srv = start_server(["--max-receive-message-bytes", "1024"])
+    ch = make_channel(srv.address)
+    try:
+        stub = test_pb2_grpc.TestServiceStub(ch)
+        assert stub.UnaryCall(simple_request_of_size(1024), timeout=CALL_TIMEOUT) is not None
+        with pytest.raises(grpc.RpcError) as err:
+            stub.UnaryCall(simple_request_of_size(1025), timeout=CALL_TIMEOUT)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        info = admin_pb2_grpc.AdminStub(ch).GetServerInfo(admin_pb2.GetServerInfoRequest(),
+                                                         timeout=CALL_TIMEOUT)
+        assert info.limits.max_receive_message_bytes == 1024
+    finally:
+        ch.close()
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\xff\xff\xff\xff",                 # field 31, wire type 7: no such wire type
+    b"\x0a\xff\xff\xff\xff\x0f",         # length-delimited field longer than the message
+    b"\x0a",                             # truncated
+], ids=["bad-wire-type", "overlong-length", "truncated"])
+@pytest.mark.parametrize("method", [PING, "/grpc.testing.TestService/UnaryCall"])
+def test_undecodable_request_invalid_argument(channel, admin, method, garbage):
+    call = channel.unary_unary(method)  # no serializers: raw bytes go on the wire
+    with pytest.raises(grpc.RpcError) as err:
+        call(garbage, timeout=CALL_TIMEOUT)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert admin.Ping(admin_pb2.PingRequest(payload=b"ok"), timeout=CALL_TIMEOUT).payload == b"ok"
+
+
+def test_unknown_method_and_service_unimplemented(channel):
+    for path in ("/ubiquity.v1.Admin/NoSuchMethod", "/ubiquity.v1.NoSuchService/Ping",
+                 "/nopackage/x", "/"):
+        with pytest.raises(grpc.RpcError) as err:
+            channel.unary_unary(path)(b"", timeout=CALL_TIMEOUT)
+        assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED, path
+
+
+def test_unknown_method_is_trailers_only(raw):
+    sid = raw.unary("/ubiquity.v1.Admin/NoSuchMethod", b"")
+    st = raw.wait_stream(sid)
+    assert st.reset in (None, h2raw.NO_ERROR)
+    assert len(st.header_blocks) == 1, f"expected one Trailers-Only block: {st.header_blocks}"
+    block = dict(st.header_blocks[0])
+    assert block[":status"] == "200"
+    assert block["content-type"].startswith("application/grpc")
+    assert block["grpc-status"] == str(UNIMPLEMENTED)
+    assert st.ended and not st.data
+
+
+def test_rst_stream_no_error_after_early_trailers(raw):
+    """Trailers sent before the client half-closed are followed by RST_STREAM(NO_ERROR)."""
+    sid = raw.new_stream_id()
+    raw.headers(sid, h2raw.grpc_request_headers(raw.authority, "/ubiquity.v1.Admin/NoSuchMethod"))
+    raw.wait_for(lambda c: c.streams[sid].ended and c.streams[sid].reset is not None
+                 or c.peer_closed, 10, "trailers then RST_STREAM")
+    st = raw.streams[sid]
+    assert st.grpc_status == UNIMPLEMENTED
+    assert st.reset == h2raw.NO_ERROR
+
+
+def test_unsupported_grpc_encoding_unimplemented(raw):
+    msg = admin_pb2.PingRequest(payload=b"zz").SerializeToString()
+    sid = raw.new_stream_id()
+    raw.headers(sid, h2raw.grpc_request_headers(raw.authority, PING,
+                                                [("grpc-encoding", "x-ubiquity-bogus")]))
+    raw.data(sid, h2raw.grpc_frame(msg, compressed=True), end_stream=True)
+    st = raw.wait_stream(sid)
+    assert st.grpc_status == UNIMPLEMENTED, st.header_blocks
+    names = {k for block in st.header_blocks for k, _ in block}
+    assert "grpc-accept-encoding" in names, st.header_blocks
+
+
+def test_grpcio_gzip_is_served_or_refused_cleanly(server):
+    """grpcio compressing with gzip: either supported (correct echo) or UNIMPLEMENTED."""
+    ch = make_channel(server.address)
+    try:
+        stub = admin_pb2_grpc.AdminStub(ch)
+        payload = b"compress me " * 1000
+        try:
+            resp = stub.Ping(admin_pb2.PingRequest(payload=payload), timeout=CALL_TIMEOUT,
+                             compression=grpc.Compression.Gzip)
+            assert resp.payload == payload
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNIMPLEMENTED, (e.code(), e.details())
+        # Uncompressed calls on the same channel are unaffected.
+        assert stub.Ping(admin_pb2.PingRequest(payload=b"p"), timeout=CALL_TIMEOUT).payload == b"p"
+    finally:
+        ch.close()
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/json", "application/grpcx"])
+def test_non_grpc_content_type_is_415(raw, content_type):
+    msg = admin_pb2.PingRequest().SerializeToString()
+    sid = raw.unary(PING, msg, content_type=content_type)
+    st = raw.wait_stream(sid)
+    assert st.header_blocks, f"no response headers (reset={st.reset})"
+    assert st.headers.get(":status") == "415", st.header_blocks
+
+
+def test_missing_content_type_is_415(raw):
+    sid = raw.new_stream_id()
+    headers = [h for h in h2raw.grpc_request_headers(raw.authority, PING) if h[0] != "content-type"]
+    raw.headers(sid, headers)
+    raw.data(sid, h2raw.grpc_frame(b""), end_stream=True)
+    st = raw.wait_stream(sid)
+    assert st.headers.get(":status") == "415", st.header_blocks
+
+
+def test_grpc_proto_content_type_is_accepted(raw):
+    msg = admin_pb2.PingRequest(payload=b"plus-proto").SerializeToString()
+    sid = raw.unary(PING, msg, content_type="application/grpc+proto")
+    st = raw.wait_stream(sid)
+    assert st.headers.get(":status") == "200"
+    assert st.grpc_status == OK, st.header_blocks
+    [reply] = h2raw.grpc_messages(bytes(st.data))
+    assert admin_pb2.PingResponse.FromString(reply).payload == b"plus-proto"
+
+
+def test_unary_with_zero_messages_rejected(raw):
+    sid = raw.new_stream_id()
+    raw.headers(sid, h2raw.grpc_request_headers(raw.authority, PING), end_stream=True)
+    st = raw.wait_stream(sid)
+    assert st.reset is not None or (st.grpc_status not in (None, OK)), st.header_blocks
+    assert h2raw.grpc_messages(bytes(st.data)) == []
+
+
+def test_unary_with_two_messages_rejected(raw):
+    msg = admin_pb2.PingRequest(payload=b"a").SerializeToString()
+    sid = raw.new_stream_id()
+    raw.headers(sid, h2raw.grpc_request_headers(raw.authority, PING))
+    raw.data(sid, h2raw.grpc_frame(msg) + h2raw.grpc_frame(msg), end_stream=True)
+    st = raw.wait_stream(sid)
+    assert st.reset is not None or (st.grpc_status not in (None, OK)), st.header_blocks
+
+
+def test_truncated_grpc_frame_rejected(raw, admin):
+    sid = raw.new_stream_id()
+    raw.headers(sid, h2raw.grpc_request_headers(raw.authority, PING))
+    # Prefix announces 100 bytes; the stream ends after 3.
+    raw.data(sid, b"\x00\x00\x00\x00\x64abc", end_stream=True)
+    st = raw.wait_stream(sid)
+    assert st.reset is not None or (st.grpc_status not in (None, OK)), st.header_blocks
+    assert admin.Ping(admin_pb2.PingRequest(), timeout=CALL_TIMEOUT) is not None
+
+
+def test_settings_advertise_limits(server):
+    with h2raw.RawH2("127.0.0.1", server.port) as conn:
+        conn.preface()
+        conn.start_reader()
+        settings = conn.wait_for(lambda c: c.server_settings or None, 10, "server SETTINGS")
+        assert settings.get(0x3) == 100      # SETTINGS_MAX_CONCURRENT_STREAMS
+        assert settings.get(0x6) == 16384    # SETTINGS_MAX_HEADER_LIST_SIZE
+
+
+def test_limit_flags_are_applied(start_server):
+    srv = start_server(["--max-concurrent-streams", "7", "--max-header-list-bytes", "9000"])
+    with h2raw.RawH2("127.0.0.1", srv.port) as conn:
+        conn.preface()
+        conn.start_reader()
+        settings = conn.wait_for(lambda c: c.server_settings or None, 10, "server SETTINGS")
+        assert settings.get(0x3) == 7
+        assert settings.get(0x6) == 9000
+    ch = make_channel(srv.address)
+    try:
+        info = admin_pb2_grpc.AdminStub(ch).GetServerInfo(admin_pb2.GetServerInfoRequest(),
+                                                         timeout=CALL_TIMEOUT)
+        assert info.limits.max_concurrent_streams == 7
+        assert info.limits.max_header_list_bytes == 9000
+    finally:
+        ch.close()
+
+
+def test_max_connections(start_server):
+    srv = start_server(["--max-connections", "3"])
+    ch = make_channel(srv.address)  # connection 1
+    admin = admin_pb2_grpc.AdminStub(ch)
+    conns = []
+    try:
+        for _ in range(2):  # connections 2 and 3
+            c = h2raw.RawH2("127.0.0.1", srv.port)
+            c.preface()
+            c.start_reader()
+            c.wait_for(lambda c: c.server_settings or None, 10, "server SETTINGS")
+            conns.append(c)
+        assert not any(c.peer_closed for c in conns)
+        extra = h2raw.RawH2("127.0.0.1", srv.port)  # connection 4: over the limit
+        extra.preface()
+        extra.start_reader()
+        extra.wait_closed(10)
+        extra.close()
+        stats = admin.GetServerStats(admin_pb2.GetServerStatsRequest(), timeout=CALL_TIMEOUT)
+        assert stats.refused_connections >= 1
+        # Freeing a slot lets a new client in.
+        conns.pop().close()
+        wait_until(lambda: admin.GetServerStats(admin_pb2.GetServerStatsRequest(),
+                                                timeout=CALL_TIMEOUT).open_connections <= 2,
+                   10, message="the server to notice the closed connection")
+        ping_ok(srv.address)
+    finally:
+        for c in conns:
+            c.close()
+        ch.close()
