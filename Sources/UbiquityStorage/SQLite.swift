@@ -1,0 +1,239 @@
+internal import CSQLite
+import Foundation
+
+public enum UbiquityStorageVersion { public static let schema = 1 }
+
+/// A value as SQLite stores it. Internal: the public API speaks `StorageValue`.
+enum SQLValue: Equatable, Hashable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+}
+
+/// Flag a request's owner sets when the request is cancelled; the progress handler of the
+/// connection running the request reads it.
+final class CancelFlag: @unchecked Sendable {
+    // Invariant: `value` is only read and written while holding `lock`.
+    private let lock = NSLock()
+    private var value = false
+    func cancel() { lock.lock(); value = true; lock.unlock() }
+    var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+/// One SQLite connection. Not thread-safe: owned by exactly one pool thread (rule 1 in
+/// docs/storage.md); every method must be called on that thread.
+final class Connection {
+    let db: OpaquePointer
+    let path: String
+    let readOnly: Bool
+    private var cache: [String: OpaquePointer] = [:]
+    private var cacheOrder: [String] = []
+    private let cacheLimit: Int
+    /// The cancel flag of the request currently running on this connection (progress handler reads it).
+    var currentCancel: CancelFlag?
+    /// Table-name prefixes the authorizer admits.
+    static let allowedTablePrefixes = ["t_", "j_", "ubq_", "sqlite_"]
+
+    init(path: String, readOnly: Bool, vfs: String?, busyTimeoutMS: Int32, cacheLimit: Int = 64, create: Bool = true) throws {
+        var handle: OpaquePointer?
+        var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        flags |= readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
+        let rc: Int32
+        if let vfs { rc = sqlite3_open_v2(path, &handle, flags, vfs) } else { rc = sqlite3_open_v2(path, &handle, flags, nil) }
+        guard rc == SQLITE_OK, let handle else {
+            let msg = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            if let handle { sqlite3_close_v2(handle) }
+            throw StorageError.sqlite(rc, msg, sql: nil)
+        }
+        db = handle
+        self.path = path
+        self.readOnly = readOnly
+        self.cacheLimit = cacheLimit
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, busyTimeoutMS)
+        // §4.8 hardening: no double-quoted string literals, defensive mode, no ATTACH, own tables only.
+        _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_DQS_DML, 0, nil)
+        _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_DQS_DDL, 0, nil)
+        _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nil)
+        _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nil)
+        _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nil)
+        sqlite3_set_authorizer(db, { _, action, a1, _, _, _ in
+            switch action {
+            case SQLITE_ATTACH, SQLITE_DETACH: return SQLITE_DENY
+            case SQLITE_READ, SQLITE_INSERT, SQLITE_UPDATE, SQLITE_DELETE, SQLITE_CREATE_TABLE, SQLITE_DROP_TABLE,
+                SQLITE_CREATE_INDEX, SQLITE_DROP_INDEX, SQLITE_ALTER_TABLE:
+                guard let a1 else { return SQLITE_OK }
+                let name = String(cString: a1)
+                for p in Connection.allowedTablePrefixes where name.hasPrefix(p) { return SQLITE_OK }
+                return SQLITE_DENY
+            default: return SQLITE_OK
+            }
+        }, nil)
+        // Progress handler: stop SQL of cancelled requests. The context pointer is this object,
+        // unretained: the handler is removed in `close()` before the object can go away.
+        sqlite3_progress_handler(db, 1000, { ctx in
+            guard let ctx else { return 0 }
+            let conn = Unmanaged<Connection>.fromOpaque(ctx).takeUnretainedValue()
+            return (conn.currentCancel?.isCancelled ?? false) ? 1 : 0
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    func close() {
+        for (_, s) in cache { sqlite3_finalize(s) }
+        cache.removeAll()
+        sqlite3_progress_handler(db, 0, nil, nil)
+        sqlite3_close_v2(db)
+    }
+
+    var openStatementCount: Int {
+        var n = 0
+        var s = sqlite3_next_stmt(db, nil)
+        while let st = s { if sqlite3_stmt_busy(st) != 0 { n += 1 }; s = sqlite3_next_stmt(db, st) }
+        return n
+    }
+
+    func error(_ rc: Int32, sql: String?) -> StorageError {
+        if rc == SQLITE_INTERRUPT || (rc & 0xff) == SQLITE_INTERRUPT { return StorageError(.cancelled, "statement interrupted", sqliteCode: rc) }
+        return StorageError.sqlite(rc, String(cString: sqlite3_errmsg(db)), sql: sql)
+    }
+
+    func exec(_ sql: String) throws {
+        let rc = sqlite3_exec(db, sql, nil, nil, nil)
+        if rc != SQLITE_OK { throw error(rc, sql: sql) }
+    }
+
+    /// A cached prepared statement; reset and cleared of bindings when returned by `with`.
+    func statement(_ sql: String) throws -> Statement {
+        if let s = cache[sql] { return Statement(stmt: s, conn: self, sql: sql) }
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw error(rc, sql: sql) }
+        if cache.count >= cacheLimit, let old = cacheOrder.first {
+            cacheOrder.removeFirst()
+            if let o = cache.removeValue(forKey: old) { sqlite3_finalize(o) }
+        }
+        cache[sql] = stmt
+        cacheOrder.append(sql)
+        return Statement(stmt: stmt, conn: self, sql: sql)
+    }
+
+    func clearStatementCache() {
+        for (_, s) in cache { sqlite3_finalize(s) }
+        cache.removeAll(); cacheOrder.removeAll()
+    }
+
+    /// Runs a statement with bindings, calling `row` per result row.
+    func query(_ sql: String, _ args: [SQLValue] = [], row: (Statement) throws -> Void) throws {
+        let st = try statement(sql)
+        defer { st.reset() }
+        try st.bind(args)
+        while try st.step() { try row(st) }
+    }
+
+    func run(_ sql: String, _ args: [SQLValue] = []) throws {
+        try query(sql, args) { _ in }
+    }
+
+    func scalar(_ sql: String, _ args: [SQLValue] = []) throws -> SQLValue {
+        var v = SQLValue.null
+        try query(sql, args) { st in v = st.value(0) }
+        return v
+    }
+
+    func rows(_ sql: String, _ args: [SQLValue] = []) throws -> [[SQLValue]] {
+        var out: [[SQLValue]] = []
+        try query(sql, args) { st in out.append((0..<st.columnCount).map { st.value($0) }) }
+        return out
+    }
+
+    var changes: Int { Int(sqlite3_changes(db)) }
+    var isAutocommit: Bool { sqlite3_get_autocommit(db) != 0 }
+
+    /// PASSIVE/TRUNCATE checkpoint; returns (frames in WAL, frames checkpointed).
+    func checkpoint(truncate: Bool) -> (rc: Int32, log: Int32, done: Int32) {
+        var log: Int32 = 0, done: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(db, nil, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE, &log, &done)
+        return (rc, log, done)
+    }
+}
+
+/// A borrowed prepared statement (owned by the connection's cache).
+struct Statement {
+    let stmt: OpaquePointer
+    unowned let conn: Connection
+    let sql: String
+
+    func bind(_ args: [SQLValue]) throws {
+        for (i, a) in args.enumerated() {
+            let idx = Int32(i + 1)
+            let rc: Int32
+            switch a {
+            case .null: rc = sqlite3_bind_null(stmt, idx)
+            case .integer(let v): rc = sqlite3_bind_int64(stmt, idx, v)
+            case .real(let v): rc = sqlite3_bind_double(stmt, idx, v)
+            case .text(let v): rc = sqlite3_bind_text(stmt, idx, v, -1, ubq_sqlite_transient())
+            case .blob(let v):
+                rc = v.withUnsafeBytes { sqlite3_bind_blob(stmt, idx, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), ubq_sqlite_transient()) }
+            }
+            if rc != SQLITE_OK { throw conn.error(rc, sql: sql) }
+        }
+    }
+
+    func step() throws -> Bool {
+        let rc = sqlite3_step(stmt)
+        if rc == SQLITE_ROW { return true }
+        if rc == SQLITE_DONE { return false }
+        throw conn.error(rc, sql: sql)
+    }
+
+    func reset() {
+        sqlite3_reset(stmt)
+        sqlite3_clear_bindings(stmt)
+    }
+
+    var columnCount: Int { Int(sqlite3_column_count(stmt)) }
+    func int(_ i: Int) -> Int64 { sqlite3_column_int64(stmt, Int32(i)) }
+    func isNull(_ i: Int) -> Bool { sqlite3_column_type(stmt, Int32(i)) == SQLITE_NULL }
+    func text(_ i: Int) -> String { sqlite3_column_text(stmt, Int32(i)).map { String(cString: $0) } ?? "" }
+
+    func value(_ i: Int) -> SQLValue {
+        let c = Int32(i)
+        switch sqlite3_column_type(stmt, c) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(stmt, c))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(stmt, c))
+        case SQLITE_TEXT: return .text(text(i))
+        case SQLITE_BLOB:
+            let n = Int(sqlite3_column_bytes(stmt, c))
+            guard n > 0, let p = sqlite3_column_blob(stmt, c) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: p, count: n)))
+        default: return .null
+        }
+    }
+}
+
+/// SQL identifier quoting (identifiers are also validated against the model before use).
+func q(_ ident: String) -> String { "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+
+/// Fault injection through the "ubq-fault" wrapping VFS (tests). Open a store with
+/// `StorageConfiguration.vfsName = FaultInjection.vfsName` and arm a fault.
+public enum FaultInjection {
+    public static let vfsName = "ubq-fault"
+    private static let lock = NSLock()
+    /// Registers the wrapping VFS (idempotent).
+    public static func register() {
+        lock.lock(); defer { lock.unlock() }
+        _ = ubq_fault_vfs_register()
+    }
+    /// The `writeNth`-th xWrite and/or the `syncNth`-th xSync from now fails once (0 = no fault).
+    /// `diskFull` makes the failure SQLITE_FULL instead of SQLITE_IOERR_WRITE/FSYNC.
+    public static func arm(writeNth: Int = 0, syncNth: Int = 0, diskFull: Bool = false) {
+        register()
+        ubq_fault_arm(Int32(writeNth), Int32(syncNth), diskFull ? SQLITE_FULL : SQLITE_IOERR)
+    }
+    public static func disarm() { ubq_fault_arm(0, 0, SQLITE_IOERR) }
+    public static var firedCount: Int { Int(ubq_fault_fired_count()) }
+    public static var writeCount: Int { Int(ubq_fault_write_count()) }
+    public static var syncCount: Int { Int(ubq_fault_sync_count()) }
+}

@@ -1,0 +1,493 @@
+internal import CSQLite
+import Foundation
+import Logging
+
+public enum SynchronousMode: String, Codable, Sendable { case off = "OFF", normal = "NORMAL", full = "FULL", extra = "EXTRA" }
+
+/// Per-store engine settings. Defaults are the documented defaults (docs/storage.md).
+public struct StorageConfiguration: Sendable {
+    /// Read-only connections (and threads) per store. Default: active processor count.
+    public var readerCount: Int = ProcessInfo.processInfo.activeProcessorCount
+    /// FULL: an acknowledged save survives power loss.
+    public var synchronous: SynchronousMode = .full
+    public var busyTimeoutMilliseconds: Int32 = 5000
+    /// SQLite VFS name (nil: the default). `FaultInjection.vfsName` for fault tests.
+    public var vfsName: String? = nil
+    /// A PASSIVE checkpoint runs after a commit once the WAL is larger than this.
+    public var checkpointThresholdBytes: Int = 4 << 20
+    /// The WAL file is truncated to this size when SQLite restarts it.
+    public var journalSizeLimitBytes: Int = 4 << 20
+    /// Largest string or binary value accepted in a save.
+    public var maxValueBytes: Int = 4 << 20
+    /// Most saves the writer groups into one SQLite transaction.
+    public var maxGroupCommit: Int = 64
+    /// Run one GC batch after this many commits (0: only on request).
+    public var gcEveryCommits: Int = 256
+    public var gcBatchSize: Int = 500
+    /// History transactions older than this many generations behind current are trimmed by GC (nil: keep all).
+    public var historyRetentionGenerations: Int64? = nil
+    /// Prepared statements cached per connection.
+    public var statementCacheSize: Int = 64
+    /// Monotonic seconds, for pin leases (tests inject a manual clock).
+    public var clock: @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }
+    public var logger: Logger = Logger(label: "ubiquity.storage")
+    public init() {}
+}
+
+/// A lease keeping a generation readable (and its row versions from GC).
+public struct PinLease: Sendable, Hashable {
+    public let id: UUID
+    public let token: GenerationToken
+}
+
+struct StoreState {
+    var model: ResolvedModel?
+    var generation: Int64
+    var epoch: UInt64
+    var gcHorizon: Int64
+    var historyHorizon: Int64
+    var pins: [UUID: (gen: Int64, expiry: Double)] = [:]
+    var activeReads: [Int64: Int] = [:]
+    var closed = false
+}
+
+/// One open store: a writer thread + connection and a pool of reader threads + connections.
+/// All methods may be called from any thread or task.
+public final class Store: Sendable {
+    public let id: UUID
+    public let path: String
+    let config: StorageConfiguration
+    let state: Locked<StoreState>
+    let readers: ReaderPool
+    let writer: WriterThread<WriterJob>
+    let writerState: WriterOwned
+
+    /// Opens (creating if missing) the store file at `path`. If the store has no model yet and
+    /// `model` is given, it is installed. An existing store keeps its model (use `migrate`).
+    public static func open(path: String, id: UUID, model: ModelDefinition? = nil, configuration: StorageConfiguration = StorageConfiguration()) throws -> Store {
+        try Store(path: path, id: id, model: model, config: configuration)
+    }
+
+    private init(path: String, id: UUID, model: ModelDefinition?, config: StorageConfiguration) throws {
+        if config.vfsName == FaultInjection.vfsName { FaultInjection.register() }
+        self.path = path
+        self.config = config
+        let w = try Connection(path: path, readOnly: false, vfs: config.vfsName, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: config.statementCacheSize)
+        var st: StoreState
+        do {
+            try w.exec("PRAGMA journal_mode=WAL")
+            try w.exec("PRAGMA synchronous=\(config.synchronous.rawValue)")
+            try w.exec("PRAGMA journal_size_limit=\(config.journalSizeLimitBytes)")
+            try w.exec("PRAGMA wal_autocheckpoint=0")  // checkpoints follow our policy, from this thread only
+            try w.exec("PRAGMA foreign_keys=OFF")
+            try w.exec("BEGIN IMMEDIATE")
+            do {
+                try w.exec("CREATE TABLE IF NOT EXISTS ubq_meta (key TEXT PRIMARY KEY, value ANY) STRICT")
+                try w.exec("CREATE TABLE IF NOT EXISTS ubq_history (generation INTEGER PRIMARY KEY, timestamp REAL NOT NULL, author TEXT, context TEXT, changes BLOB NOT NULL)")
+                try w.exec("CREATE TABLE IF NOT EXISTS ubq_client_tx (id TEXT PRIMARY KEY, generation INTEGER NOT NULL, result BLOB NOT NULL)")
+                let existingID = try Meta.get(w, "store_id")
+                if case .text(let s) = existingID {
+                    guard UUID(uuidString: s) == id else { throw StorageError(.invalidArgument, "store file belongs to store \(s), not \(id)") }
+                } else {
+                    try Meta.set(w, "store_id", .text(id.uuidString))
+                    try Meta.set(w, "epoch", .integer(Int64(bitPattern: UInt64.random(in: 1...UInt64.max))))
+                    for k in ["generation", "gc_horizon", "history_horizon"] { try Meta.set(w, k, .integer(0)) }
+                    try Meta.set(w, "next_pk", .integer(1))
+                }
+                var resolved: ResolvedModel?
+                if case .text(let json) = try Meta.get(w, "model_json") {
+                    resolved = try ResolvedModel(ModelDefinition.fromJSON(Data(json.utf8)))
+                } else if let model {
+                    let r = try ResolvedModel(model)
+                    for s in r.createStatements() { try w.exec(s) }
+                    try Meta.set(w, "model_json", .text(String(decoding: try model.jsonData(), as: UTF8.self)))
+                    try Meta.set(w, "model_hash", .text(r.hash))
+                    resolved = r
+                }
+                st = StoreState(model: resolved, generation: try Meta.int(w, "generation"), epoch: UInt64(bitPattern: try Meta.int(w, "epoch")),
+                                gcHorizon: try Meta.int(w, "gc_horizon"), historyHorizon: try Meta.int(w, "history_horizon"))
+                try w.exec("COMMIT")
+            } catch { try? w.exec("ROLLBACK"); throw error }
+        } catch { w.close(); throw error }
+        self.id = id
+        state = Locked(st)
+        let wo = WriterOwned()
+        writerState = wo
+        do {
+            let cfg = config
+            readers = try ReaderPool(count: max(1, config.readerCount)) {
+                let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
+                try c.exec("PRAGMA query_only=1")
+                return c
+            }
+        } catch { w.close(); throw error }
+        let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path)
+        writer = WriterThread(connection: w, maxBatch: config.maxGroupCommit, handler: { conn, jobs in engine.handle(conn, jobs) },
+                              onClose: { conn in _ = conn.checkpoint(truncate: true) })
+    }
+
+    /// Closes the pools: queued work finishes, later calls fail with `.storeClosed`. Blocks until the threads exit.
+    public func close() {
+        let already = state.withLock { s -> Bool in defer { s.closed = true }; return s.closed }
+        if already { return }
+        writer.shutdown()
+        readers.shutdown()
+    }
+
+    deinit { close() }
+
+    // MARK: State
+
+    public var currentToken: GenerationToken { state.withLock { GenerationToken(storeID: id, epoch: $0.epoch, generation: $0.generation) } }
+    public var modelDefinition: ModelDefinition? { state.withLock { $0.model?.definition } }
+    public var modelVersionHash: String? { state.withLock { $0.model?.hash } }
+    /// The oldest generation still readable.
+    public var oldestReadableGeneration: Int64 { state.withLock { $0.gcHorizon } }
+
+    /// Validates a read generation and registers an active read at it (unregister with `endRead`).
+    /// Registration under the same lock GC uses to raise its horizon makes "validated, then read" race-free.
+    func beginRead(_ g: ReadGeneration, minimumGeneration: Int64? = nil) throws -> (Int64, ResolvedModel) {
+        try state.withLock { s in
+            if s.closed { throw StorageError(.storeClosed, "store is closed") }
+            guard let m = s.model else { throw StorageError(.invalidArgument, "store has no model") }
+            if let mg = minimumGeneration, s.generation < mg {
+                throw StorageError(.generationNotReached, "store is at generation \(s.generation), read requires \(mg)")
+            }
+            let gen: Int64
+            switch g {
+            case .current: gen = s.generation
+            case .token(let t): gen = try validate(t, s)
+            }
+            s.activeReads[gen, default: 0] += 1
+            return (gen, m)
+        }
+    }
+
+    func endRead(_ gen: Int64) {
+        state.withLock { s in
+            if let n = s.activeReads[gen] { if n <= 1 { s.activeReads[gen] = nil } else { s.activeReads[gen] = n - 1 } }
+        }
+    }
+
+    func validate(_ t: GenerationToken, _ s: StoreState) throws -> Int64 {
+        guard t.storeID == id else { throw StorageError(.invalidArgument, "token belongs to another store") }
+        guard t.epoch == s.epoch else { throw StorageError(.storeReplaced, "store was replaced since this token was issued") }
+        guard t.generation <= s.generation else { throw StorageError(.invalidArgument, "token names a generation this store has not reached") }
+        guard t.generation >= s.gcHorizon else {
+            throw StorageError(.generationExpired, "generation \(t.generation) was collected (oldest readable: \(s.gcHorizon))")
+        }
+        return t.generation
+    }
+
+    // MARK: Pins
+
+    /// Pins a generation (current if nil) for `lease` seconds; its row versions survive GC until the
+    /// lease ends (`unpin`, or expiry without `renew`).
+    public func pin(_ token: GenerationToken? = nil, lease: Double) throws -> PinLease {
+        try state.withLock { s in
+            let g = try token.map { try validate($0, s) } ?? s.generation
+            let pid = UUID()
+            s.pins[pid] = (g, config.clock() + lease)
+            return PinLease(id: pid, token: GenerationToken(storeID: id, epoch: s.epoch, generation: g))
+        }
+    }
+
+    /// Extends a lease; throws `.generationExpired` if it already expired.
+    public func renew(_ pin: PinLease, lease: Double) throws {
+        try state.withLock { s in
+            let now = config.clock()
+            guard let p = s.pins[pin.id], p.expiry > now else { s.pins[pin.id] = nil; throw StorageError(.generationExpired, "pin lease expired") }
+            s.pins[pin.id] = (p.gen, now + lease)
+        }
+    }
+
+    public func unpin(_ pin: PinLease) { state.withLock { _ = $0.pins.removeValue(forKey: pin.id) } }
+
+    public var pinCount: Int { state.withLock { s in let now = config.clock(); return s.pins.values.filter { $0.expiry > now }.count } }
+
+    // MARK: Async plumbing
+
+    /// Runs `body` on a reader thread. Cancellation of the calling task interrupts its SQL.
+    func onReader<T: Sendable>(_ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+        let flag = CancelFlag()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
+                readers.submit(ReaderJob { conn in
+                    guard let conn else { cont.resume(throwing: StorageError(.storeClosed, "store is closed")); return }
+                    if flag.isCancelled { cont.resume(throwing: StorageError(.cancelled, "request cancelled")); return }
+                    conn.currentCancel = flag
+                    defer { conn.currentCancel = nil }
+                    do {
+                        try conn.exec("BEGIN")
+                        let v = try body(conn)
+                        try conn.exec("COMMIT")
+                        cont.resume(returning: v)
+                    } catch {
+                        if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
+                        cont.resume(throwing: error)
+                    }
+                })
+            }
+        } onCancel: { flag.cancel() }
+    }
+
+    /// Runs `body` alone on the writer thread (not grouped with saves).
+    func onWriter<T: Sendable>(_ body: @escaping @Sendable (Connection, WriterEngine) throws -> T) async throws -> T {
+        let flag = CancelFlag()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
+                let ok = writer.submit(.exclusive(flag, { conn, engine in
+                    guard let conn, let engine else { cont.resume(throwing: StorageError(.storeClosed, "store is closed")); return }
+                    if flag.isCancelled { cont.resume(throwing: StorageError(.cancelled, "request cancelled")); return }
+                    conn.currentCancel = flag
+                    defer { conn.currentCancel = nil }
+                    cont.resume(with: Result { try body(conn, engine) })
+                }))
+                if !ok { cont.resume(throwing: StorageError(.storeClosed, "store is closed")) }
+            }
+        } onCancel: { flag.cancel() }
+    }
+
+    // MARK: Reads
+
+    /// Reads objects by ID at a generation; nil where the object does not exist at that generation.
+    public func objects(_ ids: [ObjectID], at g: ReadGeneration = .current, minimumGeneration: Int64? = nil) async throws -> [ObjectSnapshot?] {
+        let (gen, model) = try beginRead(g, minimumGeneration: minimumGeneration)
+        defer { endRead(gen) }
+        let sid = id
+        return try await onReader { conn in
+            let r = RowReader(conn: conn, model: model, storeID: sid, gen: gen)
+            return try ids.map { try r.object($0) }
+        }
+    }
+
+    /// One object by ID; throws `.notFound` if it does not exist at that generation.
+    public func object(_ oid: ObjectID, at g: ReadGeneration = .current, minimumGeneration: Int64? = nil) async throws -> ObjectSnapshot {
+        guard let o = try await objects([oid], at: g, minimumGeneration: minimumGeneration)[0] else {
+            throw StorageError(.notFound, "\(oid) does not exist at this generation")
+        }
+        return o
+    }
+
+    /// Every object at a generation, ordered by entity then pk.
+    public func dump(at g: ReadGeneration = .current) async throws -> StoreDump {
+        let (gen, model) = try beginRead(g)
+        defer { endRead(gen) }
+        let sid = id
+        let epoch = state.withLock { $0.epoch }
+        return try await onReader { conn in
+            let r = RowReader(conn: conn, model: model, storeID: sid, gen: gen)
+            return StoreDump(token: GenerationToken(storeID: sid, epoch: epoch, generation: gen), objects: try r.all())
+        }
+    }
+
+    /// Object IDs of live objects of an entity (and sub-entities) at a generation, ordered by pk.
+    public func objectIDs(entity: String, at g: ReadGeneration = .current) async throws -> [ObjectID] {
+        let (gen, model) = try beginRead(g)
+        defer { endRead(gen) }
+        guard model.entities[entity] != nil else { throw StorageError(.validationFailed([ValidationIssue(.unknownEntity, entity: entity, "no such entity")]), "unknown entity") }
+        let sid = id
+        return try await onReader { conn in
+            let fam = model.family[entity]!
+            var out: [ObjectID] = []
+            try conn.query("SELECT pk, z_ent FROM \(q(model.table(of: entity))) WHERE created_gen <= ?1 AND ended_gen > ?1 ORDER BY pk", [.integer(gen)]) { st in
+                let e = st.text(1)
+                if fam.contains(e) { out.append(ObjectID(storeID: sid, entity: e, pk: st.int(0))) }
+            }
+            return out
+        }
+    }
+
+    /// The table mapping, for the query layer: entity → (table, column per property).
+    public func tableMapping() throws -> [String: (table: String, columns: [String: String])] {
+        guard let m = state.withLock({ $0.model }) else { throw StorageError(.invalidArgument, "store has no model") }
+        var out: [String: (String, [String: String])] = [:]
+        for (e, _) in m.entities {
+            var cols: [String: String] = [:]
+            for a in m.attributes[e]!.keys { cols[a] = ResolvedModel.attrColumn(a) }
+            for (n, r) in m.relationships[e]! where !r.toMany { cols[n] = ResolvedModel.relColumn(n) }
+            out[e] = (m.table(of: e), cols)
+        }
+        return out
+    }
+
+    // MARK: Writes
+
+    /// Applies a save (see `SaveRequest`). Concurrent saves are grouped into one SQLite transaction,
+    /// each inside its own savepoint: each save is all-or-nothing on its own.
+    public func save(_ request: SaveRequest) async throws -> SaveResult {
+        let flag = CancelFlag()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (cont: CheckedContinuation<SaveResult, Error>) in
+                let ok = writer.submit(.save(SaveJob(request: request, flag: flag, complete: { cont.resume(with: $0) })))
+                if !ok { cont.resume(throwing: StorageError(.storeClosed, "store is closed")) }
+            }
+        } onCancel: { flag.cancel() }
+    }
+
+    /// Inserts many objects in one transaction and one history record; with `upsert`, objects that
+    /// clash on a uniqueness constraint update the existing object instead.
+    public func batchInsert(entity: String, objects: [[String: StorageValue]], upsert: Bool = false, author: String? = nil, contextName: String? = nil) async throws -> SaveResult {
+        var req = SaveRequest()
+        req.inserts = objects.enumerated().map { InsertOperation(temporaryID: "b\($0.offset)", entity: entity, values: $0.element) }
+        req.mergePolicy = upsert ? .mergeByPropertyObjectTrump : .error
+        req.author = author
+        req.contextName = contextName
+        return try await save(req)
+    }
+
+    /// One GC batch: raises the horizon to the oldest generation any live pin or read needs, then
+    /// deletes up to `batchSize` row versions nobody can see (its own short transaction). Returns
+    /// the number of rows removed; call again while it returns `batchSize`.
+    @discardableResult
+    public func collectGarbage(batchSize: Int? = nil) async throws -> Int {
+        let n = batchSize ?? config.gcBatchSize
+        return try await onWriter { conn, engine in try engine.gcBatch(conn, limit: n) }
+    }
+
+    /// Runs GC batches until nothing is left to collect.
+    public func collectAllGarbage() async throws {
+        let n = config.gcBatchSize
+        while try await collectGarbage(batchSize: n) >= n {}
+    }
+
+    /// Checkpoint from the writer. `truncate`: wait for readers and truncate the WAL to zero bytes.
+    public func checkpoint(truncate: Bool = false) async throws -> (walFrames: Int, checkpointedFrames: Int) {
+        try await onWriter { conn, _ in
+            let r = conn.checkpoint(truncate: truncate)
+            if r.rc != SQLITE_OK { throw conn.error(r.rc, sql: "checkpoint") }
+            return (Int(r.log), Int(r.done))
+        }
+    }
+
+    public var walFileSize: Int { Store.fileSize(path + "-wal") }
+
+    static func fileSize(_ p: String) -> Int {
+        var st = stat()
+        return stat(p, &st) == 0 ? Int(st.st_size) : 0
+    }
+
+    /// `PRAGMA integrity_check` on a reader; returns the problems (empty: ok).
+    public func integrityCheck() async throws -> [String] {
+        try await onReader { conn in
+            var out: [String] = []
+            try conn.query("PRAGMA integrity_check") { st in let s = st.text(0); if s != "ok" { out.append(s) } }
+            return out
+        }
+    }
+
+    // MARK: History
+
+    /// Transactions after `token` (exclusive), oldest first, at most `limit`.
+    public func history(after token: GenerationToken?, limit: Int = 100) async throws -> HistoryPage {
+        let (after, epoch, horizon, current) = try state.withLock { s -> (Int64, UInt64, Int64, Int64) in
+            if let t = token {
+                guard t.storeID == id else { throw StorageError.invalid("token belongs to another store") }
+                guard t.epoch == s.epoch else { throw StorageError(.storeReplaced, "store was replaced since this token was issued") }
+            }
+            return (token?.generation ?? s.historyHorizon, s.epoch, s.historyHorizon, s.generation)
+        }
+        if after < horizon { throw StorageError(.historyExpired, "history before generation \(horizon) was trimmed") }
+        let sid = id
+        return try await onReader { conn in
+            var txs: [HistoryTransaction] = []
+            try conn.query("SELECT generation, timestamp, author, context, changes FROM ubq_history WHERE generation > ? ORDER BY generation LIMIT ?",
+                           [.integer(after), .integer(Int64(max(1, limit)))]) { st in
+                let changes = (try? JSONDecoder().decode([HistoryChange].self, from: Data(st.text(4).utf8))) ?? []
+                txs.append(HistoryTransaction(token: GenerationToken(storeID: sid, epoch: epoch, generation: st.int(0)), timestamp: Date(timeIntervalSince1970: Double(st.int(1)) / 1000),
+                                              author: st.isNull(2) ? nil : st.text(2), contextName: st.isNull(3) ? nil : st.text(3), changes: changes))
+            }
+            let last = txs.last?.token.generation ?? after
+            return HistoryPage(transactions: txs, nextToken: GenerationToken(storeID: sid, epoch: epoch, generation: last), hasMore: last < current && txs.count >= limit)
+        }
+    }
+
+    /// Deletes history transactions at or before `token`'s generation.
+    public func deleteHistory(through token: GenerationToken) async throws {
+        _ = try state.withLock { s in
+            guard token.storeID == id, token.epoch == s.epoch else { throw StorageError(.storeReplaced, "token from another store or epoch") }
+        }
+        try await onWriter { conn, engine in try engine.trimHistory(conn, through: token.generation) }
+    }
+
+    // MARK: Migration
+
+    /// Infers a lightweight migration to `model`; with `dryRun` reports it and changes nothing.
+    /// Otherwise backs the store up to `backupPath` (VACUUM INTO) and applies it atomically.
+    public func migrate(to model: ModelDefinition, dryRun: Bool = false, backupPath: String? = nil) async throws -> MigrationReport {
+        let new = try ResolvedModel(model)
+        let backup = backupPath ?? (path + ".pre-migration-\(Int(Date().timeIntervalSince1970))")
+        return try await onWriter { conn, engine in try engine.migrate(conn, to: new, dryRun: dryRun, backupPath: dryRun ? nil : backup) }
+    }
+
+    // MARK: Baseline
+
+    /// Writes a new store file at `destination` holding exactly this store at `token`'s generation
+    /// (VACUUM INTO from a reader, then older and newer versions pruned in the copy).
+    public func baseline(at g: ReadGeneration, to destination: String) async throws -> GenerationToken {
+        let (gen, _) = try beginRead(g)
+        defer { endRead(gen) }
+        if FileManager.default.fileExists(atPath: destination) { throw StorageError.invalid("baseline destination exists") }
+        let (epoch, sid) = (state.withLock { $0.epoch }, id)
+        try await onReader { conn in
+            try conn.run("VACUUM INTO ?", [.text(destination)])
+        }
+        // The copy is a new file nobody else has open: prune it through its own connection.
+        let c = try Connection(path: destination, readOnly: false, vfs: nil, busyTimeoutMS: config.busyTimeoutMilliseconds)
+        defer { c.close() }
+        try c.exec("BEGIN IMMEDIATE")
+        do {
+            var tables: [String] = []
+            try c.query("SELECT name FROM sqlite_schema WHERE type='table' AND (name LIKE 't\\_%' ESCAPE '\\' OR name LIKE 'j\\_%' ESCAPE '\\')") { tables.append($0.text(0)) }
+            for t in tables {
+                try c.run("DELETE FROM \(q(t)) WHERE NOT (created_gen <= ?1 AND ended_gen > ?1)", [.integer(gen)])
+                try c.run("UPDATE \(q(t)) SET ended_gen = \(ResolvedModel.live)", [])
+            }
+            try c.run("DELETE FROM ubq_history WHERE generation > ?", [.integer(gen)])
+            try c.run("DELETE FROM ubq_client_tx WHERE generation > ?", [.integer(gen)])
+            try Meta.set(c, "generation", .integer(gen))
+            try Meta.set(c, "gc_horizon", .integer(gen))
+            try c.exec("COMMIT")
+        } catch { try? c.exec("ROLLBACK"); throw error }
+        try c.exec("PRAGMA journal_mode=DELETE")
+        return GenerationToken(storeID: sid, epoch: epoch, generation: gen)
+    }
+}
+
+/// The meta key-value table.
+enum Meta {
+    static func get(_ c: Connection, _ k: String) throws -> SQLValue { try c.scalar("SELECT value FROM ubq_meta WHERE key = ?", [.text(k)]) }
+    static func set(_ c: Connection, _ k: String, _ v: SQLValue) throws {
+        try c.run("INSERT INTO ubq_meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [.text(k), v])
+    }
+    static func int(_ c: Connection, _ k: String) throws -> Int64 {
+        if case .integer(let i) = try get(c, k) { return i }
+        throw StorageError(.corrupt, "store meta \(k) missing")
+    }
+}
+
+public struct HistoryChange: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable { case insert, update, delete }
+    public var kind: Kind
+    public var objectID: ObjectID
+    public var entity: String
+    /// Changed property names (updates; all set properties for inserts).
+    public var changedProperties: [String]
+    /// Values of attributes marked keepOnDelete (deletes).
+    public var tombstone: [String: StorageValue]?
+}
+
+public struct HistoryTransaction: Codable, Sendable, Equatable {
+    public var token: GenerationToken
+    public var timestamp: Date
+    public var author: String?
+    public var contextName: String?
+    public var changes: [HistoryChange]
+}
+
+public struct HistoryPage: Sendable {
+    public var transactions: [HistoryTransaction]
+    /// Resume point: pass it to the next `history(after:)`.
+    public var nextToken: GenerationToken
+    public var hasMore: Bool
+}

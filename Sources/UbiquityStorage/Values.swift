@@ -1,0 +1,162 @@
+import Foundation
+
+/// An attribute value. Codable as a one-key object, e.g. `{"int": 5}`, `{"string": "x"}`, `{"null": true}`.
+public enum StorageValue: Codable, Sendable, Hashable, CustomStringConvertible {
+    case null
+    case string(String)
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    /// Decimal as its canonical string (exact).
+    case decimal(String)
+    /// Seconds since 1970-01-01T00:00:00Z.
+    case date(Double)
+    case binary(Data)
+    case uuid(UUID)
+    case uri(String)
+
+    private enum K: String, CodingKey { case null, string, bool, int, double, decimal, date, binary, uuid, uri }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: K.self)
+        guard let k = c.allKeys.first, c.allKeys.count == 1 else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a value is an object with exactly one key"))
+        }
+        switch k {
+        case .null: self = .null
+        case .string: self = .string(try c.decode(String.self, forKey: k))
+        case .bool: self = .bool(try c.decode(Bool.self, forKey: k))
+        case .int: self = .int(try c.decode(Int64.self, forKey: k))
+        case .double: self = .double(try c.decode(Double.self, forKey: k))
+        case .decimal: self = .decimal(try c.decode(String.self, forKey: k))
+        case .date: self = .date(try c.decode(Double.self, forKey: k))
+        case .binary: self = .binary(try c.decode(Data.self, forKey: k))
+        case .uuid: self = .uuid(try c.decode(UUID.self, forKey: k))
+        case .uri: self = .uri(try c.decode(String.self, forKey: k))
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: K.self)
+        switch self {
+        case .null: try c.encode(true, forKey: .null)
+        case .string(let v): try c.encode(v, forKey: .string)
+        case .bool(let v): try c.encode(v, forKey: .bool)
+        case .int(let v): try c.encode(v, forKey: .int)
+        case .double(let v): try c.encode(v, forKey: .double)
+        case .decimal(let v): try c.encode(v, forKey: .decimal)
+        case .date(let v): try c.encode(v, forKey: .date)
+        case .binary(let v): try c.encode(v, forKey: .binary)
+        case .uuid(let v): try c.encode(v, forKey: .uuid)
+        case .uri(let v): try c.encode(v, forKey: .uri)
+        }
+    }
+
+    public var isNull: Bool { if case .null = self { return true }; return false }
+
+    public var description: String {
+        switch self {
+        case .null: "nil"
+        case .string(let v): "\"\(v.count > 40 ? String(v.prefix(40)) + "…" : v)\""
+        case .bool(let v): "\(v)"
+        case .int(let v): "\(v)"
+        case .double(let v): "\(v)"
+        case .decimal(let v): v
+        case .date(let v): "date(\(v))"
+        case .binary(let v): "<\(v.count) bytes>"
+        case .uuid(let v): v.uuidString
+        case .uri(let v): v
+        }
+    }
+
+    var typeName: String {
+        switch self {
+        case .null: "null"; case .string: "string"; case .bool: "bool"; case .int: "int"; case .double: "double"
+        case .decimal: "decimal"; case .date: "date"; case .binary: "binary"; case .uuid: "uuid"; case .uri: "uri"
+        }
+    }
+}
+
+/// A permanent object ID. URI form `x-ubiquity://<store-uuid>/<Entity>/p<pk>`.
+public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Comparable {
+    public var storeID: UUID
+    public var entity: String
+    public var pk: Int64
+
+    public init(storeID: UUID, entity: String, pk: Int64) { self.storeID = storeID; self.entity = entity; self.pk = pk }
+
+    public var uri: String { "x-ubiquity://\(storeID.uuidString.lowercased())/\(entity)/p\(pk)" }
+    public var description: String { uri }
+
+    /// Parses the URI form; nil if malformed.
+    public init?(uri: String) {
+        let prefix = "x-ubiquity://"
+        guard uri.hasPrefix(prefix) else { return nil }
+        let parts = uri.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, let sid = UUID(uuidString: String(parts[0])), parts[2].first == "p",
+              let pk = Int64(parts[2].dropFirst()), pk > 0, !parts[1].isEmpty else { return nil }
+        self.init(storeID: sid, entity: String(parts[1]), pk: pk)
+    }
+
+    public init(from decoder: Decoder) throws {
+        let s = try decoder.singleValueContainer().decode(String.self)
+        guard let id = ObjectID(uri: s) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not an object ID: \(s)"))
+        }
+        self = id
+    }
+    public func encode(to encoder: Encoder) throws { var c = encoder.singleValueContainer(); try c.encode(uri) }
+    public static func < (a: ObjectID, b: ObjectID) -> Bool { (a.entity, a.pk) < (b.entity, b.pk) }
+}
+
+/// Opaque generation token: (store UUID, epoch, generation). 33 bytes: version byte 1,
+/// 16 bytes store UUID, 8 bytes epoch (big endian), 8 bytes generation (big endian).
+public struct GenerationToken: Hashable, Sendable, Codable, CustomStringConvertible {
+    public var storeID: UUID
+    public var epoch: UInt64
+    public var generation: Int64
+
+    public init(storeID: UUID, epoch: UInt64, generation: Int64) { self.storeID = storeID; self.epoch = epoch; self.generation = generation }
+
+    public var bytes: [UInt8] {
+        var out: [UInt8] = [1]
+        withUnsafeBytes(of: storeID.uuid) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: epoch.bigEndian) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: generation.bigEndian) { out.append(contentsOf: $0) }
+        return out
+    }
+
+    /// Decodes `bytes`; throws `.invalidArgument` if malformed.
+    public init(bytes: [UInt8]) throws {
+        guard bytes.count == 33, bytes[0] == 1 else { throw StorageError.invalid("malformed generation token") }
+        let u = Array(bytes[1..<17])
+        storeID = UUID(uuid: (u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]))
+        epoch = bytes[17..<25].reduce(0) { $0 << 8 | UInt64($1) }
+        let g = bytes[25..<33].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        generation = Int64(bitPattern: g)
+        guard generation >= 0 else { throw StorageError.invalid("malformed generation token") }
+    }
+
+    public var description: String { "token(\(storeID.uuidString.prefix(8))…, epoch \(epoch), gen \(generation))" }
+}
+
+/// Which generation a read sees.
+public enum ReadGeneration: Sendable {
+    case current
+    case token(GenerationToken)
+}
+
+/// One object as read at a generation.
+public struct ObjectSnapshot: Codable, Sendable, Equatable {
+    public var id: ObjectID
+    public var version: Int64
+    public var values: [String: StorageValue]
+    /// Every relationship by name: to-one as zero or one ID, to-many sorted.
+    public var relationships: [String: [ObjectID]]
+}
+
+/// Everything in a store at a generation (tests, baselines, debugging).
+public struct StoreDump: Codable, Sendable, Equatable {
+    public var token: GenerationToken
+    public var objects: [ObjectSnapshot]
+}

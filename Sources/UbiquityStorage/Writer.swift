@@ -1,0 +1,738 @@
+internal import CSQLite
+import Foundation
+
+/// The writer thread's logic: group commit, saves, GC, history trimming, migrations.
+/// Every method runs on the writer thread only (rule 1).
+final class WriterEngine: Sendable {
+    let storeID: UUID
+    let config: StorageConfiguration
+    let state: Locked<StoreState>
+    let owned: WriterOwned
+    let path: String
+
+    init(storeID: UUID, config: StorageConfiguration, state: Locked<StoreState>, owned: WriterOwned, path: String) {
+        self.storeID = storeID; self.config = config; self.state = state; self.owned = owned; self.path = path
+    }
+
+    func handle(_ conn: Connection, _ jobs: [WriterJob]) {
+        var group: [SaveJob] = []
+        for j in jobs {
+            switch j {
+            case .save(let s): group.append(s)
+            case .exclusive(_, let body):
+                if !group.isEmpty { runGroup(conn, group); group = [] }
+                body(conn, self)
+            }
+        }
+        if !group.isEmpty { runGroup(conn, group) }
+    }
+
+    /// Group commit: one BEGIN IMMEDIATE … COMMIT (one fsync) for several saves, each inside its
+    /// own SAVEPOINT so a failing save rolls back alone. Generations are handed out in order.
+    func runGroup(_ conn: Connection, _ jobs: [SaveJob]) {
+        var results = [Result<SaveResult, Error>?](repeating: nil, count: jobs.count)
+        guard let model = state.withLock({ $0.model }) else {
+            jobs.forEach { $0.complete(.failure(StorageError(.invalidArgument, "store has no model"))) }
+            return
+        }
+        let (startGen, epoch) = state.withLock { ($0.generation, $0.epoch) }
+        var gen = startGen
+        do { try conn.exec("BEGIN IMMEDIATE") } catch {
+            jobs.forEach { $0.complete(.failure(error)) }
+            return
+        }
+        var aborted: Error?
+        var committed = 0
+        for (i, job) in jobs.enumerated() {
+            if job.flag.isCancelled { results[i] = .failure(StorageError(.cancelled, "request cancelled")); continue }
+            do {
+                try conn.exec("SAVEPOINT s")
+            } catch { aborted = error; break }
+            do {
+                let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: job.request, config: config)
+                let r = try txn.run()
+                if r.replayed || r.dryRun {
+                    try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")
+                } else {
+                    try conn.exec("RELEASE s"); gen += 1; committed += 1
+                }
+                results[i] = .success(r)
+            } catch {
+                results[i] = .failure(error)
+                if conn.isAutocommit { aborted = error; break }  // SQLite rolled the whole transaction back
+                do { try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s") } catch { aborted = error; break }
+            }
+        }
+        if aborted == nil {
+            do { try conn.exec(committed > 0 ? "COMMIT" : "ROLLBACK") } catch { aborted = error }
+        }
+        if let e = aborted {
+            if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
+            // Nothing of this group is committed: every save that looked applied fails with the cause.
+            for i in results.indices {
+                switch results[i] {
+                case .none: results[i] = .failure(e)
+                case .success(let r) where !r.replayed && !r.dryRun: results[i] = .failure(e)
+                default: break
+                }
+            }
+            config.logger.warning("group commit failed: \(e)")
+        } else if committed > 0 {
+            state.withLock { $0.generation = gen }  // publish before acknowledging (read-your-writes)
+            owned.commitsSinceGC += committed
+        }
+        for (i, j) in jobs.enumerated() { j.complete(results[i]!) }
+        if committed > 0 && aborted == nil { afterCommit(conn) }
+    }
+
+    /// Checkpoint policy (docs/storage.md): PASSIVE once the WAL passes the threshold; a complete
+    /// PASSIVE lets the next commit restart the WAL from its start (and journal_size_limit
+    /// truncates it). Periodic small GC batches.
+    func afterCommit(_ conn: Connection) {
+        if Store.fileSize(path + "-wal") > config.checkpointThresholdBytes {
+            let r = conn.checkpoint(truncate: false)
+            if r.rc != SQLITE_OK { config.logger.debug("passive checkpoint: rc \(r.rc)") }
+        }
+        if config.gcEveryCommits > 0 && owned.commitsSinceGC >= config.gcEveryCommits {
+            owned.commitsSinceGC = 0
+            do { _ = try gcBatch(conn, limit: config.gcBatchSize) } catch { config.logger.warning("gc batch failed: \(error)") }
+        }
+    }
+
+    // MARK: GC
+
+    /// Raises the horizon to min(current, live pins, active reads), then deletes at most `limit`
+    /// versions that ended at or before it, in one short transaction.
+    func gcBatch(_ conn: Connection, limit: Int) throws -> Int {
+        guard let model = state.withLock({ $0.model }) else { return 0 }
+        let now = config.clock()
+        let horizon = state.withLock { s -> Int64 in
+            s.pins = s.pins.filter { $0.value.expiry > now }
+            var h = s.generation
+            for p in s.pins.values { h = min(h, p.gen) }
+            for g in s.activeReads.keys { h = min(h, g) }
+            s.gcHorizon = max(s.gcHorizon, h)
+            return s.gcHorizon
+        }
+        var removed = 0
+        try conn.exec("BEGIN IMMEDIATE")
+        do {
+            try Meta.set(conn, "gc_horizon", .integer(horizon))
+            for r in model.roots where removed < limit {
+                let t = q(ResolvedModel.tableName(root: r))
+                try conn.run("DELETE FROM \(t) WHERE (pk, ended_gen) IN (SELECT pk, ended_gen FROM \(t) WHERE ended_gen <= ? LIMIT ?)", [.integer(horizon), .integer(Int64(limit - removed))])
+                removed += conn.changes
+            }
+            for j in model.joinTables where removed < limit {
+                try conn.run("DELETE FROM \(q(j)) WHERE (src, dst, ended_gen) IN (SELECT src, dst, ended_gen FROM \(q(j)) WHERE ended_gen <= ? LIMIT ?)", [.integer(horizon), .integer(Int64(limit - removed))])
+                removed += conn.changes
+            }
+            if let keep = config.historyRetentionGenerations {
+                let cut = state.withLock { $0.generation } - keep
+                if cut > state.withLock({ $0.historyHorizon }) { try trimHistoryInTxn(conn, through: cut) }
+            }
+            try conn.exec("COMMIT")
+        } catch { if !conn.isAutocommit { try? conn.exec("ROLLBACK") }; throw error }
+        return removed
+    }
+
+    func trimHistory(_ conn: Connection, through g: Int64) throws {
+        try conn.exec("BEGIN IMMEDIATE")
+        do { try trimHistoryInTxn(conn, through: g); try conn.exec("COMMIT") } catch { if !conn.isAutocommit { try? conn.exec("ROLLBACK") }; throw error }
+    }
+
+    private func trimHistoryInTxn(_ conn: Connection, through g: Int64) throws {
+        let cut = min(g, state.withLock { $0.generation })
+        try conn.run("DELETE FROM ubq_history WHERE generation <= ?", [.integer(cut)])
+        let h = max(cut, state.withLock { $0.historyHorizon })
+        try Meta.set(conn, "history_horizon", .integer(h))
+        state.withLock { $0.historyHorizon = h }
+    }
+}
+
+/// One save, applied inside its savepoint. Collects every validation issue before failing.
+final class SaveTxn {
+    let conn: Connection
+    let model: ResolvedModel
+    let storeID: UUID
+    let epoch: UInt64
+    let gen: Int64
+    let currentGen: Int64
+    let req: SaveRequest
+    let config: StorageConfiguration
+    var nextPK: Int64 = 0
+    var tempMap: [String: ObjectID] = [:]
+    var issues: [ValidationIssue] = []
+    var conflicts: [ConflictRecord] = []
+    var resolved: [ConflictRecord] = []
+    var skipped: [ObjectID] = []
+    var changeOrder: [ObjectID] = []
+    var changes: [ObjectID: HistoryChange] = [:]
+    var touched: Set<ObjectID> = []
+    var deleted: Set<ObjectID> = []
+    var versions: [ObjectID: Int64] = [:]
+    var upserted: Set<String> = []
+
+    init(conn: Connection, model: ResolvedModel, storeID: UUID, epoch: UInt64, gen: Int64, currentGen: Int64, request: SaveRequest, config: StorageConfiguration) {
+        self.conn = conn; self.model = model; self.storeID = storeID; self.epoch = epoch; self.gen = gen
+        self.currentGen = currentGen; self.req = request; self.config = config
+    }
+
+    static let live = Int64.max
+
+    struct Row {
+        var pk: Int64
+        var version: Int64
+        var ent: String
+        var created: Int64
+        var cols: [String: SQLValue]
+    }
+
+    // MARK: rows
+
+    func currentRow(_ root: String, _ pk: Int64) throws -> Row? {
+        let cols = model.columns[root] ?? []
+        let sel = cols.isEmpty ? "" : ", " + cols.map(q).joined(separator: ", ")
+        var row: Row?
+        try conn.query("SELECT pk, version, z_ent, created_gen\(sel) FROM \(q(ResolvedModel.tableName(root: root))) WHERE pk = ? AND ended_gen = \(ResolvedModel.live)", [.integer(pk)]) { st in
+            var c: [String: SQLValue] = [:]
+            for (i, n) in cols.enumerated() { c[n] = st.value(i + 4) }
+            row = Row(pk: st.int(0), version: st.int(1), ent: st.text(2), created: st.int(3), cols: c)
+        }
+        return row
+    }
+
+    func row(_ id: ObjectID) throws -> Row? {
+        guard let root = model.root[id.entity], id.storeID == storeID else { return nil }
+        guard let r = try currentRow(root, id.pk), model.family[id.entity]?.contains(r.ent) == true else { return nil }
+        return r
+    }
+
+    func insertRow(_ root: String, _ r: Row) throws {
+        let cols = model.columns[root] ?? []
+        let names = ["pk", "created_gen", "ended_gen", "version", "z_ent"] + cols.map(q)
+        let args: [SQLValue] = [.integer(r.pk), .integer(gen), .integer(SaveTxn.live), .integer(r.version), .text(r.ent)] + cols.map { r.cols[$0] ?? .null }
+        try conn.run("INSERT INTO \(q(ResolvedModel.tableName(root: root))) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))", args)
+    }
+
+    /// Writes new column values for a live object: a new row version (or in place if this save created the version).
+    @discardableResult
+    func updateColumns(_ root: String, _ pk: Int64, _ changes: [String: SQLValue]) throws -> Int64 {
+        guard var r = try currentRow(root, pk) else { throw StorageError(.internalError, "row vanished") }
+        var differs = false
+        for (k, v) in changes where r.cols[k] != v { r.cols[k] = v; differs = true }
+        if !differs { return r.version }
+        let t = q(ResolvedModel.tableName(root: root))
+        if r.created == gen {
+            let sets = changes.keys.sorted()
+            try conn.run("UPDATE \(t) SET \(sets.map { "\(q($0)) = ?" }.joined(separator: ", ")) WHERE pk = ? AND ended_gen = \(ResolvedModel.live)",
+                         sets.map { changes[$0]! } + [.integer(pk)])
+        } else {
+            try conn.run("UPDATE \(t) SET ended_gen = ? WHERE pk = ? AND ended_gen = \(ResolvedModel.live)", [.integer(gen), .integer(pk)])
+            r.version += 1
+            try insertRow(root, r)
+        }
+        let oid = ObjectID(storeID: storeID, entity: r.ent, pk: pk)
+        versions[oid] = r.version
+        return r.version
+    }
+
+    func endRow(_ root: String, _ r: Row) throws {
+        let t = q(ResolvedModel.tableName(root: root))
+        if r.created == gen {
+            try conn.run("DELETE FROM \(t) WHERE pk = ? AND ended_gen = \(ResolvedModel.live)", [.integer(r.pk)])
+        } else {
+            try conn.run("UPDATE \(t) SET ended_gen = ? WHERE pk = ? AND ended_gen = \(ResolvedModel.live)", [.integer(gen), .integer(r.pk)])
+        }
+    }
+
+    func joinTargets(_ table: String, left: Bool, _ pk: Int64) throws -> [Int64] {
+        let (me, other) = left ? ("src", "dst") : ("dst", "src")
+        var out: [Int64] = []
+        try conn.query("SELECT \(other) FROM \(q(table)) WHERE \(me) = ? AND ended_gen = \(ResolvedModel.live) ORDER BY \(other)", [.integer(pk)]) { out.append($0.int(0)) }
+        return out
+    }
+
+    func joinAdd(_ table: String, _ src: Int64, _ dst: Int64) throws {
+        try conn.run("INSERT OR IGNORE INTO \(q(table)) (src, dst, created_gen, ended_gen) VALUES (?, ?, ?, \(ResolvedModel.live))", [.integer(src), .integer(dst), .integer(gen)])
+    }
+
+    func joinRemove(_ table: String, _ src: Int64, _ dst: Int64) throws {
+        try conn.run("DELETE FROM \(q(table)) WHERE src = ? AND dst = ? AND ended_gen = \(ResolvedModel.live) AND created_gen = ?", [.integer(src), .integer(dst), .integer(gen)])
+        try conn.run("UPDATE \(q(table)) SET ended_gen = ? WHERE src = ? AND dst = ? AND ended_gen = \(ResolvedModel.live)", [.integer(gen), .integer(src), .integer(dst)])
+    }
+
+    /// Current targets (pks) of a relationship of a live object.
+    func targets(_ entity: String, _ name: String, _ pk: Int64) throws -> [Int64] {
+        switch model.storage(entity: entity, relationship: name) {
+        case .column(_, let column):
+            guard let r = try currentRow(model.root[entity]!, pk), case .integer(let d) = r.cols[column] ?? .null else { return [] }
+            return [d]
+        case .inverseColumn(let table, let column):
+            var out: [Int64] = []
+            try conn.query("SELECT pk FROM \(q(table)) WHERE \(q(column)) = ? AND ended_gen = \(ResolvedModel.live) ORDER BY pk", [.integer(pk)]) { out.append($0.int(0)) }
+            return out
+        case .join(let table, let left):
+            return try joinTargets(table, left: left, pk)
+        }
+    }
+
+    func idFor(_ pk: Int64, family entity: String) throws -> ObjectID {
+        if model.family[entity]?.count == 1 { return ObjectID(storeID: storeID, entity: entity, pk: pk) }
+        let r = try currentRow(model.root[entity]!, pk)
+        return ObjectID(storeID: storeID, entity: r?.ent ?? entity, pk: pk)
+    }
+
+    func record(_ id: ObjectID, _ kind: HistoryChange.Kind, _ props: [String], tombstone: [String: StorageValue]? = nil) {
+        if var c = changes[id] {
+            if kind == .delete {
+                if c.kind == .insert { changes[id] = nil; changeOrder.removeAll { $0 == id }; return }
+                c.kind = .delete; c.tombstone = tombstone
+            } else {
+                c.changedProperties = Array(Set(c.changedProperties).union(props)).sorted()
+            }
+            changes[id] = c
+        } else {
+            changes[id] = HistoryChange(kind: kind, objectID: id, entity: id.entity, changedProperties: props.sorted(), tombstone: tombstone)
+            changeOrder.append(id)
+        }
+    }
+
+    // MARK: values
+
+    func checkValues(_ entity: String, _ values: [String: StorageValue], object: String, allowRelationshipNames: Set<String> = []) {
+        let attrs = model.attributes[entity]!
+        for (k, v) in values.sorted(by: { $0.key < $1.key }) {
+            guard let a = attrs[k] else {
+                issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k,
+                                              model.relationships[entity]![k] != nil ? "\(k) is a relationship: set it through relationships" : "\(entity) has no attribute \(k)"))
+                continue
+            }
+            if v.isNull {
+                if !a.optional { issues.append(ValidationIssue(.missingRequired, object: object, entity: entity, property: k, "\(k) is required")) }
+                continue
+            }
+            if let err = ResolvedModel.typeError(a, v) {
+                issues.append(ValidationIssue(err.contains("range") ? .outOfRange : .wrongType, object: object, entity: entity, property: k, err)); continue
+            }
+            var size: Int?
+            var measure: Double?
+            switch v {
+            case .string(let s): size = s.utf8.count; measure = Double(s.count)
+            case .uri(let s): size = s.utf8.count
+            case .binary(let d): size = d.count; measure = Double(d.count)
+            case .int(let i): measure = Double(i)
+            case .double(let d), .date(let d): measure = d
+            case .decimal(let s): measure = Double(s)
+            default: break
+            }
+            if let size, size > config.maxValueBytes {
+                issues.append(ValidationIssue(.tooLarge, object: object, entity: entity, property: k, "\(size) bytes exceeds the limit of \(config.maxValueBytes)")); continue
+            }
+            if let m = measure {
+                let what = (a.type == .string || a.type == .binary) ? "length " : ""
+                if let lo = a.minimum, m < lo { issues.append(ValidationIssue(.belowMinimum, object: object, entity: entity, property: k, "\(what)\(m) < minimum \(lo)")) }
+                if let hi = a.maximum, m > hi { issues.append(ValidationIssue(.aboveMaximum, object: object, entity: entity, property: k, "\(what)\(m) > maximum \(hi)")) }
+            }
+        }
+    }
+
+    func checkRelationshipNames(_ entity: String, _ rels: [String: [ObjectReference]], object: String) {
+        for (k, v) in rels.sorted(by: { $0.key < $1.key }) {
+            guard let r = model.relationships[entity]![k] else {
+                issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k, "\(entity) has no relationship \(k)")); continue
+            }
+            if !r.toMany && v.count > 1 { issues.append(ValidationIssue(.tooManyObjects, object: object, entity: entity, property: k, "to-one relationship given \(v.count) objects")) }
+        }
+    }
+
+    func sqlValues(_ entity: String, _ values: [String: StorageValue]) -> [String: SQLValue] {
+        var out: [String: SQLValue] = [:]
+        let attrs = model.attributes[entity]!
+        for (k, v) in values { if let a = attrs[k] { out[ResolvedModel.attrColumn(k)] = ResolvedModel.toSQL(v, a.type) } }
+        return out
+    }
+
+    func storageValues(_ entity: String, _ r: Row) -> [String: StorageValue] {
+        var out: [String: StorageValue] = [:]
+        for (k, a) in model.attributes[entity]! { out[k] = ResolvedModel.fromSQL(r.cols[ResolvedModel.attrColumn(k)] ?? .null, a.type) }
+        return out
+    }
+
+    // MARK: run
+
+    func run() throws -> SaveResult {
+        if let h = req.modelVersionHash, h != model.hash {
+            throw StorageError(.modelVersionMismatch, "client model \(h.prefix(12))… is not the store's model \(model.hash.prefix(12))…")
+        }
+        if let tx = req.clientTransactionID {
+            if case .text(let json) = try conn.scalar("SELECT result FROM ubq_client_tx WHERE id = ?", [.text(tx)]),
+               var r = try? JSONDecoder().decode(SaveResult.self, from: Data(json.utf8)) {
+                r.replayed = true
+                return r
+            }
+        }
+        nextPK = try Meta.int(conn, "next_pk")
+
+        try applyInserts()
+        try applyUpdates()
+        try applyRelationshipEdits()
+        try applyDeletes()
+        try validateCounts()
+
+        if !issues.isEmpty { throw StorageError(.validationFailed(issues), "save failed validation (\(issues.count) issue\(issues.count == 1 ? "" : "s"))") }
+        if !conflicts.isEmpty {
+            if conflicts.allSatisfy({ $0.kind == .uniquenessClash }) {
+                throw StorageError(.constraintConflict(conflicts), "uniqueness constraint clash")
+            }
+            throw StorageError(.mergeConflict(conflicts), "\(conflicts.count) object(s) changed in the store since they were read")
+        }
+
+        let token = GenerationToken(storeID: storeID, epoch: epoch, generation: req.dryRun ? currentGen : gen)
+        var result = SaveResult(token: token, permanentIDs: tempMap, versions: versions, resolvedConflicts: resolved, skipped: skipped, dryRun: req.dryRun, replayed: false)
+        if req.dryRun { return result }
+        try Meta.set(conn, "next_pk", .integer(nextPK))
+        try Meta.set(conn, "generation", .integer(gen))
+        let ch = changeOrder.compactMap { changes[$0] }
+        let enc = JSONEncoder(); enc.outputFormatting = .sortedKeys
+        try conn.run("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, ?, ?)",
+                     [.integer(gen), .integer(Int64(Date().timeIntervalSince1970 * 1000)), req.author.map { .text($0) } ?? .null,
+                      req.contextName.map { .text($0) } ?? .null, .text(String(decoding: try enc.encode(ch), as: UTF8.self))])
+        if let tx = req.clientTransactionID {
+            result.replayed = false
+            try conn.run("INSERT INTO ubq_client_tx (id, generation, result) VALUES (?, ?, ?)", [.text(tx), .integer(gen), .text(String(decoding: try enc.encode(result), as: UTF8.self))])
+        }
+        return result
+    }
+
+    func applyInserts() throws {
+        var seen = Set<String>()
+        for ins in req.inserts {
+            let obj = ins.temporaryID
+            if !seen.insert(obj).inserted { issues.append(ValidationIssue(.duplicateTemporaryID, object: obj, "temporary ID used twice")); continue }
+            guard let ent = model.entities[ins.entity] else {
+                issues.append(ValidationIssue(.unknownEntity, object: obj, entity: ins.entity, "no entity \(ins.entity)")); continue
+            }
+            if ent.isAbstract { issues.append(ValidationIssue(.abstractEntity, object: obj, entity: ins.entity, "\(ins.entity) is abstract")); continue }
+            let before = issues.count
+            checkValues(ins.entity, ins.values, object: obj)
+            checkRelationshipNames(ins.entity, ins.relationships, object: obj)
+            var full = ins.values
+            for (k, a) in model.attributes[ins.entity]! where full[k] == nil || full[k]!.isNull {
+                if let d = a.defaultValue, !d.isNull { full[k] = d }
+                else if !a.optional { issues.append(ValidationIssue(.missingRequired, object: obj, entity: ins.entity, property: k, "\(k) is required")) }
+            }
+            if issues.count > before { continue }
+            // uniqueness constraints (own and inherited)
+            var clash: (Row, [String])?
+            for e in model.chain[ins.entity]! {
+                for u in model.entities[e]!.uniquenessConstraints where clash == nil {
+                    var args: [SQLValue] = []
+                    var anyNull = false
+                    for p in u {
+                        if let a = model.attributes[ins.entity]![p] {
+                            let v = ResolvedModel.toSQL(full[p] ?? .null, a.type)
+                            if v == .null { anyNull = true }
+                            args.append(v)
+                        } else if case .permanent(let id)? = ins.relationships[p]?.first {
+                            args.append(.integer(id.pk))
+                        } else { anyNull = true }
+                    }
+                    if anyNull { continue }
+                    let root = model.root[ins.entity]!
+                    let whereSQL = u.map { "\(q(model.propertyColumn(ins.entity, $0))) = ?" }.joined(separator: " AND ")
+                    var found: Int64?
+                    try conn.query("SELECT pk FROM \(q(ResolvedModel.tableName(root: root))) WHERE ended_gen = \(ResolvedModel.live) AND \(whereSQL) LIMIT 1", args) { found = $0.int(0) }
+                    if let pk = found, let r = try currentRow(root, pk) { clash = (r, u) }
+                }
+            }
+            if let (existing, constraint) = clash {
+                let eid = ObjectID(storeID: storeID, entity: existing.ent, pk: existing.pk)
+                let storeVals = storageValues(existing.ent, existing)
+                let rec = ConflictRecord(kind: .uniquenessClash, objectID: eid, temporaryID: obj, entity: ins.entity, clientSnapshot: [:], clientChanges: ins.values,
+                                         storeValues: storeVals, clientVersion: 0, storeVersion: existing.version, constraint: constraint)
+                if req.mergePolicy == .error { conflicts.append(rec); continue }
+                resolved.append(rec)
+                tempMap[obj] = eid
+                upserted.insert(obj)
+                let entName = existing.ent
+                var apply: [String: StorageValue] = [:]
+                switch req.mergePolicy {
+                case .mergeByPropertyObjectTrump, .overwrite:
+                    apply = ins.values.filter { model.attributes[entName]?[$0.key] != nil }
+                case .mergeByPropertyStoreTrump:
+                    apply = ins.values.filter { model.attributes[entName]?[$0.key] != nil && (storeVals[$0.key]?.isNull ?? true) }
+                case .rollback, .error: break
+                }
+                if !apply.isEmpty {
+                    versions[eid] = try updateColumns(model.root[entName]!, existing.pk, sqlValues(entName, apply))
+                    record(eid, .update, Array(apply.keys))
+                }
+                touched.insert(eid)
+                continue
+            }
+            let pk = nextPK; nextPK += 1
+            let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
+            tempMap[obj] = oid
+            let root = model.root[ins.entity]!
+            try insertRow(root, Row(pk: pk, version: 1, ent: ins.entity, created: gen, cols: sqlValues(ins.entity, full)))
+            versions[oid] = 1
+            touched.insert(oid)
+            record(oid, .insert, Array(full.keys) + Array(ins.relationships.keys))
+        }
+    }
+
+    /// The attribute values the client read: its snapshot, else the stored version it names (if still retained).
+    func clientBase(_ u: UpdateOperation, _ ent: String) throws -> [String: StorageValue]? {
+        if let s = u.snapshot { return s }
+        guard let v = u.expectedVersion else { return nil }
+        let root = model.root[ent]!
+        let cols = model.columns[root] ?? []
+        var out: [String: StorageValue]?
+        try conn.query("SELECT \(cols.isEmpty ? "1" : cols.map(q).joined(separator: ", ")) FROM \(q(ResolvedModel.tableName(root: root))) WHERE pk = ? AND version = ? LIMIT 1",
+                       [.integer(u.objectID.pk), .integer(v)]) { st in
+            var c: [String: SQLValue] = [:]
+            for (i, n) in cols.enumerated() { c[n] = st.value(i) }
+            out = storageValues(ent, Row(pk: 0, version: v, ent: ent, created: 0, cols: c))
+        }
+        return out
+    }
+
+    func everExisted(_ id: ObjectID) throws -> Bool {
+        guard let root = model.root[id.entity] else { return false }
+        if case .integer(let n) = try conn.scalar("SELECT count(*) FROM \(q(ResolvedModel.tableName(root: root))) WHERE pk = ?", [.integer(id.pk)]), n > 0 { return true }
+        return id.pk < nextPK && id.pk > 0 && id.storeID == storeID
+    }
+
+    var applyRelationshipsFor: [(ObjectID, [String: [ObjectReference]])] = []
+
+    func applyUpdates() throws {
+        for u in req.updates {
+            let id = u.objectID, obj = id.uri
+            guard id.storeID == storeID else { issues.append(ValidationIssue(.objectNotFound, object: obj, "object ID of another store")); continue }
+            guard model.entities[id.entity] != nil else { issues.append(ValidationIssue(.unknownEntity, object: obj, entity: id.entity, "no entity \(id.entity)")); continue }
+            let before = issues.count
+            checkValues(id.entity, u.values, object: obj)
+            checkRelationshipNames(id.entity, u.relationships, object: obj)
+            if issues.count > before { continue }
+            guard let r = try row(id) else {
+                if try !everExisted(id) { issues.append(ValidationIssue(.objectNotFound, object: obj, entity: id.entity, "no such object")); continue }
+                let rec = ConflictRecord(kind: .deletedInStore, objectID: id, entity: id.entity, clientSnapshot: u.snapshot ?? [:], clientChanges: u.values,
+                                         storeValues: [:], clientVersion: u.expectedVersion ?? 0, storeVersion: 0, constraint: [])
+                if req.mergePolicy == .error { conflicts.append(rec) } else { resolved.append(rec); skipped.append(id) }
+                continue
+            }
+            var apply = u.values
+            var applyRels = true
+            if let ev = u.expectedVersion, ev != r.version {
+                let base = try clientBase(u, r.ent)
+                let storeVals = storageValues(r.ent, r)
+                let rec = ConflictRecord(kind: .versionChanged, objectID: id, entity: r.ent, clientSnapshot: base ?? [:], clientChanges: u.values,
+                                         storeValues: storeVals, clientVersion: ev, storeVersion: r.version, constraint: [])
+                switch req.mergePolicy {
+                case .error: conflicts.append(rec); continue
+                case .rollback: resolved.append(rec); skipped.append(id); continue
+                case .mergeByPropertyObjectTrump: resolved.append(rec)
+                case .mergeByPropertyStoreTrump:
+                    resolved.append(rec)
+                    // a property changed in the store since the client's read keeps the store value
+                    apply = apply.filter { k, _ in
+                        guard let b = base else { return false }
+                        return (b[k] ?? .null) == (storeVals[k] ?? .null)
+                    }
+                case .overwrite:
+                    resolved.append(rec)
+                    var full = base ?? [:]
+                    for (k, v) in u.values { full[k] = v }
+                    apply = full.filter { model.attributes[r.ent]?[$0.key] != nil }
+                }
+                if req.mergePolicy == .mergeByPropertyStoreTrump { applyRels = base != nil }
+            }
+            let ent = r.ent
+            let realID = ObjectID(storeID: storeID, entity: ent, pk: id.pk)
+            if !apply.isEmpty {
+                try updateColumns(model.root[ent]!, id.pk, sqlValues(ent, apply))
+                record(realID, .update, Array(apply.keys))
+            }
+            touched.insert(realID)
+            if applyRels && !u.relationships.isEmpty { applyRelationshipsFor.append((realID, u.relationships)) }
+            if versions[realID] == nil { versions[realID] = r.version }
+        }
+        for ins in req.inserts where !ins.relationships.isEmpty {
+            guard let id = tempMap[ins.temporaryID] else { continue }
+            if upserted.contains(ins.temporaryID) && !(req.mergePolicy == .mergeByPropertyObjectTrump || req.mergePolicy == .overwrite) { continue }
+            applyRelationshipsFor.insert((id, ins.relationships), at: 0)
+        }
+    }
+
+    func resolveRef(_ ref: ObjectReference, _ rel: RelationshipDefinition, from: ObjectID) throws -> Int64? {
+        let obj = from.uri
+        switch ref {
+        case .temporary(let t):
+            guard let id = tempMap[t] else {
+                issues.append(ValidationIssue(.unknownTemporaryID, object: obj, entity: from.entity, property: rel.name, "no inserted object \(t) in this save")); return nil
+            }
+            guard model.family[rel.destination]?.contains(id.entity) == true else {
+                issues.append(ValidationIssue(.relationshipWrongEntity, object: obj, entity: from.entity, property: rel.name, "\(id.entity) is not a \(rel.destination)")); return nil
+            }
+            return id.pk
+        case .permanent(let id):
+            guard model.family[rel.destination]?.contains(id.entity) == true else {
+                issues.append(ValidationIssue(.relationshipWrongEntity, object: obj, entity: from.entity, property: rel.name, "\(id.entity) is not a \(rel.destination)")); return nil
+            }
+            guard try row(id) != nil else {
+                issues.append(ValidationIssue(.relationshipTargetMissing, object: obj, entity: from.entity, property: rel.name, "\(id.uri) does not exist")); return nil
+            }
+            return id.pk
+        }
+    }
+
+    func applyRelationshipEdits() throws {
+        for (id, rels) in applyRelationshipsFor {
+            for (name, refs) in rels.sorted(by: { $0.key < $1.key }) {
+                guard let rel = model.relationships[id.entity]?[name] else { continue }
+                var pks: [Int64] = []
+                var ok = true
+                for ref in refs { if let p = try resolveRef(ref, rel, from: id) { if !pks.contains(p) { pks.append(p) } } else { ok = false } }
+                if !ok { continue }
+                try setRelationship(id, name, pks)
+                record(id, changes[id]?.kind == .insert ? .insert : .update, [name])
+            }
+        }
+    }
+
+    /// Sets a relationship to exactly `newTargets`, maintaining the inverse.
+    func setRelationship(_ id: ObjectID, _ name: String, _ newTargets: [Int64]) throws {
+        let rel = model.relationships[id.entity]![name]!
+        let inv = rel.inverse.flatMap { model.relationships[rel.destination]?[$0] }
+        let myRoot = model.root[id.entity]!, dstRoot = model.root[rel.destination]!
+        switch model.storage(entity: id.entity, relationship: name) {
+        case .column(_, let column):
+            let old = try targets(id.entity, name, id.pk).first
+            let new = newTargets.first
+            if old == new { return }
+            try updateColumns(myRoot, id.pk, [column: new.map { .integer($0) } ?? .null])
+            if let inv, !inv.toMany {  // one-to-one: both sides stored
+                let invCol = ResolvedModel.relColumn(inv.name)
+                if let o = old, let orow = try currentRow(dstRoot, o), orow.cols[invCol] == .integer(id.pk) {
+                    try updateColumns(dstRoot, o, [invCol: .null]); touch(o, rel.destination)
+                }
+                if let n = new, let nrow = try currentRow(dstRoot, n) {
+                    if case .integer(let x) = nrow.cols[invCol] ?? .null, x != id.pk, try currentRow(myRoot, x) != nil {
+                        try updateColumns(myRoot, x, [column: .null]); touch(x, id.entity)
+                    }
+                    try updateColumns(dstRoot, n, [invCol: .integer(id.pk)]); touch(n, rel.destination)
+                }
+            } else {
+                if let o = old { touch(o, rel.destination, versionOnly: true) }
+                if let n = new { touch(n, rel.destination, versionOnly: true) }
+            }
+        case .inverseColumn(_, let column):
+            let old = Set(try targets(id.entity, name, id.pk)), new = Set(newTargets)
+            for x in old.subtracting(new).sorted() { try updateColumns(dstRoot, x, [column: .null]); touch(x, rel.destination) }
+            for y in new.subtracting(old).sorted() {
+                if let yr = try currentRow(dstRoot, y), case .integer(let prev) = yr.cols[column] ?? .null { touch(prev, id.entity, versionOnly: true) }
+                try updateColumns(dstRoot, y, [column: .integer(id.pk)]); touch(y, rel.destination)
+            }
+        case .join(let table, let left):
+            let old = Set(try joinTargets(table, left: left, id.pk)), new = Set(newTargets)
+            for x in old.subtracting(new).sorted() { try left ? joinRemove(table, id.pk, x) : joinRemove(table, x, id.pk); touch(x, rel.destination, versionOnly: true) }
+            for y in new.subtracting(old).sorted() { try left ? joinAdd(table, id.pk, y) : joinAdd(table, y, id.pk); touch(y, rel.destination, versionOnly: true) }
+        }
+    }
+
+    func touch(_ pk: Int64, _ family: String, versionOnly: Bool = false) {
+        if let id = try? idFor(pk, family: family) { touched.insert(id) }
+    }
+
+    func applyDeletes() throws {
+        for d in req.deletes {
+            let id = d.objectID, obj = id.uri
+            guard id.storeID == storeID, model.entities[id.entity] != nil else {
+                issues.append(ValidationIssue(.objectNotFound, object: obj, entity: id.entity, "no such object")); continue
+            }
+            guard let r = try row(id) else {
+                if deleted.contains(id) { continue }
+                if try !everExisted(id) { issues.append(ValidationIssue(.objectNotFound, object: obj, entity: id.entity, "no such object")); continue }
+                let rec = ConflictRecord(kind: .deletedInStore, objectID: id, entity: id.entity, clientSnapshot: [:], clientChanges: [:], storeValues: [:],
+                                         clientVersion: d.expectedVersion ?? 0, storeVersion: 0, constraint: [])
+                if req.mergePolicy == .error { conflicts.append(rec) } else { resolved.append(rec) }
+                continue
+            }
+            if let ev = d.expectedVersion, ev != r.version {
+                let rec = ConflictRecord(kind: .versionChanged, objectID: id, entity: r.ent, clientSnapshot: [:], clientChanges: [:],
+                                         storeValues: storageValues(r.ent, r), clientVersion: ev, storeVersion: r.version, constraint: [])
+                switch req.mergePolicy {
+                case .error: conflicts.append(rec); continue
+                case .rollback, .mergeByPropertyStoreTrump: resolved.append(rec); skipped.append(id); continue
+                case .mergeByPropertyObjectTrump, .overwrite: resolved.append(rec)
+                }
+            }
+            try deleteObject(ObjectID(storeID: storeID, entity: r.ent, pk: r.pk))
+        }
+    }
+
+    func deleteObject(_ id: ObjectID) throws {
+        if deleted.contains(id) { return }
+        guard let r = try row(id) else { return }
+        deleted.insert(id)
+        for (name, rel) in model.relationships[id.entity]!.sorted(by: { $0.key < $1.key }) {
+            let ts = try targets(id.entity, name, id.pk)
+            switch rel.deleteRule {
+            case .deny:
+                let live = try ts.filter { !deleted.contains(try idFor($0, family: rel.destination)) }
+                if !live.isEmpty {
+                    issues.append(ValidationIssue(.deleteDenied, object: id.uri, entity: id.entity, property: name, "\(name) still has \(live.count) object(s) (delete rule deny)"))
+                }
+            case .cascade:
+                for t in ts { try deleteObject(try idFor(t, family: rel.destination)) }
+            case .nullify:
+                if let invName = rel.inverse, let inv = model.relationships[rel.destination]?[invName], !inv.toMany {
+                    let col = ResolvedModel.relColumn(invName)
+                    let dstRoot = model.root[rel.destination]!
+                    for t in ts where !deleted.contains(try idFor(t, family: rel.destination)) {
+                        if let tr = try currentRow(dstRoot, t), tr.cols[col] == .integer(id.pk) {
+                            try updateColumns(dstRoot, t, [col: .null]); touch(t, rel.destination)
+                            record(try idFor(t, family: rel.destination), .update, [invName])
+                        }
+                    }
+                } else {
+                    for t in ts { touch(t, rel.destination, versionOnly: true) }
+                }
+            case .noAction: break
+            }
+            // the deleted object's own join rows end with it
+            if case .join(let table, let left) = model.storage(entity: id.entity, relationship: name) {
+                for t in ts { try left ? joinRemove(table, id.pk, t) : joinRemove(table, t, id.pk) }
+            }
+        }
+        var tomb: [String: StorageValue] = [:]
+        for (k, a) in model.attributes[id.entity]! where a.keepOnDelete { tomb[k] = ResolvedModel.fromSQL(r.cols[ResolvedModel.attrColumn(k)] ?? .null, a.type) }
+        try endRow(model.root[id.entity]!, r)
+        versions[id] = nil
+        touched.remove(id)
+        record(id, .delete, [], tombstone: tomb)
+    }
+
+    /// Relationship counts and required relationships of every live object this save touched.
+    func validateCounts() throws {
+        for id in touched.sorted() where !deleted.contains(id) {
+            guard try row(id) != nil, let rels = model.relationships[id.entity] else { continue }
+            for (name, rel) in rels.sorted(by: { $0.key < $1.key }) {
+                let needsCheck = !rel.optional || rel.minCount != nil || rel.maxCount != nil
+                if !needsCheck { continue }
+                let live = try targets(id.entity, name, id.pk).filter { !deleted.contains(try idFor($0, family: rel.destination)) }
+                let n = live.count
+                if !rel.optional && n == 0 {
+                    issues.append(ValidationIssue(.missingRequired, object: id.uri, entity: id.entity, property: name, "\(name) is required")); continue
+                }
+                if let lo = rel.minCount, lo > 0, n < lo, !(rel.optional && n == 0) {
+                    issues.append(ValidationIssue(.tooFewObjects, object: id.uri, entity: id.entity, property: name, "\(n) < minCount \(lo)"))
+                }
+                if let hi = rel.maxCount, hi > 0, n > hi {
+                    issues.append(ValidationIssue(.tooManyObjects, object: id.uri, entity: id.entity, property: name, "\(n) > maxCount \(hi)"))
+                }
+            }
+        }
+    }
+}
