@@ -78,7 +78,7 @@ def test_health_watch_not_serving_on_sigterm(start_server, service):
         reader = threading.Thread(target=_collect_watch, args=(call, events), daemon=True)
         reader.start()
         assert events.get(timeout=CALL_TIMEOUT) == ("msg", SERVING)
-        srv.signal(signal.SIGTERM)
+        srv.send_signal(signal.SIGTERM)
         seen = []
         while True:
             kind, value = events.get(timeout=EXIT_BOUND_SECONDS)

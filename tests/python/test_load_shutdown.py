@@ -109,7 +109,7 @@ def test_sigterm_with_calls_in_flight(start_server):
         # Every call is in flight (has its first response) before the signal.
         for _ in range(n_calls):
             assert first_seen.acquire(timeout=30), "calls did not start"
-        srv.signal(signal.SIGTERM)
+        srv.send_signal(signal.SIGTERM)
         for t in threads:
             t.join(timeout=EXIT_BOUND_SECONDS)
         expected = [1000 + i for i in range(n_responses)]
@@ -133,7 +133,7 @@ def test_sigterm_goaway_then_drain(start_server):
             messages_pb2.ResponseParameters(size=10, interval_us=300_000) for _ in range(5)])
         sid = conn.unary("/grpc.testing.TestService/StreamingOutputCall", slow.SerializeToString())
         conn.wait_for(lambda c: len(c.streams[sid].data) > 0, 15, "first response")
-        srv.signal(signal.SIGTERM)
+        srv.send_signal(signal.SIGTERM)
         goaway = conn.wait_for(lambda c: c.goaway, 15, "GOAWAY after SIGTERM")
         assert goaway.error_code == h2raw.NO_ERROR
         assert goaway.last_stream_id >= sid, "GOAWAY would abandon the in-flight call"
@@ -153,7 +153,7 @@ def test_sigint_is_graceful_too(start_server):
         assert get_stats(ch).open_connections >= 1
     finally:
         ch.close()
-    srv.signal(signal.SIGINT)
+    srv.send_signal(signal.SIGINT)
     rc = srv.wait(EXIT_BOUND_SECONDS)
     assert rc == 0, f"exit code {rc} after SIGINT\n{srv.stderr_tail()}"
 
@@ -163,6 +163,6 @@ def test_idle_server_exits_promptly_on_sigterm(start_server):
     sit out its whole grace period (300 s here; the bound below is 60 s)."""
     srv = start_server(["--shutdown-grace-seconds", "300"])
     wait_until(lambda: srv.alive(), 5, message="server up")
-    srv.signal(signal.SIGTERM)
+    srv.send_signal(signal.SIGTERM)
     rc = srv.wait(60)
     assert rc == 0, f"exit code {rc}\n{srv.stderr_tail()}"

@@ -238,7 +238,7 @@ class Ubiquityd:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def signal(self, sig: int) -> None:
+    def send_signal(self, sig: int) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)
 
