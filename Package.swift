@@ -46,7 +46,7 @@ let package = Package(
         .target(
             name: "UbiquityServices",
             dependencies: [
-                "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage",
+                "UbiquityGRPC", "UbiquityProtos",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -63,7 +63,10 @@ let package = Package(
             ]),
 
         .testTarget(name: "UbiquityGRPCTests", dependencies: ["UbiquityGRPC"]),
-        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite"]),
+        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),
+        // Storage engine helpers: the crash-test child process and the micro-benchmark.
+        .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),
+        .executableTarget(name: "UbiquityStorageBench", dependencies: ["UbiquityStorage", "CSQLite"]),
     ],
     swiftLanguageModes: [.v6]
 )

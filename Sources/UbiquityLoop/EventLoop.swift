@@ -156,3 +156,8 @@ public struct LoopBound<Value>: @unchecked Sendable {
         return value
     }
 }
+
+extension EventLoop {
+    /// The loop's cached time in milliseconds (`uv_now`). Loop thread only.
+    public var now: UInt64 { uv_now(uvLoop) }
+}

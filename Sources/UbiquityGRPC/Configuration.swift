@@ -1,0 +1,68 @@
+import Synchronization
+
+/// Transport settings. Every limit has a documented default (docs/operations.md, SPEC §5); the
+/// defaults follow gRPC core where it has one.
+public struct ServerConfiguration: Sendable {
+    /// Address to listen on: an IPv4 or IPv6 literal. Default loopback only.
+    public var host = "127.0.0.1"
+    /// TCP port; 0 picks a free one (printed at start).
+    public var port = 50051
+    /// Event-loop threads; more than one shares the port through SO_REUSEPORT.
+    public var eventLoops = 1
+    /// Largest request message accepted (gRPC core default: 4 MiB). Larger → RESOURCE_EXHAUSTED.
+    public var maxReceiveMessageBytes = 4 * 1024 * 1024
+    /// Largest response message a handler may send.
+    public var maxSendMessageBytes = 4 * 1024 * 1024
+    /// SETTINGS_MAX_CONCURRENT_STREAMS per connection.
+    public var maxConcurrentStreams = 100
+    /// SETTINGS_MAX_HEADER_LIST_SIZE; a larger request header list → RESOURCE_EXHAUSTED (HTTP 431).
+    public var maxHeaderListBytes = 16 * 1024
+    /// Simultaneous connections; the next one is closed at once.
+    public var maxConnections = 1024
+    /// Bytes queued for the socket past which the server stops reading that connection.
+    public var maxWriteQueueBytes = 1024 * 1024
+    /// Per call: bytes of responses queued before `send` suspends the handler.
+    public var streamOutboundHighWater = 256 * 1024
+    /// Per call: request bytes waiting for the handler past which flow-control credit is withheld.
+    public var streamInboundHighWater = 1024 * 1024
+    /// SETTINGS_INITIAL_WINDOW_SIZE advertised for request streams.
+    public var initialWindowSize = 1024 * 1024
+    /// Connection-level receive window.
+    public var connectionWindowSize = 16 * 1024 * 1024
+    /// After shutdown begins, in-flight calls get this long to finish before they are cancelled.
+    public var shutdownGraceSeconds = 10.0
+    /// Abuse guards, per connection per second: empty DATA frames, PING frames, SETTINGS frames.
+    public var maxEmptyDataFramesPerSecond = 1000
+    public var maxPingsPerSecond = 1000
+    public var maxSettingsPerSecond = 100
+    /// RST_STREAM rate limit handed to nghttp2 (token bucket: burst, then per second).
+    public var streamResetBurst: UInt64 = 1000
+    public var streamResetRate: UInt64 = 100
+
+    public init() {}
+}
+
+/// Live counters, shared by all loops (relaxed atomics: they are statistics, not synchronization).
+public final class ServerCounters: Sendable {
+    public let openConnections = Atomic<UInt64>(0)
+    public let acceptedConnections = Atomic<UInt64>(0)
+    public let refusedConnections = Atomic<UInt64>(0)
+    public let openStreams = Atomic<UInt64>(0)
+    public let protocolErrors = Atomic<UInt64>(0)
+    private let byStatus = Mutex<[UInt64]>(Array(repeating: 0, count: 17))
+
+    public init() {}
+
+    func countStatus(_ code: StatusCode) {
+        let i = (0..<17).contains(code.rawValue) ? code.rawValue : 2
+        byStatus.withLock { $0[i] &+= 1 }
+    }
+
+    /// Completed calls by status code.
+    public var callsByStatus: [Int: UInt64] {
+        let counts = byStatus.withLock { $0 }
+        var out: [Int: UInt64] = [:]
+        for (i, v) in counts.enumerated() where v > 0 { out[i] = v }
+        return out
+    }
+}

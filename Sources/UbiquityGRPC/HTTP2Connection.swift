@@ -1,0 +1,675 @@
+import CNGHTTP2
+import Logging
+import UbiquityLoop
+
+/// Per-stream state, owned by its connection (loop thread only).
+final class StreamState {
+    let id: Int32
+    var method = ""
+    var path = ""
+    var contentType = ""
+    var encoding: String?
+    var timeout: String?
+    var metadata = Metadata()
+    var headerBytes = 0
+    var headerOverflow = false
+    var badMetadata: String?
+    var deframer = ByteBuffer()
+    var descriptor: MethodDescriptor?
+    var call: ServerCall?
+    var messages = 0
+    var handlerStarted = false
+    /// We answered without a call (an error): further request data is discarded.
+    var rejected = false
+    var responseStarted = false
+    var responseEnded = false
+    var dataDeferred = false
+    var timer: LoopTimer?
+
+    init(id: Int32) { self.id = id }
+
+    func release() {
+        timer?.close()
+        timer = nil
+        deframer.deallocate()
+    }
+}
+
+/// Shared by all connections of a server: configuration, routes, counters, logger.
+final class ConnectionEnvironment: Sendable {
+    let configuration: ServerConfiguration
+    let router: Router
+    let counters: ServerCounters
+    let logger: Logger
+    init(configuration: ServerConfiguration, router: Router, counters: ServerCounters, logger: Logger) {
+        self.configuration = configuration
+        self.router = router
+        self.counters = counters
+        self.logger = logger
+    }
+}
+
+/// One HTTP/2 connection: an nghttp2 server session over a TCP connection (loop thread only).
+///
+/// Input: bytes read → `nghttp2_session_mem_recv` → callbacks build streams and calls.
+/// Output: `nghttp2_session_mem_send` → the connection's write batch, one write in flight; past
+/// `maxWriteQueueBytes` we stop pulling frames from nghttp2 and stop reading the socket until the
+/// kernel takes the bytes. nghttp2 is never re-entered from its own callbacks.
+final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
+    let tcp: TCPConnection
+    let env: ConnectionEnvironment
+    private var session: OpaquePointer?
+    private var streams: [Int32: StreamState] = [:]
+    private let onClosed: (HTTP2Connection) -> Void
+    private var pausedForWrites = false
+    private var closing = false
+    private(set) var draining = false
+    private var inCallback = false
+    private var drainTimer: LoopTimer?
+    // Abuse guards: counts in the current one-second window.
+    private var windowStart: UInt64 = 0
+    private var emptyDataFrames = 0
+    private var pings = 0
+    private var settingsFrames = 0
+    private var config: ServerConfiguration { env.configuration }
+
+    init(tcp: TCPConnection, env: ConnectionEnvironment, onClosed: @escaping (HTTP2Connection) -> Void) {
+        self.tcp = tcp
+        self.env = env
+        self.onClosed = onClosed
+        tcp.delegate = self
+        session = Self.makeSession(self, config: env.configuration)
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: UInt32(config.maxConcurrentStreams)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: UInt32(config.maxHeaderListBytes)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(config.initialWindowSize)),
+        ]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(config.connectionWindowSize))
+        tcp.startReading()
+        sendPending()
+    }
+
+    // MARK: TCP events
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        guard let session, !closing else { return }
+        let rc = nghttp2_session_mem_recv(session, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if rc < 0 {
+            env.counters.protocolErrors.wrappingAdd(1, ordering: .relaxed)
+            env.logger.debug("closing connection after HTTP/2 error", metadata: [
+                "peer": "\(tcp.peerDescription)", "error": "\(String(cString: nghttp2_strerror(Int32(rc))))"])
+            if Int32(rc) == NGHTTP2_ERR_BAD_CLIENT_MAGIC.rawValue {
+                // Not HTTP/2 at all (garbage instead of the preface): nothing to say, close.
+                close()
+            } else {
+                // nghttp2 has queued a GOAWAY: send it, then close.
+                sendPending()
+                closeAfterFlush()
+            }
+            return
+        }
+        sendPending()
+        if tcp.queuedWriteBytes >= config.maxWriteQueueBytes {
+            // The peer is not reading what we send: stop reading what it sends (SPEC §3).
+            pausedForWrites = true
+            tcp.stopReading()
+        }
+    }
+
+    func connectionDidReachEOF(_ connection: TCPConnection, error: UVError?) {
+        close()
+    }
+
+    func connectionDidDrainWrites(_ connection: TCPConnection) {
+        if closing {
+            if tcp.queuedWriteBytes == 0 { close() }
+            return
+        }
+        sendPending()
+        if pausedForWrites && tcp.queuedWriteBytes < config.maxWriteQueueBytes / 2 {
+            pausedForWrites = false
+            tcp.startReading()
+        }
+    }
+
+    func connectionDidClose(_ connection: TCPConnection) {
+        onClosed(self)
+    }
+
+    // MARK: output
+
+    /// Pulls frames from nghttp2 into the socket's write batch, up to the write-queue bound.
+    func sendPending() {
+        guard let session, !inCallback, !tcp.isClosed else { return }
+        while tcp.queuedWriteBytes < config.maxWriteQueueBytes {
+            var ptr: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &ptr)
+            if n < 0 {
+                env.counters.protocolErrors.wrappingAdd(1, ordering: .relaxed)
+                close()
+                return
+            }
+            if n == 0 { break }
+            tcp.write(UnsafeRawBufferPointer(start: ptr, count: n))
+        }
+        tcp.flush()
+        if !closing && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            closeAfterFlush()
+        } else if draining && streams.isEmpty && drainTimer == nil {
+            closeAfterFlush()
+        }
+    }
+
+    private func closeAfterFlush() {
+        closing = true
+        tcp.stopReading()
+        if tcp.queuedWriteBytes == 0 { close() }
+    }
+
+    /// Closes at once: every open call is cancelled.
+    func close(reason: CancelReason = .connectionClosed) {
+        guard !tcp.isClosed else { return }
+        closing = true
+        for stream in streams.values {
+            if let call = stream.call, !stream.responseEnded {
+                if call.cancel(reason, overrideStatus: false) { env.counters.countStatus(.cancelled) }
+            }
+            stream.release()
+            env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
+        }
+        streams.removeAll()
+        drainTimer?.close()
+        drainTimer = nil
+        if let session { nghttp2_session_del(session) }
+        session = nil
+        tcp.close()
+    }
+
+    // MARK: graceful shutdown
+
+    /// GOAWAY in two steps (a shutdown notice, then the final GOAWAY with the last stream we
+    /// processed); the connection closes when its streams are done.
+    func beginGracefulShutdown() {
+        guard let session, !draining, !closing else { return }
+        draining = true
+        nghttp2_submit_shutdown_notice(session)
+        sendPending()
+        let timer = LoopTimer(loop: tcp.loop)
+        drainTimer = timer
+        timer.start(milliseconds: 100) { [weak self] in
+            guard let self, let session = self.session else { return }
+            self.drainTimer?.close()
+            self.drainTimer = nil
+            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue),
+                                  nghttp2_session_get_last_proc_stream_id(session),
+                                  NGHTTP2_NO_ERROR.rawValue, nil, 0)
+            self.sendPending()
+        }
+    }
+
+    // MARK: CallOwner (loop thread)
+
+    func callNeedsService(_ call: ServerCall) {
+        guard let stream = streams[call.streamID], stream.call === call, !stream.responseEnded else { return }
+        service(stream, call)
+        sendPending()
+    }
+
+    func consumeInbound(streamID: Int32, bytes: Int) {
+        guard let session, bytes > 0 else { return }
+        if streams[streamID] != nil {
+            nghttp2_session_consume(session, streamID, bytes)
+        } else {
+            nghttp2_session_consume_connection(session, bytes)
+        }
+        sendPending()
+    }
+
+    private func service(_ stream: StreamState, _ call: ServerCall) {
+        guard let session else { return }
+        if !stream.responseStarted {
+            let view = call.loopView()
+            if view.pending == 0 && !view.wantsHeaders {
+                // Nothing sent yet and the call is over: Trailers-Only.
+                if let status = view.status { respondTrailersOnly(stream, status) }
+                return
+            }
+            var headers: [(String, String)] = [(":status", "200"), ("content-type", "application/grpc"),
+                                               ("grpc-accept-encoding", "identity")]
+            headers += view.metadata.wireHeaders()
+            var provider = nghttp2_data_provider()
+            provider.source.ptr = nil
+            provider.read_callback = HTTP2Connection.readCallback
+            stream.responseStarted = true
+            let rc = withHeaderArray(headers) { nva, n in nghttp2_submit_response(session, stream.id, nva, n, &provider) }
+            if rc != 0 {
+                stream.responseEnded = true
+                call.cancel(.protocolError, overrideStatus: false)
+            }
+        } else if stream.dataDeferred {
+            stream.dataDeferred = false
+            nghttp2_session_resume_data(session, stream.id)
+        }
+    }
+
+    /// Answers with HEADERS + END_STREAM carrying the status (gRPC "Trailers-Only").
+    private func respondTrailersOnly(_ stream: StreamState, _ status: CallStatus, httpStatus: Int = 200) {
+        guard let session, !stream.responseEnded else { return }
+        stream.responseStarted = true
+        stream.responseEnded = true
+        var headers: [(String, String)] = [(":status", String(httpStatus)), ("content-type", "application/grpc")]
+        headers += statusHeaders(status)
+        if status.code == .unimplemented, stream.encoding != nil { headers.append(("grpc-accept-encoding", "identity")) }
+        _ = withHeaderArray(headers) { nva, n in nghttp2_submit_response(session, stream.id, nva, n, nil) }
+        env.counters.countStatus(status.code)
+        stream.timer?.close()
+        stream.timer = nil
+    }
+
+    private func statusHeaders(_ status: CallStatus) -> [(String, String)] {
+        var headers: [(String, String)] = [("grpc-status", String(status.code.rawValue))]
+        if !status.message.isEmpty { headers.append(("grpc-message", PercentEncoding.encode(status.message))) }
+        if let details = status.details { headers.append(("grpc-status-details-bin", Base64.encode(details, padded: false))) }
+        headers += status.trailingMetadata.wireHeaders()
+        return headers
+    }
+
+    private static let readCallback: nghttp2_data_source_read_callback = { session, streamID, buf, length, flags, _, userData in
+        let conn = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+        return conn.readData(streamID: streamID, buf: buf!, length: length, flags: flags!)
+    }
+
+    private func readData(streamID: Int32, buf: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let stream = streams[streamID], let call = stream.call else {
+            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        let (n, status) = call.takeOutbound(into: buf, length: length)
+        if let status {
+            // Everything is out: end DATA without END_STREAM, then trailers end the stream.
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+            stream.responseEnded = true
+            _ = withHeaderArray(statusHeaders(status)) { nva, count in nghttp2_submit_trailer(session, streamID, nva, count) }
+            env.counters.countStatus(status.code)
+            stream.timer?.close()
+            stream.timer = nil
+            return n
+        }
+        if n == 0 {
+            stream.dataDeferred = true
+            return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+        }
+        return n
+    }
+
+    // MARK: input (nghttp2 callbacks)
+
+    private func beginHeaders(_ streamID: Int32) {
+        if streams[streamID] == nil {
+            streams[streamID] = StreamState(id: streamID)
+            env.counters.openStreams.wrappingAdd(1, ordering: .relaxed)
+        }
+    }
+
+    /// Returns false to make nghttp2 fail the whole connection (abuse far over the limit).
+    private func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let stream = streams[streamID] else { return true }
+        stream.headerBytes += name.count + value.count + 32
+        if stream.headerBytes > config.maxHeaderListBytes {
+            stream.headerOverflow = true
+            // Far past the advertised limit: the peer ignores SETTINGS; drop the connection.
+            return stream.headerBytes <= 4 * config.maxHeaderListBytes + 65536
+        }
+        if stream.responseStarted { return true } // request trailers: ignored
+        let key = String(decoding: name, as: UTF8.self)
+        let val = String(decoding: value, as: UTF8.self)
+        if key.first == ":" {
+            switch key {
+            case ":method": stream.method = val
+            case ":path": stream.path = val
+            default: break
+            }
+            return true
+        }
+        switch key {
+        case "content-type": stream.contentType = val
+        case "grpc-encoding": stream.encoding = val
+        case "grpc-timeout": stream.timeout = val
+        case "te", "grpc-accept-encoding", "connection", "host": break
+        default:
+            if key.hasSuffix("-bin") {
+                if let bytes = Base64.decode(val) {
+                    stream.metadata.add(key, binary: bytes)
+                } else {
+                    stream.badMetadata = "metadata \(key): value is not valid base64"
+                }
+            } else {
+                stream.metadata.add(key, val)
+            }
+        }
+        return true
+    }
+
+    private func requestHeadersComplete(_ stream: StreamState) {
+        if stream.headerOverflow {
+            respondTrailersOnly(stream, CallStatus(code: .resourceExhausted,
+                message: "request header list exceeds \(config.maxHeaderListBytes) bytes"), httpStatus: 431)
+            stream.rejected = true
+            return
+        }
+        if stream.method != "POST" {
+            respondTrailersOnly(stream, CallStatus(code: .unimplemented, message: "gRPC requires POST, got \(stream.method)"), httpStatus: 405)
+            stream.rejected = true
+            return
+        }
+        let ct = stream.contentType
+        let isGRPC = ct == "application/grpc" || ct.hasPrefix("application/grpc+") || ct.hasPrefix("application/grpc;")
+        if !isGRPC {
+            respondTrailersOnly(stream, CallStatus(code: .unknown,
+                message: "content-type \"\(ct)\" is not application/grpc"), httpStatus: 415)
+            stream.rejected = true
+            return
+        }
+        if let enc = stream.encoding, enc != "identity" {
+            respondTrailersOnly(stream, CallStatus(code: .unimplemented,
+                message: "grpc-encoding \"\(enc)\" is not supported; this server accepts identity"))
+            stream.rejected = true
+            return
+        }
+        if let bad = stream.badMetadata {
+            respondTrailersOnly(stream, CallStatus(code: .invalidArgument, message: bad))
+            stream.rejected = true
+            return
+        }
+        var deadline: ContinuousClock.Instant?
+        var timeoutNanos: Int64?
+        if let t = stream.timeout {
+            guard let nanos = GRPCTimeout.parse(t) else {
+                respondTrailersOnly(stream, CallStatus(code: .invalidArgument, message: "malformed grpc-timeout \"\(t)\""))
+                stream.rejected = true
+                return
+            }
+            timeoutNanos = nanos
+            deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
+        }
+        let descriptor: MethodDescriptor
+        switch env.router.lookup(stream.path) {
+        case .failure(let error):
+            respondTrailersOnly(stream, CallStatus(code: error.code, message: error.message))
+            stream.rejected = true
+            return
+        case .success(let d):
+            descriptor = d
+        }
+        if draining {
+            respondTrailersOnly(stream, CancelReason.shutdown.status)
+            stream.rejected = true
+            return
+        }
+        stream.descriptor = descriptor
+        let context = CallContext(path: stream.path, metadata: stream.metadata, deadline: deadline, peer: tcp.peerDescription)
+        stream.call = ServerCall(context: context, kind: descriptor.kind, streamID: stream.id, loop: tcp.loop, owner: self,
+                                 outboundHighWater: config.streamOutboundHighWater,
+                                 inboundHighWater: config.streamInboundHighWater,
+                                 maxSendMessageBytes: config.maxSendMessageBytes)
+        if let nanos = timeoutNanos {
+            let timer = LoopTimer(loop: tcp.loop)
+            stream.timer = timer
+            let ms = UInt64(max(0, (nanos + 999_999) / 1_000_000))
+            let id = stream.id
+            timer.start(milliseconds: ms) { [weak self] in self?.deadlineExpired(id) }
+        }
+        if descriptor.kind.clientStreams { startHandler(stream) }
+    }
+
+    private func deadlineExpired(_ streamID: Int32) {
+        guard let stream = streams[streamID], !stream.responseEnded else { return }
+        stream.timer?.close()
+        stream.timer = nil
+        if let call = stream.call {
+            call.cancel(.deadline, overrideStatus: true)
+            service(stream, call)
+        } else {
+            respondTrailersOnly(stream, CancelReason.deadline.status)
+        }
+        sendPending()
+    }
+
+    private func startHandler(_ stream: StreamState) {
+        guard let call = stream.call, let descriptor = stream.descriptor, !stream.handlerStarted else { return }
+        stream.handlerStarted = true
+        let handler = descriptor.handler
+        let task = Task {
+            do {
+                try await handler(call)
+                call.finish(.ok)
+            } catch {
+                call.finish(CallStatus(error: error))
+            }
+        }
+        call.setTask(task)
+    }
+
+    private func dataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
+        guard let session else { return }
+        guard let stream = streams[streamID], let call = stream.call, !stream.rejected, !stream.responseEnded else {
+            // Nobody will read it: give the flow-control credit back right away.
+            nghttp2_session_consume(session, streamID, data.count)
+            return
+        }
+        stream.deframer.append(UnsafeRawBufferPointer(data))
+        var consumeNow = data.count
+        while stream.deframer.count >= 5 {
+            let p = stream.deframer.base!.assumingMemoryBound(to: UInt8.self)
+            let compressed = p[0]
+            let length = Int(p[1]) << 24 | Int(p[2]) << 16 | Int(p[3]) << 8 | Int(p[4])
+            if compressed != 0 {
+                failStream(stream, call, CallStatus(code: .internal,
+                    message: "compressed message received but no grpc-encoding was negotiated"))
+                break
+            }
+            if length > config.maxReceiveMessageBytes {
+                failStream(stream, call, CallStatus(code: .resourceExhausted,
+                    message: "received message of \(length) bytes exceeds the limit of \(config.maxReceiveMessageBytes) bytes"))
+                break
+            }
+            guard stream.deframer.count >= 5 + length else { break }
+            let message = [UInt8](UnsafeBufferPointer(start: p + 5, count: length))
+            stream.deframer.removeFirst(5 + length)
+            stream.messages += 1
+            if !stream.descriptor!.kind.clientStreams && stream.messages > 1 {
+                failStream(stream, call, CallStatus(code: .internal,
+                    message: "\(stream.descriptor!.kind == .unary ? "unary" : "server-streaming") call received more than one request message"))
+                break
+            }
+            if !call.deliver(message, wireBytes: length + 5) {
+                // The handler is behind: hold back credit for this message until it reads.
+                let held = min(consumeNow, length + 5)
+                call.deferConsume(held)
+                consumeNow -= held
+            }
+        }
+        if consumeNow > 0 { nghttp2_session_consume(session, streamID, consumeNow) }
+    }
+
+    private func failStream(_ stream: StreamState, _ call: ServerCall, _ status: CallStatus) {
+        stream.rejected = true
+        stream.deframer.removeAll()
+        call.failFromLoop(status)
+        service(stream, call)
+    }
+
+    private func endOfRequest(_ stream: StreamState) {
+        guard let call = stream.call, !stream.rejected, !stream.responseEnded else { return }
+        if stream.deframer.count > 0 {
+            failStream(stream, call, CallStatus(code: .internal,
+                message: "request ended inside a message (\(stream.deframer.count) bytes of an incomplete frame)"))
+            return
+        }
+        call.finishInbound()
+        if !stream.descriptor!.kind.clientStreams {
+            if stream.messages != 1 {
+                failStream(stream, call, CallStatus(code: .internal,
+                    message: "\(stream.descriptor!.kind == .unary ? "unary" : "server-streaming") call received no request message"))
+                return
+            }
+            startHandler(stream)
+        }
+    }
+
+    private func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let hd = frame.pointee.hd
+        let type = UInt32(hd.type)
+        let endStream = hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+        switch type {
+        case NGHTTP2_HEADERS.rawValue:
+            guard let stream = streams[hd.stream_id] else { return 0 }
+            if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+                requestHeadersComplete(stream)
+            }
+            if endStream { endOfRequest(stream) }
+        case NGHTTP2_DATA.rawValue:
+            if hd.length == 0 && !endStream {
+                if !withinRate(&emptyDataFrames, config.maxEmptyDataFramesPerSecond) { return abuse("empty DATA frame flood") }
+            }
+            if endStream, let stream = streams[hd.stream_id] { endOfRequest(stream) }
+        case NGHTTP2_PING.rawValue:
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !withinRate(&pings, config.maxPingsPerSecond) {
+                return abuse("PING flood")
+            }
+        case NGHTTP2_SETTINGS.rawValue:
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !withinRate(&settingsFrames, config.maxSettingsPerSecond) {
+                return abuse("SETTINGS flood")
+            }
+        default:
+            break
+        }
+        return 0
+    }
+
+    private func withinRate(_ counter: inout Int, _ limit: Int) -> Bool {
+        let now = uv_now_ms(tcp.loop)
+        if now - windowStart >= 1000 {
+            windowStart = now
+            emptyDataFrames = 0
+            pings = 0
+            settingsFrames = 0
+        }
+        counter += 1
+        return counter <= limit
+    }
+
+    private func abuse(_ what: String) -> Int32 {
+        env.counters.protocolErrors.wrappingAdd(1, ordering: .relaxed)
+        env.logger.notice("closing abusive connection", metadata: ["peer": "\(tcp.peerDescription)", "reason": "\(what)"])
+        if let session {
+            nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
+        }
+        return 0
+    }
+
+    private func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
+        let hd = frame.pointee.hd
+        let type = UInt32(hd.type)
+        guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
+              hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let session else { return }
+        // Our response is complete but the client is still sending: tell it to stop (gRPC spec).
+        if nghttp2_session_get_stream_remote_close(session, hd.stream_id) == 0 {
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), hd.stream_id, NGHTTP2_NO_ERROR.rawValue)
+        }
+    }
+
+    private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
+        if let call = stream.call {
+            if !stream.responseEnded, call.cancel(.reset, overrideStatus: false) {
+                env.counters.countStatus(.cancelled)
+            }
+            let held = call.takeDeferredConsume()
+            if held > 0, let session { nghttp2_session_consume_connection(session, held) }
+        }
+        stream.release()
+    }
+
+    // MARK: session setup
+
+    private static func makeSession(_ conn: HTTP2Connection, config: ServerConfiguration) -> OpaquePointer? {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
+            let c = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+            if UInt32(frame!.pointee.hd.type) == NGHTTP2_HEADERS.rawValue {
+                c.beginHeaders(frame!.pointee.hd.stream_id)
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, namelen, value, valuelen, _, userData in
+            let c = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+            let ok = c.header(frame!.pointee.hd.stream_id,
+                              name: UnsafeBufferPointer(start: name, count: namelen),
+                              value: UnsafeBufferPointer(start: value, count: valuelen))
+            return ok ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE.rawValue
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+            let c = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+            return c.frameReceived(frame!)
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, len, userData in
+            let c = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+            c.dataChunk(streamID, UnsafeBufferPointer(start: data, count: len))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
+            let c = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+            c.frameSent(frame!)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+            let c = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+            c.streamClosed(streamID, errorCode: errorCode)
+            return 0
+        }
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        // We acknowledge DATA ourselves (nghttp2_session_consume) once the handler can take it.
+        nghttp2_option_set_no_auto_window_update(option, 1)
+        nghttp2_option_set_max_outbound_ack(option, 1000)
+        nghttp2_option_set_max_settings(option, 32)
+        nghttp2_option_set_stream_reset_rate_limit(option, config.streamResetBurst, config.streamResetRate)
+        nghttp2_option_set_max_continuations(option, 8)
+        nghttp2_option_set_max_send_header_block_length(option, 64 * 1024)
+        var session: OpaquePointer?
+        let rc = nghttp2_session_server_new2(&session, callbacks, Unmanaged.passUnretained(conn).toOpaque(), option)
+        precondition(rc == 0, "nghttp2_session_server_new2 failed: \(rc)")
+        return session
+    }
+}
+
+/// Calls `body` with an nghttp2 header array pointing into one contiguous copy of `headers`.
+func withHeaderArray<R>(_ headers: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) -> R {
+    var bytes = [UInt8]()
+    var spans: [(Int, Int, Int, Int)] = []
+    spans.reserveCapacity(headers.count)
+    for (name, value) in headers {
+        let n0 = bytes.count
+        bytes.append(contentsOf: name.utf8)
+        let v0 = bytes.count
+        bytes.append(contentsOf: value.utf8)
+        spans.append((n0, v0 - n0, v0, bytes.count - v0))
+    }
+    return bytes.withUnsafeMutableBufferPointer { buf in
+        let base = buf.baseAddress ?? UnsafeMutablePointer<UInt8>.allocate(capacity: 1)
+        let nva = spans.map { s in
+            nghttp2_nv(name: base + s.0, value: base + s.2, namelen: s.1, valuelen: s.3,
+                       flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+        }
+        return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+    }
+}
+
+func uv_now_ms(_ loop: EventLoop) -> UInt64 {
+    loop.now
+}

@@ -1,0 +1,161 @@
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import Synchronization
+import UbiquityLoop
+
+/// A gRPC server: `eventLoops` loop threads, each with its own listener (SO_REUSEPORT when more
+/// than one) and its own connections. Handlers run on Swift concurrency's executors, never on a
+/// loop thread.
+public final class GRPCServer: Sendable {
+    public let configuration: ServerConfiguration
+    public let counters = ServerCounters()
+    private let env: ConnectionEnvironment
+    private let loops: [EventLoopThread]
+    private let states: [LoopBound<LoopState>]
+    private let shutdownStarted = Atomic<Bool>(false)
+    private let drainHooks = Mutex<[@Sendable () -> Void]>([])
+    private let boundPort = Atomic<Int>(0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let loopsDone = Atomic<Int>(0)
+
+    public init(configuration: ServerConfiguration, router: Router, logger: Logger) {
+        self.configuration = configuration
+        env = ConnectionEnvironment(configuration: configuration, router: router, counters: counters, logger: logger)
+        var loops: [EventLoopThread] = []
+        var states: [LoopBound<LoopState>] = []
+        for i in 0..<max(1, configuration.eventLoops) {
+            let t = EventLoopThread(name: "ubq-loop-\(i)")
+            loops.append(t)
+            states.append(LoopBound(LoopState(), loop: t.loop))
+        }
+        self.loops = loops
+        self.states = states
+    }
+
+    /// The port bound by `start()`.
+    public var port: Int { boundPort.load(ordering: .relaxed) }
+
+    /// Runs `hook` (once, on some thread) when graceful shutdown begins, before GOAWAY is sent —
+    /// e.g. to turn health to NOT_SERVING.
+    public func onDrain(_ hook: @escaping @Sendable () -> Void) {
+        drainHooks.withLock { $0.append(hook) }
+    }
+
+    /// Starts the loop threads and binds every listener. Throws if the address cannot be bound.
+    public func start() throws {
+        ignoreSIGPIPE()
+        var port = configuration.port
+        for (i, thread) in loops.enumerated() {
+            let result = Mutex<Result<Int, UVError>?>(nil)
+            let ready = DispatchSemaphore(value: 0)
+            let state = states[i]
+            let env = self.env
+            let reusePort = loops.count > 1
+            let bindPort = port
+            thread.start { [self] loop in
+                let r: Result<Int, UVError>
+                do {
+                    let listener = try TCPListener(loop: loop, host: env.configuration.host, port: bindPort, reusePort: reusePort) { tcp in
+                        self.accept(tcp, state: state.get)
+                    }
+                    state.get.listener = listener
+                    r = .success(listener.port)
+                } catch {
+                    r = .failure((error as? UVError) ?? UVError(-22))
+                }
+                if i == 0 {
+                    // Signals are watched on the first loop; they start a graceful shutdown.
+                    for sig in [SIGTERM, SIGINT] {
+                        state.get.signals.append(SignalWatcher(loop: loop, signal: sig) { [self] _ in self.beginShutdown() })
+                    }
+                }
+                result.withLock { $0 = r }
+                ready.signal()
+            }
+            ready.wait()
+            switch result.withLock({ $0 })! {
+            case .success(let p):
+                port = p
+            case .failure(let e):
+                for t in loops.prefix(i + 1) { t.loop.stop(); t.join() }
+                throw e
+            }
+        }
+        boundPort.store(port, ordering: .relaxed)
+    }
+
+    private func accept(_ tcp: TCPConnection, state: LoopState) {
+        if env.counters.openConnections.load(ordering: .relaxed) >= UInt64(configuration.maxConnections) || state.shuttingDown {
+            env.counters.refusedConnections.wrappingAdd(1, ordering: .relaxed)
+            tcp.close()
+            return
+        }
+        env.counters.acceptedConnections.wrappingAdd(1, ordering: .relaxed)
+        env.counters.openConnections.wrappingAdd(1, ordering: .relaxed)
+        let conn = HTTP2Connection(tcp: tcp, env: env) { [self] c in
+            env.counters.openConnections.wrappingSubtract(1, ordering: .relaxed)
+            state.connections.removeValue(forKey: ObjectIdentifier(c))
+            maybeStopLoop(state, loop: tcp.loop)
+        }
+        state.connections[ObjectIdentifier(conn)] = conn
+    }
+
+    /// Begins a graceful shutdown (safe from any thread, idempotent): drain hooks run, listeners
+    /// close, every connection gets GOAWAY, in-flight calls may finish within the grace period,
+    /// then whatever remains is cancelled and closed.
+    public func beginShutdown() {
+        guard !shutdownStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        env.logger.info("graceful shutdown started", metadata: ["grace_seconds": "\(configuration.shutdownGraceSeconds)"])
+        for hook in drainHooks.withLock({ $0 }) { hook() }
+        let graceMs = UInt64(max(0, configuration.shutdownGraceSeconds) * 1000)
+        for (i, thread) in loops.enumerated() {
+            let state = states[i]
+            thread.loop.execute { [self] in
+                let s = state.get
+                s.shuttingDown = true
+                s.listener?.close()
+                s.listener = nil
+                for w in s.signals { w.close() }
+                s.signals.removeAll()
+                for c in s.connections.values { c.beginGracefulShutdown() }
+                let timer = LoopTimer(loop: thread.loop)
+                s.graceTimer = timer
+                timer.start(milliseconds: graceMs) {
+                    for c in Array(s.connections.values) { c.close(reason: .shutdown) }
+                }
+                maybeStopLoop(s, loop: thread.loop)
+            }
+        }
+    }
+
+    private func maybeStopLoop(_ state: LoopState, loop: EventLoop) {
+        guard state.shuttingDown, state.connections.isEmpty, !state.stopped else { return }
+        state.stopped = true
+        state.graceTimer?.close()
+        state.graceTimer = nil
+        loop.stop()
+        if loopsDone.add(1, ordering: .acquiringAndReleasing).newValue == loops.count {
+            finished.signal()
+        }
+    }
+
+    /// Blocks until shutdown has completed on every loop.
+    public func waitUntilFinished() {
+        finished.wait()
+        for t in loops { t.join() }
+        env.logger.info("shutdown complete")
+    }
+}
+
+/// What one loop owns (loop thread only).
+final class LoopState {
+    var listener: TCPListener?
+    var connections: [ObjectIdentifier: HTTP2Connection] = [:]
+    var signals: [SignalWatcher] = []
+    var shuttingDown = false
+    var stopped = false
+    var graceTimer: LoopTimer?
+}

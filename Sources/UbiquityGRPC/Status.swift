@@ -1,0 +1,132 @@
+/// A gRPC status code. A struct over a raw value so unknown codes from peers survive a round trip.
+public struct StatusCode: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    public static let ok = StatusCode(rawValue: 0)
+    public static let cancelled = StatusCode(rawValue: 1)
+    public static let unknown = StatusCode(rawValue: 2)
+    public static let invalidArgument = StatusCode(rawValue: 3)
+    public static let deadlineExceeded = StatusCode(rawValue: 4)
+    public static let notFound = StatusCode(rawValue: 5)
+    public static let alreadyExists = StatusCode(rawValue: 6)
+    public static let permissionDenied = StatusCode(rawValue: 7)
+    public static let resourceExhausted = StatusCode(rawValue: 8)
+    public static let failedPrecondition = StatusCode(rawValue: 9)
+    public static let aborted = StatusCode(rawValue: 10)
+    public static let outOfRange = StatusCode(rawValue: 11)
+    public static let unimplemented = StatusCode(rawValue: 12)
+    public static let `internal` = StatusCode(rawValue: 13)
+    public static let unavailable = StatusCode(rawValue: 14)
+    public static let dataLoss = StatusCode(rawValue: 15)
+    public static let unauthenticated = StatusCode(rawValue: 16)
+
+    public var description: String {
+        let names = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+                     "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+                     "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+                     "UNAUTHENTICATED"]
+        return rawValue >= 0 && rawValue < names.count ? names[rawValue] : "CODE(\(rawValue))"
+    }
+}
+
+/// The error a handler throws to end a call with a status other than OK.
+///
+/// `details` is a serialized `google.rpc.Status` sent as `grpc-status-details-bin`; the transport
+/// does not interpret it (the services layer builds it).
+public struct RPCError: Error, Sendable, CustomStringConvertible {
+    public var code: StatusCode
+    public var message: String
+    public var details: [UInt8]?
+    public var trailingMetadata: Metadata
+
+    public init(_ code: StatusCode, _ message: String, details: [UInt8]? = nil, trailingMetadata: Metadata = Metadata()) {
+        self.code = code
+        self.message = message
+        self.details = details
+        self.trailingMetadata = trailingMetadata
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// Errors of other layers say which status they become by adopting this protocol. Anything else a
+/// handler throws ends the call with UNKNOWN (never silently INTERNAL).
+public protocol RPCErrorConvertible: Error {
+    var rpcError: RPCError { get }
+}
+
+/// The final status of a call as sent in trailers.
+public struct CallStatus: Sendable {
+    public var code: StatusCode
+    public var message: String
+    public var details: [UInt8]?
+    public var trailingMetadata: Metadata
+
+    public init(code: StatusCode, message: String = "", details: [UInt8]? = nil, trailingMetadata: Metadata = Metadata()) {
+        self.code = code
+        self.message = message
+        self.details = details
+        self.trailingMetadata = trailingMetadata
+    }
+
+    public static let ok = CallStatus(code: .ok)
+
+    public init(error: any Error) {
+        switch error {
+        case let e as RPCError:
+            self.init(code: e.code, message: e.message, details: e.details, trailingMetadata: e.trailingMetadata)
+        case let e as RPCErrorConvertible:
+            let r = e.rpcError
+            self.init(code: r.code, message: r.message, details: r.details, trailingMetadata: r.trailingMetadata)
+        case is CancellationError:
+            self.init(code: .cancelled, message: "the call was cancelled")
+        default:
+            self.init(code: .unknown, message: "unexpected error: \(error)")
+        }
+    }
+}
+
+/// Percent-encoding of `grpc-message` (gRPC HTTP/2 protocol): bytes outside 0x20...0x7E and '%'
+/// itself become %XX of the UTF-8 encoding.
+public enum PercentEncoding {
+    public static func encode(_ s: String) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(s.utf8.count)
+        let hex = Array("0123456789ABCDEF".utf8)
+        for b in s.utf8 {
+            if b >= 0x20 && b <= 0x7E && b != UInt8(ascii: "%") {
+                out.append(b)
+            } else {
+                out.append(UInt8(ascii: "%"))
+                out.append(hex[Int(b >> 4)])
+                out.append(hex[Int(b & 0xF)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func decode(_ s: String) -> String {
+        var out = [UInt8]()
+        let bytes = Array(s.utf8)
+        var i = 0
+        func hexValue(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let h = hexValue(bytes[i + 1]), let l = hexValue(bytes[i + 2]) {
+                out.append(h << 4 | l)
+                i += 3
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,142 @@
+import ArgumentParser
+import Foundation
+import Logging
+import UbiquityGRPC
+import UbiquityInterop
+import UbiquityProtos
+import UbiquityServices
+
+@main
+struct Ubiquityd: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ubiquityd",
+        abstract: "Ubiquity: Core Data–style object stores served over gRPC.",
+        version: UbiquityVersion.current)
+
+    @Option(help: "Address to listen on (IPv4 or IPv6 literal).")
+    var host = "127.0.0.1"
+    @Option(help: "TCP port; 0 picks a free port (the chosen one is printed).")
+    var port = 50051
+    @Option(help: "Directory for store files (created if missing).")
+    var dataDir = "./data"
+    @Option(help: "Event-loop threads (more than one shares the port with SO_REUSEPORT).")
+    var eventLoops = 1
+    @Option(help: "Largest request message accepted, in bytes.")
+    var maxReceiveMessageBytes = 4 * 1024 * 1024
+    @Option(help: "Largest response message sent, in bytes.")
+    var maxSendMessageBytes = 4 * 1024 * 1024
+    @Option(help: "SETTINGS_MAX_CONCURRENT_STREAMS per connection.")
+    var maxConcurrentStreams = 100
+    @Option(help: "Largest request header list, in bytes.")
+    var maxHeaderListBytes = 16 * 1024
+    @Option(help: "Most simultaneous connections.")
+    var maxConnections = 1024
+    @Option(help: "Per-connection write queue bound in bytes; past it the server stops reading that connection.")
+    var maxWriteQueueBytes = 1024 * 1024
+    @Option(help: "Seconds in-flight calls get to finish after SIGTERM/SIGINT.")
+    var shutdownGraceSeconds = 10.0
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel = "info"
+    @Flag(help: "Also serve grpc.testing.TestService (the gRPC interop test service). For tests only.")
+    var enableInteropTesting = false
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
+        guard eventLoops >= 1 && eventLoops <= 64 else { throw ValidationError("--event-loops must be 1...64") }
+        guard maxReceiveMessageBytes >= 1024 else { throw ValidationError("--max-receive-message-bytes must be at least 1024") }
+        guard maxConcurrentStreams >= 1 else { throw ValidationError("--max-concurrent-streams must be at least 1") }
+        guard maxHeaderListBytes >= 1024 else { throw ValidationError("--max-header-list-bytes must be at least 1024") }
+        guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
+        guard maxWriteQueueBytes >= 64 * 1024 else { throw ValidationError("--max-write-queue-bytes must be at least 65536") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
+    }
+
+    func run() throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var h = JSONLogHandler(label: label)
+            h.logLevel = level
+            return h
+        }
+        let logger = Logger(label: "ubiquityd")
+
+        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+
+        var config = ServerConfiguration()
+        config.host = host
+        config.port = port
+        config.eventLoops = eventLoops
+        config.maxReceiveMessageBytes = maxReceiveMessageBytes
+        config.maxSendMessageBytes = maxSendMessageBytes
+        config.maxConcurrentStreams = maxConcurrentStreams
+        config.maxHeaderListBytes = maxHeaderListBytes
+        config.maxConnections = maxConnections
+        config.maxWriteQueueBytes = maxWriteQueueBytes
+        config.shutdownGraceSeconds = shutdownGraceSeconds
+
+        let limitsConfig = config
+        let counters = ServerCountersBox()
+        var router = Router()
+        let serviceNames = ServiceNamesBox()
+        let health = HealthService(services: ["ubiquity.v1.Admin"])
+        AdminService(version: UbiquityVersion.current, counters: counters.counters) {
+            var info = Ubiquity_V1_ServerInfo()
+            info.name = "ubiquityd"
+            info.version = UbiquityVersion.current
+            info.listenAddress = counters.listenAddress
+            info.startedAtMicros = counters.startedAtMicros
+            info.services = serviceNames.names
+            info.eventLoops = UInt32(limitsConfig.eventLoops)
+            var limits = Ubiquity_V1_TransportLimits()
+            limits.maxReceiveMessageBytes = UInt32(limitsConfig.maxReceiveMessageBytes)
+            limits.maxSendMessageBytes = UInt32(limitsConfig.maxSendMessageBytes)
+            limits.maxConcurrentStreams = UInt32(limitsConfig.maxConcurrentStreams)
+            limits.maxHeaderListBytes = UInt32(limitsConfig.maxHeaderListBytes)
+            limits.maxConnections = UInt32(limitsConfig.maxConnections)
+            limits.maxWriteQueueBytes = UInt32(limitsConfig.maxWriteQueueBytes)
+            info.limits = limits
+            return info
+        }.register(into: &router)
+        health.register(into: &router)
+        if enableInteropTesting {
+            InteropTestService.register(into: &router)
+            health.set("grpc.testing.TestService", .serving)
+        }
+        let reflection = try ReflectionService { serviceNames.names }
+        reflection.register(into: &router)
+        serviceNames.names = router.services
+
+        let server = GRPCServer(configuration: config, router: router, logger: logger)
+        counters.counters = server.counters
+        server.onDrain { health.drain() }
+        do {
+            try server.start()
+        } catch {
+            logger.critical("cannot listen", metadata: ["host": "\(host)", "port": "\(port)", "error": "\(error)"])
+            throw ExitCode(2)
+        }
+        let address = host.contains(":") ? "[\(host)]:\(server.port)" : "\(host):\(server.port)"
+        counters.listenAddress = address
+        FileHandle.standardOutput.write(Data("ubiquityd listening on \(address)\n".utf8))
+        logger.info("listening", metadata: ["address": "\(address)", "data_dir": "\(dataDir)",
+                                            "event_loops": "\(config.eventLoops)", "services": "\(router.services.joined(separator: ","))"])
+        server.waitUntilFinished()
+    }
+}
+
+/// Values filled in after the router is built (read by Admin.GetServerInfo).
+final class ServerCountersBox: @unchecked Sendable {
+    // @unchecked: every field is written once during start-up, before the server accepts a connection.
+    var counters = ServerCounters()
+    var listenAddress = ""
+    let startedAtMicros = Int64(Date().timeIntervalSince1970 * 1_000_000)
+}
+
+final class ServiceNamesBox: @unchecked Sendable {
+    // @unchecked: written once during start-up, before the server accepts a connection.
+    var names: [String] = []
+}
+
+enum UbiquityVersion {
+    static let current = "0.1.0"
+}
