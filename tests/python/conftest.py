@@ -113,7 +113,25 @@ def server(server_binary, server_workdir):
 def channel(server):
     ch = make_channel(server.address)
     yield ch
-    ch.close()
+    # Nothing leaked over the whole session: every stream and every connection but
+    # this channel's own were released (the stats call may count itself).
+    if server.alive():
+        last = []
+
+        def released():
+            last[:] = [get_stats(ch)]
+            return last[0].open_streams <= 1 and last[0].open_connections <= 1
+
+        try:
+            ubiq_harness.wait_until(released, 15, message=(
+                "the shared server to release all streams and connections "
+                "(open_streams <= 1, open_connections <= 1)"))
+        except AssertionError as e:
+            raise AssertionError(f"{e}; last stats: {last[0] if last else None}") from None
+        finally:
+            ch.close()
+    else:
+        ch.close()
 
 
 @pytest.fixture(scope="session")

@@ -188,10 +188,10 @@ def test_abuse_rapid_reset(start_server):
     srv = start_server()
     rss_before = warm_up(srv)
     baseline = stats(srv).open_streams
-    # Each stream starts a handler that would sleep ~5 s, then is reset at once: the
-    # handler's work must be cancelled and the stream state freed.
+    # Each stream starts a handler that would run ~60 s, then is reset at once: the
+    # handler's work must be cancelled and the stream state freed long before that.
     request = h2raw.grpc_frame(messages_pb2.StreamingOutputCallRequest(response_parameters=[
-        messages_pb2.ResponseParameters(size=10, interval_us=1_000_000) for _ in range(5)
+        messages_pb2.ResponseParameters(size=10, interval_us=10_000_000) for _ in range(6)
     ]).SerializeToString())
     conn = h2raw.RawH2("127.0.0.1", srv.port)
     sent = 0
@@ -209,10 +209,12 @@ def test_abuse_rapid_reset(start_server):
                     df.flags.add("END_STREAM")
                     out += df.serialize()
                     out += RstStreamFrame(sid, error_code=h2raw.CANCEL).serialize()
-                if not conn.send_bytes(bytes(out)) or conn.peer_closed or conn.goaway:
+                if not conn.send_bytes(bytes(out)):
                     break
                 sent += 100
                 watch_rss(srv, rss_before, 0)
+                if conn.peer_closed or conn.goaway:
+                    break  # the server's rapid-reset mitigation ended the connection
             # Whatever the server decided (serve all, or GOAWAY ENHANCE_YOUR_CALM), every
             # reset stream must be released.
             wait_streams_released(srv, baseline, timeout=30)
@@ -394,9 +396,8 @@ def test_abuse_ping_flood(start_server):
                     break
                 watch_rss(srv, rss_before, 0)
             watch_rss(srv, rss_before, 1.0)
-        outcome = ("closed" if conn.send_failed else "stopped reading" if conn.send_blocked
-                   else "kept up")
+        # Any of these is fine: the server closed the connection, stopped reading it,
+        # or kept up. What matters is bounded memory and everyone else being served.
     finally:
         conn.close()
-    assert outcome in ("closed", "stopped reading", "kept up")
     assert_healthy(srv, rss_before)
