@@ -96,7 +96,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         guard let session, !closing else { return }
         let rc = nghttp2_session_mem_recv(session, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count)
         if rc < 0 {
-            env.counters.protocolErrors.wrappingAdd(1, ordering: .relaxed)
+            countProtocolError()
             env.logger.debug("closing connection after HTTP/2 error", metadata: [
                 "peer": "\(tcp.peerDescription)", "error": "\(String(cString: nghttp2_strerror(Int32(rc))))"])
             if Int32(rc) == NGHTTP2_ERR_BAD_CLIENT_MAGIC.rawValue {
@@ -146,7 +146,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             var ptr: UnsafePointer<UInt8>?
             let n = nghttp2_session_mem_send(session, &ptr)
             if n < 0 {
-                env.counters.protocolErrors.wrappingAdd(1, ordering: .relaxed)
+                countProtocolError()
                 close()
                 return
             }
@@ -530,15 +530,15 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             if endStream { endOfRequest(stream) }
         case NGHTTP2_DATA.rawValue:
             if hd.length == 0 && !endStream {
-                if !withinRate(&emptyDataFrames, config.maxEmptyDataFramesPerSecond) { return abuse("empty DATA frame flood") }
+                if !withinRate(.emptyData) { return abuse("empty DATA frame flood") }
             }
             if endStream, let stream = streams[hd.stream_id] { endOfRequest(stream) }
         case NGHTTP2_PING.rawValue:
-            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !withinRate(&pings, config.maxPingsPerSecond) {
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !withinRate(.ping) {
                 return abuse("PING flood")
             }
         case NGHTTP2_SETTINGS.rawValue:
-            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !withinRate(&settingsFrames, config.maxSettingsPerSecond) {
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !withinRate(.settings) {
                 return abuse("SETTINGS flood")
             }
         default:
@@ -547,20 +547,41 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         return 0
     }
 
-    private func withinRate(_ counter: inout Int, _ limit: Int) -> Bool {
-        let now = uv_now_ms(tcp.loop)
+    private enum RateCounter { case emptyData, ping, settings }
+
+    /// Counts one frame of a kind in the current one-second window; false past its limit.
+    private func withinRate(_ kind: RateCounter) -> Bool {
+        let now = tcp.loop.now
         if now - windowStart >= 1000 {
             windowStart = now
             emptyDataFrames = 0
             pings = 0
             settingsFrames = 0
         }
-        counter += 1
-        return counter <= limit
+        switch kind {
+        case .emptyData:
+            emptyDataFrames += 1
+            return emptyDataFrames <= config.maxEmptyDataFramesPerSecond
+        case .ping:
+            pings += 1
+            return pings <= config.maxPingsPerSecond
+        case .settings:
+            settingsFrames += 1
+            return settingsFrames <= config.maxSettingsPerSecond
+        }
+    }
+
+    private var protocolErrorCounted = false
+
+    /// Counts this connection as ended by a protocol error, once.
+    private func countProtocolError() {
+        guard !protocolErrorCounted else { return }
+        protocolErrorCounted = true
+        env.counters.protocolErrors.wrappingAdd(1, ordering: .relaxed)
     }
 
     private func abuse(_ what: String) -> Int32 {
-        env.counters.protocolErrors.wrappingAdd(1, ordering: .relaxed)
+        countProtocolError()
         env.logger.notice("closing abusive connection", metadata: ["peer": "\(tcp.peerDescription)", "reason": "\(what)"])
         if let session {
             nghttp2_session_terminate_session(session, NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
@@ -571,6 +592,11 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private func frameSent(_ frame: UnsafePointer<nghttp2_frame>) {
         let hd = frame.pointee.hd
         let type = UInt32(hd.type)
+        if type == NGHTTP2_GOAWAY.rawValue && frame.pointee.goaway.error_code != NGHTTP2_NO_ERROR.rawValue {
+            // nghttp2 (or an abuse guard) ended the connection for a protocol violation.
+            countProtocolError()
+            return
+        }
         guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
               hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let session else { return }
         // Our response is complete but the client is still sending: tell it to stop (gRPC spec).
@@ -668,8 +694,4 @@ func withHeaderArray<R>(_ headers: [(String, String)], _ body: (UnsafePointer<ng
         }
         return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
     }
-}
-
-func uv_now_ms(_ loop: EventLoop) -> UInt64 {
-    loop.now
 }

@@ -11,7 +11,7 @@ import UbiquityLoop
 /// loop thread.
 public final class GRPCServer: Sendable {
     public let configuration: ServerConfiguration
-    public let counters = ServerCounters()
+    public let counters: ServerCounters
     private let env: ConnectionEnvironment
     private let loops: [EventLoopThread]
     private let states: [LoopBound<LoopState>]
@@ -21,8 +21,10 @@ public final class GRPCServer: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let loopsDone = Atomic<Int>(0)
 
-    public init(configuration: ServerConfiguration, router: Router, logger: Logger) {
+    /// `counters` may be created first so services can read them (Admin.GetServerStats).
+    public init(configuration: ServerConfiguration, router: Router, logger: Logger, counters: ServerCounters = ServerCounters()) {
         self.configuration = configuration
+        self.counters = counters
         env = ConnectionEnvironment(configuration: configuration, router: router, counters: counters, logger: logger)
         var loops: [EventLoopThread] = []
         var states: [LoopBound<LoopState>] = []

@@ -76,7 +76,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs the loop on the calling thread until `stop()`; then closes every handle and the loop.
     public func run() {
-        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        adoptCurrentThread()
         uv_run(uvLoop, UV_RUN_DEFAULT)
         // Close whatever is still open (the wake-up handle among them) and let close callbacks run,
         // so handle memory is released only once libuv is done with it.
@@ -87,6 +87,11 @@ public final class EventLoop: @unchecked Sendable {
         uv_run(uvLoop, UV_RUN_DEFAULT)
         uv_loop_close(uvLoop)
         wakeup.deallocate()
+    }
+
+    /// Makes the calling thread the loop thread (before `run()`, for set-up work on that thread).
+    func adoptCurrentThread() {
+        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
     }
 
     /// Stops `run()` after the work already queued has run. Safe from any thread.
@@ -109,7 +114,7 @@ public final class EventLoopThread: Sendable {
     public func start(_ body: @escaping @Sendable (EventLoop) -> Void = { _ in }) {
         let loop = self.loop
         let name = String(loop.name.prefix(15))
-        let box = Unmanaged.passRetained(ThreadStart { ubq_set_thread_name(name); body(loop); loop.run() })
+        let box = Unmanaged.passRetained(ThreadStart { ubq_set_thread_name(name); loop.adoptCurrentThread(); body(loop); loop.run() })
         var tid = pthread_t()
         let rc = pthread_create(&tid, nil, { arg in
             let start = Unmanaged<ThreadStart>.fromOpaque(arg!).takeRetainedValue()

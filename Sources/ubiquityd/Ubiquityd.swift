@@ -106,8 +106,7 @@ struct Ubiquityd: ParsableCommand {
         reflection.register(into: &router)
         serviceNames.names = router.services
 
-        let server = GRPCServer(configuration: config, router: router, logger: logger)
-        counters.counters = server.counters
+        let server = GRPCServer(configuration: config, router: router, logger: logger, counters: counters.counters)
         server.onDrain { health.drain() }
         do {
             try server.start()
@@ -127,7 +126,7 @@ struct Ubiquityd: ParsableCommand {
 /// Values filled in after the router is built (read by Admin.GetServerInfo).
 final class ServerCountersBox: @unchecked Sendable {
     // @unchecked: every field is written once during start-up, before the server accepts a connection.
-    var counters = ServerCounters()
+    let counters = ServerCounters()
     var listenAddress = ""
     let startedAtMicros = Int64(Date().timeIntervalSince1970 * 1_000_000)
 }
