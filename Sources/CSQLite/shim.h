@@ -19,9 +19,21 @@ static inline sqlite3_destructor_type ubq_sqlite_static(void) { return SQLITE_ST
  * only referenced from UbiquityStorage (static in a header: one copy per importing module). */
 #include <string.h>
 typedef struct ubq_ff { sqlite3_file base; sqlite3_file *real; } ubq_ff;
-static sqlite3_vfs *ubq_fault_real_vfs;
-static int ubq_fault_write_countdown, ubq_fault_sync_countdown, ubq_fault_rc = SQLITE_IOERR;
-static int ubq_fault_writes, ubq_fault_syncs, ubq_fault_fired;
+typedef struct ubq_fault_state {
+    sqlite3_vfs *real; sqlite3_vfs vfs; sqlite3_io_methods methods;
+    int write_countdown, sync_countdown, rc, writes, syncs, fired;
+} ubq_fault_state;
+/* Function-local static: Swift's clang importer emits it with the function (file-scope statics are not emitted). */
+static inline ubq_fault_state *ubq_fault_st(void) { static ubq_fault_state st; return &st; }
+#define ubq_fault_real_vfs (ubq_fault_st()->real)
+#define ubq_fault_vfs (ubq_fault_st()->vfs)
+#define ubq_ff_methods (ubq_fault_st()->methods)
+#define ubq_fault_write_countdown (ubq_fault_st()->write_countdown)
+#define ubq_fault_sync_countdown (ubq_fault_st()->sync_countdown)
+#define ubq_fault_rc (ubq_fault_st()->rc)
+#define ubq_fault_writes (ubq_fault_st()->writes)
+#define ubq_fault_syncs (ubq_fault_st()->syncs)
+#define ubq_fault_fired (ubq_fault_st()->fired)
 static int ubq_ff_hit(int *cd) {
     if (__atomic_load_n(cd, __ATOMIC_SEQ_CST) <= 0) return 0;
     if (__atomic_sub_fetch(cd, 1, __ATOMIC_SEQ_CST) == 0) { __atomic_add_fetch(&ubq_fault_fired, 1, __ATOMIC_SEQ_CST); return 1; }
@@ -52,11 +64,6 @@ static int ubq_ff_shmmap(sqlite3_file *f, int pg, int sz, int ext, void volatile
 static int ubq_ff_shmlock(sqlite3_file *f, int o, int n, int fl) { return UBQ_REAL(f)->pMethods->xShmLock(UBQ_REAL(f), o, n, fl); }
 static void ubq_ff_shmbarrier(sqlite3_file *f) { UBQ_REAL(f)->pMethods->xShmBarrier(UBQ_REAL(f)); }
 static int ubq_ff_shmunmap(sqlite3_file *f, int d) { return UBQ_REAL(f)->pMethods->xShmUnmap(UBQ_REAL(f), d); }
-static const sqlite3_io_methods ubq_ff_methods = {
-    2, ubq_ff_close, ubq_ff_read, ubq_ff_write, ubq_ff_truncate, ubq_ff_sync, ubq_ff_size,
-    ubq_ff_lock, ubq_ff_unlock, ubq_ff_reserved, ubq_ff_fcntl, ubq_ff_sector, ubq_ff_devchar,
-    ubq_ff_shmmap, ubq_ff_shmlock, ubq_ff_shmbarrier, ubq_ff_shmunmap, 0, 0
-};
 static int ubq_fv_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out) {
     ubq_ff *p = (ubq_ff *)f;
     p->real = (sqlite3_file *)&p[1];
@@ -76,12 +83,18 @@ static int ubq_fv_sleep(sqlite3_vfs *v, int us) { return ubq_fault_real_vfs->xSl
 static int ubq_fv_time(sqlite3_vfs *v, double *t) { return ubq_fault_real_vfs->xCurrentTime(ubq_fault_real_vfs, t); }
 static int ubq_fv_lasterr(sqlite3_vfs *v, int n, char *m) { return ubq_fault_real_vfs->xGetLastError(ubq_fault_real_vfs, n, m); }
 static int ubq_fv_time64(sqlite3_vfs *v, sqlite3_int64 *t) { return ubq_fault_real_vfs->xCurrentTimeInt64(ubq_fault_real_vfs, t); }
-static sqlite3_vfs ubq_fault_vfs;
 /* Registers "ubq-fault" once (not thread-safe: call under a lock). Returns SQLITE_OK. */
 static inline int ubq_fault_vfs_register(void) {
     if (ubq_fault_real_vfs) return SQLITE_OK;
     sqlite3_vfs *real = sqlite3_vfs_find(0);
     if (!real) return SQLITE_ERROR;
+    sqlite3_io_methods m = {
+        2, ubq_ff_close, ubq_ff_read, ubq_ff_write, ubq_ff_truncate, ubq_ff_sync, ubq_ff_size,
+        ubq_ff_lock, ubq_ff_unlock, ubq_ff_reserved, ubq_ff_fcntl, ubq_ff_sector, ubq_ff_devchar,
+        ubq_ff_shmmap, ubq_ff_shmlock, ubq_ff_shmbarrier, ubq_ff_shmunmap, 0, 0
+    };
+    ubq_ff_methods = m;
+    ubq_fault_rc = SQLITE_IOERR;
     memset(&ubq_fault_vfs, 0, sizeof ubq_fault_vfs);
     ubq_fault_vfs.iVersion = 2;
     ubq_fault_vfs.szOsFile = (int)sizeof(ubq_ff) + real->szOsFile;

@@ -1,0 +1,158 @@
+internal import CSQLite
+import Foundation
+
+/// A data directory of stores: `<root>/stores/<uuid>.sqlite`. Stores open lazily on first use,
+/// close when idle or when more than `maxOpenStores` are open (least recently used first), and
+/// one process owns the directory (an exclusive `flock` on `<root>/ubiquity.lock`).
+public actor StoreDirectory {
+    public nonisolated let root: String
+    private let configuration: StorageConfiguration
+    private let maxOpenStores: Int
+    private let lockFD: Int32
+    private var open: [UUID: Entry] = [:]
+    private var tick: UInt64 = 0
+    private var closed = false
+
+    private struct Entry { var store: Store; var lastUse: UInt64; var leases: Int; var lastUseTime: Double }
+
+    /// Takes the directory lock; throws `.directoryLocked` if another process holds it.
+    public init(root: String, configuration: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256) throws {
+        self.root = root
+        self.configuration = configuration
+        self.maxOpenStores = max(1, maxOpenStores)
+        try FileManager.default.createDirectory(atPath: root + "/stores", withIntermediateDirectories: true)
+        let fd = Glibc.open(root + "/ubiquity.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StorageError(.io, "cannot open lock file: errno \(errno)") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            Glibc.close(fd)
+            throw StorageError(.directoryLocked, "data directory \(root) is in use by another process")
+        }
+        let pid = "\(getpid())\n"
+        _ = ftruncate(fd, 0)
+        _ = pid.withCString { Glibc.write(fd, $0, strlen($0)) }
+        lockFD = fd
+    }
+
+    /// Closes every store and releases the directory lock.
+    public func shutdown() {
+        if closed { return }
+        closed = true
+        for (_, e) in open { e.store.close() }
+        open.removeAll()
+        flock(lockFD, LOCK_UN)
+        Glibc.close(lockFD)
+    }
+
+    public nonisolated func path(for id: UUID) -> String { root + "/stores/" + id.uuidString.lowercased() + ".sqlite" }
+
+    public func exists(_ id: UUID) -> Bool { FileManager.default.fileExists(atPath: path(for: id)) }
+
+    /// IDs of the stores on disk.
+    public func storeIDs() throws -> [UUID] {
+        try FileManager.default.contentsOfDirectory(atPath: root + "/stores").compactMap { n in
+            n.hasSuffix(".sqlite") ? UUID(uuidString: String(n.dropLast(7))) : nil
+        }.sorted { $0.uuidString < $1.uuidString }
+    }
+
+    public var openCount: Int { open.count }
+
+    /// Runs `body` with the store open (creating it with `model` if missing and `create`).
+    /// The store is not closed by eviction while `body` runs.
+    public func withStore<T: Sendable>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
+                                       _ body: @Sendable (Store) async throws -> T) async throws -> T {
+        let store = try acquire(id, create: create, model: model)
+        defer { release(id) }
+        return try await body(store)
+    }
+
+    private func acquire(_ id: UUID, create: Bool, model: ModelDefinition?) throws -> Store {
+        if closed { throw StorageError(.storeClosed, "directory is shut down") }
+        tick += 1
+        if var e = open[id] {
+            e.lastUse = tick; e.leases += 1; e.lastUseTime = configuration.clock()
+            open[id] = e
+            return e.store
+        }
+        let p = path(for: id)
+        if !create && !FileManager.default.fileExists(atPath: p) { throw StorageError(.notFound, "no store \(id)") }
+        evict(toAdmit: 1)
+        let s = try Store.open(path: p, id: id, model: model, configuration: configuration)
+        open[id] = Entry(store: s, lastUse: tick, leases: 1, lastUseTime: configuration.clock())
+        return s
+    }
+
+    private func release(_ id: UUID) {
+        if var e = open[id] { e.leases -= 1; open[id] = e }
+    }
+
+    /// Closes least recently used stores with no lease until there is room.
+    private func evict(toAdmit n: Int) {
+        while open.count + n > maxOpenStores {
+            guard let victim = open.filter({ $0.value.leases == 0 }).min(by: { $0.value.lastUse < $1.value.lastUse }) else { return }
+            victim.value.store.close()
+            open[victim.key] = nil
+        }
+    }
+
+    /// Closes stores unused for `idleSeconds` (by the configuration's clock). Returns how many.
+    @discardableResult
+    public func closeIdle(idleSeconds: Double) -> Int {
+        let now = configuration.clock()
+        let idle = open.filter { $0.value.leases == 0 && now - $0.value.lastUseTime >= idleSeconds }
+        for (k, e) in idle { e.store.close(); open[k] = nil }
+        return idle.count
+    }
+
+    private func closeForFileOperation(_ id: UUID) throws {
+        if let e = open[id] {
+            if e.leases > 0 { throw StorageError(.busy, "store \(id) is in use") }
+            e.store.close()
+            open[id] = nil
+        }
+    }
+
+    /// Destroys a store: pool closed first, then its files removed (database, WAL, shared memory).
+    public func destroy(_ id: UUID) throws {
+        try closeForFileOperation(id)
+        let p = path(for: id)
+        for suffix in ["-wal", "-shm", ""] {
+            let f = p + suffix
+            if FileManager.default.fileExists(atPath: f) { try FileManager.default.removeItem(atPath: f) }
+        }
+    }
+
+    /// Replaces a store's contents with another store file (copied with SQLite's backup API into
+    /// the closed store, then given a new epoch: older tokens fail with STORE_REPLACED).
+    public func replace(_ id: UUID, from sourcePath: String) throws {
+        try closeForFileOperation(id)
+        var src: OpaquePointer?
+        guard sqlite3_open_v2(sourcePath, &src, SQLITE_OPEN_READONLY, nil) == SQLITE_OK, let src else {
+            if let src { sqlite3_close_v2(src) }
+            throw StorageError(.notFound, "cannot open replacement \(sourcePath)")
+        }
+        defer { sqlite3_close_v2(src) }
+        let dst = try Connection(path: path(for: id), readOnly: false, vfs: configuration.vfsName, busyTimeoutMS: configuration.busyTimeoutMilliseconds)
+        defer { dst.close() }
+        var check: OpaquePointer?
+        guard sqlite3_prepare_v2(src, "SELECT value FROM ubq_meta WHERE key = 'model_json'", -1, &check, nil) == SQLITE_OK else {
+            throw StorageError.invalid("replacement is not a Ubiquity store")
+        }
+        sqlite3_finalize(check)
+        guard let b = sqlite3_backup_init(dst.db, "main", src, "main") else { throw dst.error(sqlite3_errcode(dst.db), sql: "backup") }
+        let rc = sqlite3_backup_step(b, -1)
+        sqlite3_backup_finish(b)
+        guard rc == SQLITE_DONE else { throw dst.error(rc, sql: "backup") }
+        try dst.exec("PRAGMA journal_mode=WAL")
+        try dst.exec("BEGIN IMMEDIATE")
+        try Meta.set(dst, "store_id", .text(id.uuidString))
+        try Meta.set(dst, "epoch", .integer(Int64(bitPattern: UInt64.random(in: 1...UInt64.max))))
+        try conn_commit(dst)
+    }
+
+    private func conn_commit(_ c: Connection) throws { try c.exec("COMMIT") }
+
+    /// Integrity check of a store (opened if needed).
+    public func integrityCheck(_ id: UUID) async throws -> [String] {
+        try await withStore(id) { try await $0.integrityCheck() }
+    }
+}

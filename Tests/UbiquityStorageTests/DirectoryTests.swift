@@ -1,0 +1,90 @@
+import Foundation
+import XCTest
+@testable import UbiquityStorage
+
+final class DirectoryTests: StorageTestCase {
+    func config() -> StorageConfiguration { var c = StorageConfiguration(); c.readerCount = 1; c.synchronous = .normal; return c }
+
+    func testLockFileRefusesSecondOwner() async throws {
+        let d = try StoreDirectory(root: dir + "/data", configuration: config())
+        XCTAssertThrowsError(try StoreDirectory(root: dir + "/data")) { e in
+            XCTAssertEqual((e as? StorageError)?.reason, .directoryLocked)
+        }
+        await d.shutdown()
+        let again = try StoreDirectory(root: dir + "/data")
+        await again.shutdown()
+    }
+
+    func testLazyOpenLRUAndIdleClose() async throws {
+        let clock = ManualClock()
+        var c = config(); c.clock = { clock.read() }
+        let d = try StoreDirectory(root: dir + "/data", configuration: c, maxOpenStores: 3)
+        let ids = (0..<5).map { _ in UUID() }
+        for (i, id) in ids.enumerated() {
+            _ = try await d.withStore(id, create: true, model: Fixtures.model) { s in try await s.save({ var r = SaveRequest(); r.inserts = [InsertOperation(temporaryID: "n", entity: "Note", values: ["n": .int(Int64(i))])]; return r }()) }
+        }
+        let open = await d.openCount
+        XCTAssertEqual(open, 3, "bounded")
+        let files = try await d.storeIDs()
+        XCTAssertEqual(Set(files), Set(ids))
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir + "/data/stores")
+        XCTAssertTrue(names.allSatisfy { n in ids.contains { n.hasPrefix($0.uuidString.lowercased()) } }, "file names come from store IDs only")
+        // evicted stores reopen lazily with their data
+        let n = try await d.withStore(ids[0]) { s in try await s.objectIDs(entity: "Note").count }
+        XCTAssertEqual(n, 1)
+        let missing = await reason { _ = try await d.withStore(UUID()) { _ in 0 } }
+        XCTAssertEqual(missing, .notFound)
+        clock.advance(100)
+        let closed = await d.closeIdle(idleSeconds: 60)
+        XCTAssertEqual(closed, 3)
+        let openAfter = await d.openCount
+        XCTAssertEqual(openAfter, 0)
+        await d.shutdown()
+    }
+
+    func testDestroyReplaceBaselineAndIntegrity() async throws {
+        let d = try StoreDirectory(root: dir + "/data", configuration: config())
+        let a = UUID(), b = UUID()
+        // store A with history; baseline at generation 2 of 3
+        let (t2, dumpAt2) = try await d.withStore(a, create: true, model: Fixtures.model) { s -> (GenerationToken, StoreDump) in
+            let id = try await self.insert(s, "Person", ["name": "one"])
+            _ = try await self.update(s, id, ["name": "two"])
+            let t = s.currentToken
+            let dump = try await s.dump()
+            _ = try await self.update(s, id, ["name": "three"])
+            return (t, dump)
+        }
+        let basePath = dir + "/baseline.sqlite"
+        let bt = try await d.withStore(a) { s in try await s.baseline(at: .token(t2), to: basePath) }
+        XCTAssertEqual(bt.generation, 2)
+        // the baseline opened as a store equals A at generation 2
+        let baseStore = try Store.open(path: basePath, id: a)
+        let baseDump = try await baseStore.dump()
+        XCTAssertEqual(baseDump.objects, dumpAt2.objects)
+        XCTAssertEqual(baseStore.currentToken.generation, 2)
+        baseStore.close()
+
+        // replace B with the baseline: new epoch, old tokens fail with STORE_REPLACED
+        let oldB = try await d.withStore(b, create: true, model: Fixtures.model) { s -> GenerationToken in
+            try await self.insert(s, "Note", ["n": 1]); return s.currentToken
+        }
+        try await d.replace(b, from: basePath)
+        let (replaced, why) = try await d.withStore(b) { s -> (StoreDump, StorageError.Reason?) in
+            let dump = try await s.dump()
+            do { _ = try await s.dump(at: .token(oldB)); return (dump, nil) } catch let e as StorageError { return (dump, e.reason) }
+        }
+        XCTAssertEqual(why, .storeReplaced)
+        XCTAssertEqual(replaced.objects.map(\.values), dumpAt2.objects.map(\.values))
+        let problems = try await d.integrityCheck(b)
+        XCTAssertEqual(problems, [])
+
+        // a store in use cannot be destroyed; destroy removes every file
+        try await d.destroy(a)
+        let exists = await d.exists(a)
+        XCTAssertFalse(exists)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: d.path(for: a) + "-wal"))
+        let gone = await reason { _ = try await d.withStore(a) { _ in 0 } }
+        XCTAssertEqual(gone, .notFound)
+        await d.shutdown()
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import XCTest
+@testable import UbiquityStorage
+
+final class ManualClock: @unchecked Sendable {
+    // Invariant: `now` only accessed under `lock`.
+    private let lock = NSLock()
+    private var now = 1000.0
+    func read() -> Double { lock.lock(); defer { lock.unlock() }; return now }
+    func advance(_ d: Double) { lock.lock(); now += d; lock.unlock() }
+}
+
+final class GenerationTests: StorageTestCase {
+    /// Readers pinned at a generation see identical full dumps while the writer commits
+    /// thousands of saves; the WAL stays bounded while readers are always active.
+    func testSnapshotStabilityUnderWritesWithBoundedWAL() async throws {
+        let threshold = 256 << 10
+        let s = try open {
+            $0.synchronous = .normal
+            $0.readerCount = 2
+            $0.checkpointThresholdBytes = threshold
+            $0.journalSizeLimitBytes = threshold
+            $0.gcEveryCommits = 50
+            $0.gcBatchSize = 200
+        }
+        var seed = SaveRequest()
+        seed.inserts = (0..<200).map { InsertOperation(temporaryID: "p\($0)", entity: "Person", values: ["name": .string("P\($0)"), "age": .int(Int64($0 % 100))]) }
+        let ids = try await s.save(seed).permanentIDs.values.sorted()
+        let pin = try s.pin(lease: 3600)
+        let reference = try await s.dump(at: .token(pin.token))
+        XCTAssertEqual(reference.objects.count, 200)
+
+        let saves = 3000
+        let writerDone = Locked(false)
+        let maxWAL = Locked(0)
+        async let readers: Int = withThrowingTaskGroup(of: Int.self) { g in
+            for _ in 0..<2 {
+                g.addTask {
+                    var n = 0
+                    while !writerDone.withLock({ $0 }) || n == 0 {
+                        let d = try await s.dump(at: .token(pin.token))
+                        XCTAssertEqual(d, reference)
+                        let w = s.walFileSize
+                        maxWAL.withLock { $0 = max($0, w) }
+                        n += 1
+                    }
+                    return n
+                }
+            }
+            return try await g.reduce(0, +)
+        }
+        for i in 0..<saves {
+            var r = SaveRequest()
+            let id = ids[i % ids.count]
+            switch i % 3 {
+            case 0: r.updates = [UpdateOperation(objectID: id, values: ["age": .int(Int64(i % 150))])]
+            case 1: r.inserts = [InsertOperation(temporaryID: "x", entity: "Note", values: ["n": .int(Int64(i)), "text": .string(String(repeating: "x", count: 200))])]
+            default: r.updates = [UpdateOperation(objectID: id, values: ["score": .double(Double(i))])]
+            }
+            _ = try await s.save(r)
+            let w = s.walFileSize
+            maxWAL.withLock { $0 = max($0, w) }
+        }
+        writerDone.withLock { $0 = true }
+        let dumps = try await readers
+        XCTAssertGreaterThan(dumps, 1)
+        XCTAssertEqual(s.currentToken.generation, Int64(saves + 1))
+        let bound = 4 * threshold
+        XCTAssertLessThanOrEqual(maxWAL.withLock { $0 }, bound, "WAL must stay bounded while readers are active")
+        // the pinned generation survived GC; after unpinning it is collected and expires
+        try await s.collectAllGarbage()
+        let still = try await s.dump(at: .token(pin.token))
+        XCTAssertEqual(still, reference)
+        s.unpin(pin)
+        try await s.collectAllGarbage()
+        let why = await reason { _ = try await s.dump(at: .token(pin.token)) }
+        XCTAssertEqual(why, .generationExpired)
+        let cur = try await s.dump()
+        XCTAssertEqual(cur.objects.count, 200 + saves / 3)
+        let problems = try await s.integrityCheck()
+        XCTAssertEqual(problems, [])
+    }
+
+    func testPinsAreLeasesAndGCIsIncremental() async throws {
+        let clock = ManualClock()
+        let s = try open { $0.clock = { clock.read() }; $0.gcEveryCommits = 0 }
+        let id = try await insert(s, "Person", ["name": "v1"])
+        let pin = try s.pin(lease: 10)
+        for i in 2...30 { _ = try await update(s, id, ["name": .string("v\(i)")]) }
+        try await s.collectAllGarbage()
+        let atPin = try await s.object(id, at: .token(pin.token))
+        XCTAssertEqual(atPin.values["name"], "v1", "pinned generation readable")
+        clock.advance(5)
+        try s.renew(pin, lease: 10)
+        clock.advance(11)  // lease expired without renewal
+        XCTAssertEqual(s.pinCount, 0)
+        XCTAssertThrowsError(try s.renew(pin, lease: 10))
+        // incremental: small batches, several calls
+        let first = try await s.collectGarbage(batchSize: 10)
+        XCTAssertEqual(first, 10)
+        var total = first
+        while true { let n = try await s.collectGarbage(batchSize: 10); total += n; if n < 10 { break } }
+        XCTAssertEqual(total, 29, "29 superseded versions collected")
+        let why = await reason { _ = try await s.object(id, at: .token(pin.token)) }
+        XCTAssertEqual(why, .generationExpired)
+        let cur = try await s.object(id)
+        XCTAssertEqual(cur.values["name"], "v30")
+        XCTAssertEqual(cur.version, 30)
+    }
+
+    func testGenerationsSurviveReopen() async throws {
+        let sid = UUID()
+        var s: Store? = try open("re", id: sid)
+        let id = try await insert(s!, "Note", ["n": 1])
+        _ = try await update(s!, id, ["n": 2])
+        let t1 = GenerationToken(storeID: sid, epoch: s!.currentToken.epoch, generation: 1)
+        s!.close(); s = nil
+        let s2 = try open("re", id: sid, model: nil)
+        XCTAssertEqual(s2.currentToken.generation, 2)
+        let old = try await s2.object(id, at: .token(t1))
+        XCTAssertEqual(old.values["n"], 1)
+        XCTAssertEqual(s2.modelVersionHash, Fixtures.model.versionHash)
+    }
+}

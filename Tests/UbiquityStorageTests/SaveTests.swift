@@ -1,0 +1,319 @@
+import Foundation
+import XCTest
+@testable import UbiquityStorage
+
+final class SaveTests: StorageTestCase {
+    func testInsertReadUpdateDeleteWithTemporaryIDsAndRelationships() async throws {
+        let s = try open()
+        var r = SaveRequest()
+        r.inserts = [
+            InsertOperation(temporaryID: "d", entity: "Department", values: ["title": "R&D"]),
+            InsertOperation(temporaryID: "e1", entity: "Employee", values: ["name": "Ann", "salary": .decimal("1234.50")], relationships: ["department": [.temporary("d")]]),
+            InsertOperation(temporaryID: "e2", entity: "Employee", values: ["name": "Bob"], relationships: ["department": [.temporary("d")], "friends": [.temporary("e1")]]),
+            InsertOperation(temporaryID: "p", entity: "Passport", values: ["number": "X1", "id": .uuid(UUID()), "site": .uri("https://x.example/a")], relationships: ["owner": [.temporary("e1")]]),
+        ]
+        r.author = "dev1"; r.contextName = "main"
+        let res = try await s.save(r)
+        XCTAssertEqual(res.token.generation, 1)
+        let d = res.permanentIDs["d"]!, e1 = res.permanentIDs["e1"]!, e2 = res.permanentIDs["e2"]!, p = res.permanentIDs["p"]!
+        XCTAssertEqual(e1.entity, "Employee")
+        XCTAssertTrue(e1.uri.hasPrefix("x-ubiquity://\(s.id.uuidString.lowercased())/Employee/p"))
+        XCTAssertEqual(ObjectID(uri: e1.uri), e1)
+
+        let dept = try await s.object(d)
+        XCTAssertEqual(dept.relationships["employees"], [e1, e2].sorted())
+        let ann = try await s.object(e1)
+        XCTAssertEqual(ann.values["salary"], .decimal("1234.5"))
+        XCTAssertEqual(ann.values["score"], .double(1.5), "default applied")
+        XCTAssertEqual(ann.relationships["friends"], [e2], "many-to-many inverse visible from the other side")
+        XCTAssertEqual(ann.relationships["passport"], [p], "one-to-one inverse maintained")
+        XCTAssertEqual(ann.version, 1)
+
+        // update with the version read; the version advances
+        let u = try await update(s, e1, ["age": 30], version: 1)
+        XCTAssertEqual(u.versions[e1], 2)
+        let ann2 = try await s.object(e1)
+        XCTAssertEqual(ann2.values["age"], .int(30))
+        XCTAssertEqual(ann2.version, 2)
+        // old generation still shows the old version
+        let old = try await s.object(e1, at: .token(res.token))
+        XCTAssertEqual(old.values["age"], .null)
+
+        // move Bob out of the department through the to-many side (inverse column nulled)
+        _ = try await update(s, d, [:], rels: ["employees": [.permanent(e1)]])
+        let bob = try await s.object(e2)
+        XCTAssertEqual(bob.relationships["department"], [])
+
+        // delete Ann: passport cascades, friends nullified, department list shrinks
+        _ = try await delete(s, e1)
+        let after = try await s.objects([e1, p, e2, d])
+        XCTAssertNil(after[0]); XCTAssertNil(after[1])
+        XCTAssertEqual(after[2]?.relationships["friends"], [])
+        XCTAssertEqual(after[3]?.relationships["employees"], [])
+        // …but the pinned past still has everything
+        let past = try await s.objects([e1, p], at: .token(res.token))
+        XCTAssertNotNil(past[0]); XCTAssertNotNil(past[1])
+    }
+
+    func testTokenEncodingRoundTripAndValidation() async throws {
+        let s = try open()
+        try await insert(s, "Note", ["n": 1])
+        let t = s.currentToken
+        XCTAssertEqual(try GenerationToken(bytes: t.bytes), t)
+        XCTAssertThrowsError(try GenerationToken(bytes: Array(t.bytes.dropLast())))
+        let other = GenerationToken(storeID: t.storeID, epoch: t.epoch &+ 1, generation: 1)
+        let r1 = await reason { _ = try await s.dump(at: .token(other)) }
+        XCTAssertEqual(r1, .storeReplaced)
+        let future = GenerationToken(storeID: t.storeID, epoch: t.epoch, generation: 99)
+        let r2 = await reason { _ = try await s.dump(at: .token(future)) }
+        XCTAssertEqual(r2, .invalidArgument)
+        let r3 = await reason { _ = try await s.objects([], at: .current, minimumGeneration: 5) }
+        XCTAssertEqual(r3, .generationNotReached)
+        _ = try await s.objects([], at: .current, minimumGeneration: 1)
+    }
+
+    func testBadInputIsRejectedPreciselyAndWritesNothing() async throws {
+        let s = try open()
+        let anchor = try await insert(s, "Person", ["name": "Anchor"])
+        let before = try await s.dump()
+        func failing(_ r: SaveRequest) async -> [ValidationIssue] {
+            let e = await storageError { _ = try await s.save(r) }
+            guard case .validationFailed(let issues)? = e?.reason else { XCTFail("not a validation error: \(String(describing: e))"); return [] }
+            return issues
+        }
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Nope", values: [:])]
+        var issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.unknownEntity])
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["name": "x", "colour": "red"])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.unknownProperty]); XCTAssertEqual(issues.first?.property, "colour")
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["name": .int(5)])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.wrongType])
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["email": "a@b"])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.missingRequired]); XCTAssertEqual(issues.first?.property, "name")
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["name": "x", "age": 200])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.aboveMaximum])
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["name": "x", "age": 40000])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.outOfRange])
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["name": .string(String(repeating: "n", count: 101))])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.aboveMaximum], "string length bound")
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["name": "x", "photo": .binary(Data(count: (4 << 20) + 1))])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.tooLarge])
+
+        let ghost = ObjectID(storeID: s.id, entity: "Person", pk: 999)
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["name": "x"], relationships: ["friends": [.permanent(ghost)]])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.relationshipTargetMissing])
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Employee", values: ["name": "x"], relationships: ["department": [.permanent(anchor)]])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.relationshipWrongEntity])
+
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["name": "x"], relationships: ["friends": [.temporary("zz")]])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.unknownTemporaryID])
+
+        // a valid insert next to an invalid update: nothing of the save is written
+        r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "ok", entity: "Note", values: ["n": 1])]
+        r.updates = [UpdateOperation(objectID: ghost, values: ["name": "y"])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.objectNotFound])
+
+        r = SaveRequest()
+        r.updates = [UpdateOperation(objectID: anchor, values: ["age": .double(3.5)])]
+        issues = await failing(r)
+        XCTAssertEqual(issues.map(\.code), [.wrongType])
+
+        let after = try await s.dump()
+        XCTAssertEqual(after, before, "no bad save wrote anything")
+        let h = try await s.history(after: nil)
+        XCTAssertEqual(h.transactions.count, 1)
+    }
+
+    func testRelationshipCountsAndDeleteRules() async throws {
+        let s = try open()
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "d", entity: "Department", values: ["title": "Ops"])] +
+            (0..<4).map { InsertOperation(temporaryID: "e\($0)", entity: "Employee", values: ["name": .string("E\($0)")], relationships: ["department": [.temporary("d")]]) }
+        let e = await storageError { _ = try await s.save(r) }
+        guard case .validationFailed(let issues)? = e?.reason else { return XCTFail("expected maxCount failure") }
+        XCTAssertEqual(issues.map(\.code), [.tooManyObjects])
+        XCTAssertEqual(issues.first?.property, "employees")
+
+        r.inserts.removeLast()
+        let res = try await s.save(r)
+        let d = res.permanentIDs["d"]!
+        // deny: a department with employees cannot be deleted
+        let e2 = await storageError { _ = try await delete(s, d) }
+        guard case .validationFailed(let i2)? = e2?.reason else { return XCTFail("expected deny") }
+        XCTAssertEqual(i2.map(\.code), [.deleteDenied])
+        // deleting the employees too in the same save is fine
+        var del = SaveRequest()
+        del.deletes = [DeleteOperation(objectID: d)] + (0..<3).map { DeleteOperation(objectID: res.permanentIDs["e\($0)"]!) }
+        _ = try await s.save(del)
+        let ids = try await s.objectIDs(entity: "Person")
+        XCTAssertEqual(ids, [])
+        // history tombstone keeps the name (keepOnDelete)
+        let page = try await s.history(after: res.token)
+        let tomb = page.transactions.first?.changes.filter { $0.kind == .delete && $0.entity == "Employee" }.compactMap { $0.tombstone?["name"] }
+        XCTAssertEqual(Set(tomb ?? []), ["E0", "E1", "E2"])
+    }
+
+    func testIdempotentSaveDryRunAndModelVersionCheck() async throws {
+        let s = try open()
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "n", entity: "Note", values: ["n": 7])]
+        r.clientTransactionID = "tx-1"
+        let first = try await s.save(r)
+        let again = try await s.save(r)
+        XCTAssertTrue(again.replayed)
+        XCTAssertEqual(again.permanentIDs, first.permanentIDs)
+        XCTAssertEqual(again.token, first.token)
+        let count = try await s.objectIDs(entity: "Note").count
+        XCTAssertEqual(count, 1, "retry did not apply twice")
+
+        var dry = SaveRequest()
+        dry.inserts = [InsertOperation(temporaryID: "n", entity: "Note", values: ["n": 8])]
+        dry.dryRun = true
+        let dr = try await s.save(dry)
+        XCTAssertTrue(dr.dryRun)
+        XCTAssertNotNil(dr.permanentIDs["n"])
+        XCTAssertEqual(s.currentToken.generation, first.token.generation)
+        let count2 = try await s.objectIDs(entity: "Note").count
+        XCTAssertEqual(count2, 1)
+
+        var mv = SaveRequest()
+        mv.inserts = dry.inserts
+        mv.modelVersionHash = "deadbeef"
+        let why = await reason { _ = try await s.save(mv) }
+        XCTAssertEqual(why, .modelVersionMismatch)
+        mv.modelVersionHash = s.modelVersionHash
+        _ = try await s.save(mv)
+    }
+
+    /// Concurrent saves share transactions, but each keeps its own outcome.
+    func testGroupCommitKeepsEachSavesOutcome() async throws {
+        let s = try open { $0.synchronous = .full }
+        let n = 200
+        let results = await withTaskGroup(of: (Int, Result<SaveResult, Error>).self) { g in
+            for i in 0..<n {
+                g.addTask {
+                    var r = SaveRequest()
+                    r.inserts = [InsertOperation(temporaryID: "a", entity: "Note", values: ["n": .int(Int64(i))]),
+                                 InsertOperation(temporaryID: "b", entity: "Note", values: ["n": .int(Int64(i))])]
+                    if i % 3 == 0 { r.inserts.append(InsertOperation(temporaryID: "bad", entity: "Note", values: ["n": "not a number"])) }
+                    do { return (i, .success(try await s.save(r))) } catch { return (i, .failure(error)) }
+                }
+            }
+            var out: [Int: Result<SaveResult, Error>] = [:]
+            for await (i, r) in g { out[i] = r }
+            return out
+        }
+        let ok = results.filter { if case .success = $0.value { return true }; return false }.keys.sorted()
+        XCTAssertEqual(ok, (0..<n).filter { $0 % 3 != 0 })
+        let gens = Set(results.values.compactMap { try? $0.get().token.generation })
+        XCTAssertEqual(gens.count, ok.count, "each committed save has its own generation")
+        XCTAssertEqual(s.currentToken.generation, Int64(ok.count))
+        let dump = try await s.dump()
+        var perSave: [Int64: Int] = [:]
+        for o in dump.objects { if case .int(let v) = o.values["n"] { perSave[v, default: 0] += 1 } }
+        XCTAssertEqual(perSave.keys.sorted(), ok.map(Int64.init))
+        XCTAssertTrue(perSave.values.allSatisfy { $0 == 2 }, "no partial save")
+        let hist = try await s.history(after: nil, limit: 1000)
+        XCTAssertEqual(hist.transactions.count, ok.count)
+    }
+
+    func testHistoryPagingDeletionAndRetention() async throws {
+        let s = try open { $0.historyRetentionGenerations = 5; $0.gcEveryCommits = 0 }
+        let start = s.currentToken
+        var ids: [ObjectID] = []
+        for i in 0..<10 { ids.append(try await insert(s, "Person", ["name": .string("P\(i)")])) }
+        _ = try await update(s, ids[0], ["age": 5])
+        var page = try await s.history(after: start, limit: 4)
+        XCTAssertEqual(page.transactions.map(\.token.generation), [1, 2, 3, 4])
+        XCTAssertTrue(page.hasMore)
+        var all = page.transactions
+        while page.hasMore { page = try await s.history(after: page.nextToken, limit: 4); all += page.transactions }
+        XCTAssertEqual(all.map(\.token.generation), Array(1...11))
+        XCTAssertEqual(all.last?.changes.first?.kind, .update)
+        XCTAssertEqual(all.last?.changes.first?.changedProperties, ["age"])
+        XCTAssertEqual(all.first?.changes.first?.kind, .insert)
+
+        try await s.deleteHistory(through: all[2].token)
+        let why = await reason { _ = try await s.history(after: all[0].token) }
+        XCTAssertEqual(why, .historyExpired)
+        let rest = try await s.history(after: all[2].token, limit: 100)
+        XCTAssertEqual(rest.transactions.first?.token.generation, 4)
+        // retention: GC keeps only the last 5 generations of history
+        try await s.collectAllGarbage()
+        let kept = try await s.history(after: nil, limit: 100)
+        XCTAssertEqual(kept.transactions.map(\.token.generation), Array(7...11))
+    }
+
+    func testBatchInsertWithUpsert() async throws {
+        let s = try open()
+        let first = try await s.batchInsert(entity: "Person", objects: (0..<500).map { ["name": .string("P\($0)"), "email": .string("p\($0)@x")] })
+        XCTAssertEqual(first.permanentIDs.count, 500)
+        let again = try await s.batchInsert(entity: "Person", objects: [["name": "Renamed", "email": "p7@x"], ["name": "New", "email": "new@x"]], upsert: true)
+        XCTAssertEqual(again.permanentIDs["b0"], first.permanentIDs["b7"], "upsert returns the existing ID")
+        let o = try await s.object(first.permanentIDs["b7"]!)
+        XCTAssertEqual(o.values["name"], "Renamed")
+        let count = try await s.objectIDs(entity: "Person").count
+        XCTAssertEqual(count, 501)
+        let why = await reason { _ = try await s.batchInsert(entity: "Person", objects: [["name": "Dup", "email": "p1@x"]]) }
+        guard case .constraintConflict(let recs)? = why else { return XCTFail("expected constraint conflict") }
+        XCTAssertEqual(recs.first?.objectID, first.permanentIDs["b1"])
+        let h = try await s.history(after: nil, limit: 10)
+        XCTAssertEqual(h.transactions.count, 2, "one history record per batch")
+        XCTAssertEqual(h.transactions[0].changes.count, 500)
+    }
+
+    func testCancelledReadStopsItsSQL() async throws {
+        let s = try open()
+        let started = DispatchSemaphore(value: 0)
+        let task = Task {
+            try await s.onReader { conn -> Int64 in
+                started.signal()
+                // endless recursive CTE: only the progress handler can stop it
+                var v: Int64 = 0
+                try conn.query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c") { v = $0.int(0) }
+                return v
+            }
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in DispatchQueue.global().async { started.wait(); c.resume() } }
+        task.cancel()
+        do { _ = try await task.value; XCTFail("should have been interrupted") } catch let e as StorageError {
+            XCTAssertEqual(e.reason, .cancelled)
+        }
+        // the reader is usable afterwards
+        let n = try await s.objectIDs(entity: "Note").count
+        XCTAssertEqual(n, 0)
+    }
+
+    func testHardeningDeniesAttachForeignTablesAndDoubleQuotedStrings() async throws {
+        let s = try open()
+        let attach = await reason { try await s.onReader { conn in try conn.exec("ATTACH DATABASE ':memory:' AS x") } }
+        XCTAssertEqual(attach, .invalidArgument)
+        let foreign = await reason { try await s.onWriter { conn, _ in try conn.exec("CREATE TABLE evil (x)") } }
+        XCTAssertEqual(foreign, .invalidArgument)
+        let dqs = await storageError { try await s.onReader { conn in _ = try conn.scalar("SELECT \"not a column\"") } }
+        XCTAssertNotNil(dqs, "double-quoted string literal must not be accepted")
+        let ro = await reason { try await s.onReader { conn in try conn.exec("DELETE FROM t_Note") } }
+        XCTAssertEqual(ro, .readOnly, "readers are read-only")
+    }
+}
