@@ -112,7 +112,7 @@ def find_server_binary() -> Path:
     ]
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
-            return c
+            return c.resolve()  # the server runs with its own working directory
     raise RuntimeError(
         "ubiquityd binary not found (looked at: "
         + ", ".join(str(c) for c in candidates)
