@@ -40,6 +40,9 @@ GRACE_SECONDS = 10
 EXIT_BOUND_SECONDS = GRACE_SECONDS + 20
 
 CHANNEL_OPTIONS = [
+    # Every channel gets its own TCP connection (grpcio would otherwise share one
+    # between channels to the same address), so "a second client" really is one.
+    ("grpc.use_local_subchannel_pool", 1),
     ("grpc.enable_http_proxy", 0),
     ("grpc.enable_retries", 0),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -141,19 +144,19 @@ def admin(channel):
 
 @pytest.fixture
 def start_server(server_binary, tmp_path):
-    """Factory: start_server(args=[...], name=..., interop=True) -> a started Ubiquityd.
+    """Factory: start_server(args=[...], name=..., interop=True, port=0) -> a started Ubiquityd.
 
     Every instance still running at the end of the test gets SIGTERM and must exit 0.
     """
     started: list[ubiq_harness.Ubiquityd] = []
 
-    def start(args=(), name=None, interop=True):
+    def start(args=(), name=None, interop=True, port=0):
         name = name or f"instance{len(started) + 1}"
         args = list(args)
         if "--shutdown-grace-seconds" not in args:
             args += ["--shutdown-grace-seconds", str(GRACE_SECONDS)]
         srv = ubiq_harness.Ubiquityd(server_binary, tmp_path, name=name, args=args,
-                                     interop=interop)
+                                     interop=interop, port=port)
         _register(srv)
         started.append(srv)
         srv.start()

@@ -412,3 +412,121 @@ def test_max_connections(start_server):
         for c in conns:
             c.close()
         ch.close()
+
+
+# -- flow control, concurrency, stream limits ---------------------------------
+
+def test_large_server_stream_flow_control(testsvc):
+    """48 MiB streamed to a reading client: many window updates, nothing lost."""
+    sizes = [MiB + i for i in range(48)]
+    req = messages_pb2.StreamingOutputCallRequest(
+        response_parameters=[messages_pb2.ResponseParameters(size=n) for n in sizes])
+    call = testsvc.StreamingOutputCall(req, timeout=120)
+    assert [len(r.payload.body) for r in call] == sizes
+
+
+def test_large_client_stream_flow_control(testsvc):
+    """32 MiB uploaded in 1 MiB messages: the server must keep granting window."""
+    reqs = (messages_pb2.StreamingInputCallRequest(
+        payload=messages_pb2.Payload(body=b"u" * MiB)) for _ in range(32))
+    resp = testsvc.StreamingInputCall(reqs, timeout=120)
+    assert resp.aggregated_payload_size == 32 * MiB
+
+
+def test_many_concurrent_calls(server, testsvc):
+    """Unary and bidirectional calls interleaved on one connection and several."""
+    import concurrent.futures as cf
+
+    def duplex(i):
+        reqs = [messages_pb2.StreamingOutputCallRequest(
+            response_parameters=[messages_pb2.ResponseParameters(size=i + j)]) for j in range(5)]
+        return [len(r.payload.body) for r in testsvc.FullDuplexCall(iter(reqs), timeout=60)]
+
+    unary = [testsvc.UnaryCall.future(messages_pb2.SimpleRequest(response_size=i), timeout=60)
+             for i in range(300)]
+    with cf.ThreadPoolExecutor(max_workers=16) as pool:
+        duplexes = [pool.submit(duplex, i) for i in range(40)]
+        others = [pool.submit(ping_ok, server.address, f"c{i}".encode()) for i in range(8)]
+        for i, f in enumerate(duplexes):
+            assert f.result(timeout=60) == [i + j for j in range(5)]
+        for f in others:
+            f.result(timeout=60)
+    for i, f in enumerate(unary):
+        assert len(f.result(timeout=60).payload.body) == i
+
+
+def test_max_concurrent_streams_enforced(start_server):
+    """A peer opening more streams than advertised is stopped: the extra stream is
+    refused (RST_STREAM REFUSED_STREAM/PROTOCOL_ERROR), or, as nghttp2 does once the
+    client has acknowledged the setting, the connection ends with GOAWAY that excludes
+    the extra stream. The server itself carries on."""
+    srv = start_server(["--max-concurrent-streams", "3"])
+    with h2raw.RawH2("127.0.0.1", srv.port) as conn:
+        conn.preface()
+        conn.start_reader()
+        conn.wait_for(lambda c: c.server_settings.get(0x3) == 3 or None, 10, "SETTINGS")
+        path = "/grpc.testing.TestService/StreamingInputCall"
+        # Three client-streaming calls stay open until the client half-closes them.
+        open_ids = []
+        for _ in range(3):
+            sid = conn.new_stream_id()
+            conn.headers(sid, h2raw.grpc_request_headers(conn.authority, path))
+            open_ids.append(sid)
+        extra = conn.new_stream_id()
+        conn.headers(extra, h2raw.grpc_request_headers(conn.authority, path))
+        conn.wait_for(lambda c: c.streams[extra].reset is not None or c.goaway is not None,
+                      10, "the stream over the limit to be refused")
+        if conn.goaway is not None:
+            assert conn.goaway.last_stream_id < extra, conn.goaway
+            assert not conn.streams[extra].header_blocks, "the extra stream was served"
+        else:
+            assert conn.streams[extra].reset in (0x7, h2raw.PROTOCOL_ERROR)
+            # The three admitted calls still work.
+            msg = messages_pb2.StreamingInputCallRequest(
+                payload=messages_pb2.Payload(body=b"12345")).SerializeToString()
+            for sid in open_ids:
+                conn.data(sid, h2raw.grpc_frame(msg), end_stream=True)
+            for sid in open_ids:
+                st = conn.wait_stream(sid)
+                assert st.grpc_status == OK, st.header_blocks
+                [reply] = h2raw.grpc_messages(bytes(st.data))
+                assert messages_pb2.StreamingInputCallResponse.FromString(
+                    reply).aggregated_payload_size == 5
+            # With the slots free again, a new stream is admitted.
+            sid = conn.unary(PING, admin_pb2.PingRequest(payload=b"again").SerializeToString())
+            st = conn.wait_stream(sid)
+            assert st.grpc_status == OK, st.header_blocks
+    ping_ok(srv.address)
+
+
+def test_grpcio_respects_max_concurrent_streams(start_server):
+    """A well-behaved client with more calls than the limit queues them; all succeed."""
+    import concurrent.futures as cf
+
+    srv = start_server(["--max-concurrent-streams", "2"])
+    ch = make_channel(srv.address)
+    try:
+        stub = test_pb2_grpc.TestServiceStub(ch)
+        req = slow_stream_request(3, 0.05, size=7)
+        with cf.ThreadPoolExecutor(max_workers=10) as pool:
+            futures = [pool.submit(lambda: [len(r.payload.body) for r in
+                                            stub.StreamingOutputCall(req, timeout=60)])
+                       for _ in range(10)]
+            for f in futures:
+                assert f.result(timeout=90) == [7, 7, 7]
+    finally:
+        ch.close()
+
+
+def test_grpc_message_is_percent_encoded_on_the_wire(raw):
+    from urllib.parse import unquote
+
+    message = "\t\ntest with whitespace\r\nand Unicode BMP ☺ and non-BMP 😈\t\n 100%"
+    req = messages_pb2.SimpleRequest(response_status=messages_pb2.EchoStatus(
+        code=UNKNOWN, message=message))
+    sid = raw.unary("/grpc.testing.TestService/UnaryCall", req.SerializeToString())
+    st = raw.wait_stream(sid)
+    assert st.grpc_status == UNKNOWN, st.header_blocks
+    wire = st.trailers["grpc-message"]
+    assert all(0x20 <= ord(ch) <= 0x7E for ch in wire), f"not percent-encoded: {wire!r}"
+    assert unquote(wire, errors="strict") == message

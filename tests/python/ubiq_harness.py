@@ -138,7 +138,7 @@ class Ubiquityd:
 
     def __init__(self, binary: Path, workdir: Path, name: str = "ubiquityd",
                  args: tuple[str, ...] | list[str] = (), interop: bool = True,
-                 log_level: str = "info"):
+                 log_level: str = "info", port: int = 0):
         self.binary = Path(binary)
         self.workdir = Path(workdir)
         self.name = name
@@ -148,6 +148,7 @@ class Ubiquityd:
         self.extra_args = list(args)
         self.interop = interop
         self.log_level = log_level
+        self.requested_port = port
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.returncode: int | None = None
@@ -158,7 +159,7 @@ class Ubiquityd:
 
     @property
     def command(self) -> list[str]:
-        cmd = [str(self.binary), "--host", "127.0.0.1", "--port", "0",
+        cmd = [str(self.binary), "--host", "127.0.0.1", "--port", str(self.requested_port),
                "--data-dir", str(self.data_dir), "--log-level", self.log_level]
         if self.interop:
             cmd.append("--enable-interop-testing")
