@@ -423,7 +423,7 @@ final class ResolvedModel: Sendable {
             out.append("CREATE INDEX IF NOT EXISTS \(q("ubq_gc_" + r)) ON \(q(t)) (ended_gen) WHERE ended_gen < \(ResolvedModel.live)")
         }
         for j in joinTables {
-            out.append("CREATE TABLE IF NOT EXISTS \(q(j)) (src INTEGER NOT NULL, dst INTEGER NOT NULL, created_gen INTEGER NOT NULL, ended_gen INTEGER NOT NULL, PRIMARY KEY (src, dst, ended_gen)) WITHOUT ROWID")
+            out.append("CREATE TABLE IF NOT EXISTS \(q(j)) (src INTEGER NOT NULL, dst INTEGER NOT NULL, ended_gen INTEGER NOT NULL, created_gen INTEGER NOT NULL, PRIMARY KEY (src, dst, ended_gen)) WITHOUT ROWID")
             out.append("CREATE INDEX IF NOT EXISTS \(q("ubq_jd_" + j)) ON \(q(j)) (dst, ended_gen)")
         }
         out.append(contentsOf: indexStatements())

@@ -33,6 +33,8 @@ final class Connection {
     private let cacheLimit: Int
     /// The cancel flag of the request currently running on this connection (progress handler reads it).
     var currentCancel: CancelFlag?
+    /// Set only around the engine's own `VACUUM INTO` (backups, baselines).
+    var allowVacuumInto = false
     /// Table-name prefixes the authorizer admits.
     static let allowedTablePrefixes = ["t_", "j_", "ubq_", "sqlite_"]
 
@@ -52,25 +54,37 @@ final class Connection {
         self.readOnly = readOnly
         self.cacheLimit = cacheLimit
         sqlite3_extended_result_codes(db, 1)
-        sqlite3_busy_timeout(db, busyTimeoutMS)
+        // Busy handler polling every 200 µs up to the timeout (SQLite's own handler backs off to
+        // 100 ms sleeps, which makes the writer's WAL-restart waits for short readers far too long).
+        sqlite3_busy_handler(db, { ctx, n in
+            let limit = Int32(truncatingIfNeeded: Int(bitPattern: ctx))
+            if n >= limit { return 0 }
+            usleep(200)
+            return 1
+        }, UnsafeMutableRawPointer(bitPattern: Int(max(1, busyTimeoutMS) * 5)))
         // §4.8 hardening: no double-quoted string literals, defensive mode, no ATTACH, own tables only.
         _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_DQS_DML, 0, nil)
         _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_DQS_DDL, 0, nil)
         _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nil)
         _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nil)
         _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nil)
-        sqlite3_set_authorizer(db, { _, action, a1, _, _, _ in
+        // Context pointer: this object, unretained (the authorizer is removed in `close()`).
+        sqlite3_set_authorizer(db, { ctx, action, a1, a2, _, _ in
             switch action {
-            case SQLITE_ATTACH, SQLITE_DETACH: return SQLITE_DENY
+            case SQLITE_ATTACH, SQLITE_DETACH:
+                // VACUUM INTO attaches its target internally; only the engine's own copy paths allow it.
+                if let ctx, Unmanaged<Connection>.fromOpaque(ctx).takeUnretainedValue().allowVacuumInto { return SQLITE_OK }
+                return SQLITE_DENY
             case SQLITE_READ, SQLITE_INSERT, SQLITE_UPDATE, SQLITE_DELETE, SQLITE_CREATE_TABLE, SQLITE_DROP_TABLE,
                 SQLITE_CREATE_INDEX, SQLITE_DROP_INDEX, SQLITE_ALTER_TABLE:
-                guard let a1 else { return SQLITE_OK }
-                let name = String(cString: a1)
+                // ALTER TABLE passes (schema, table); the others pass the table or index name first
+                guard let p = action == SQLITE_ALTER_TABLE ? a2 : a1 else { return SQLITE_OK }
+                let name = String(cString: p)
                 for p in Connection.allowedTablePrefixes where name.hasPrefix(p) { return SQLITE_OK }
                 return SQLITE_DENY
             default: return SQLITE_OK
             }
-        }, nil)
+        }, Unmanaged.passUnretained(self).toOpaque())
         // Progress handler: stop SQL of cancelled requests. The context pointer is this object,
         // unretained: the handler is removed in `close()` before the object can go away.
         sqlite3_progress_handler(db, 1000, { ctx in
@@ -84,6 +98,7 @@ final class Connection {
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll()
         sqlite3_progress_handler(db, 0, nil, nil)
+        sqlite3_set_authorizer(db, nil, nil)
         sqlite3_close_v2(db)
     }
 
@@ -146,6 +161,15 @@ final class Connection {
         var out: [[SQLValue]] = []
         try query(sql, args) { st in out.append((0..<st.columnCount).map { st.value($0) }) }
         return out
+    }
+
+    func noCheckpointOnClose() { _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nil) }
+
+    /// `VACUUM INTO path` (a consistent copy through SQLite).
+    func vacuumInto(_ path: String) throws {
+        allowVacuumInto = true
+        defer { allowVacuumInto = false }
+        try run("VACUUM INTO ?", [.text(path)])
     }
 
     var changes: Int { Int(sqlite3_changes(db)) }

@@ -208,7 +208,7 @@ public final class Store: Sendable {
     // MARK: Async plumbing
 
     /// Runs `body` on a reader thread. Cancellation of the calling task interrupts its SQL.
-    func onReader<T: Sendable>(_ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+    func onReader<T: Sendable>(transaction: Bool = true, _ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
         let flag = CancelFlag()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
@@ -218,9 +218,9 @@ public final class Store: Sendable {
                     conn.currentCancel = flag
                     defer { conn.currentCancel = nil }
                     do {
-                        try conn.exec("BEGIN")
+                        if transaction { try conn.exec("BEGIN") }
                         let v = try body(conn)
-                        try conn.exec("COMMIT")
+                        if transaction { try conn.exec("COMMIT") }
                         cont.resume(returning: v)
                     } catch {
                         if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
@@ -429,8 +429,19 @@ public final class Store: Sendable {
         defer { endRead(gen) }
         if FileManager.default.fileExists(atPath: destination) { throw StorageError.invalid("baseline destination exists") }
         let (epoch, sid) = (state.withLock { $0.epoch }, id)
-        try await onReader { conn in
-            try conn.run("VACUUM INTO ?", [.text(destination)])
+        // Reader connections are read-only, and VACUUM INTO writes its target through the source
+        // connection: copy through a short-lived read-write connection that only reads this
+        // database and never checkpoints it (NO_CKPT_ON_CLOSE), off the cooperative pool.
+        let (src, cfg) = (path, config)
+        try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, Error>) in
+            DispatchQueue.global().async {
+                cont.resume(with: Result {
+                    let c = try Connection(path: src, readOnly: false, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, create: false)
+                    defer { c.close() }
+                    c.noCheckpointOnClose()
+                    try c.vacuumInto(destination)
+                })
+            }
         }
         // The copy is a new file nobody else has open: prune it through its own connection.
         let c = try Connection(path: destination, readOnly: false, vfs: nil, busyTimeoutMS: config.busyTimeoutMilliseconds)

@@ -89,9 +89,17 @@ final class WriterEngine: Sendable {
     /// PASSIVE lets the next commit restart the WAL from its start (and journal_size_limit
     /// truncates it). Periodic small GC batches.
     func afterCommit(_ conn: Connection) {
-        if Store.fileSize(path + "-wal") > config.checkpointThresholdBytes {
+        let wal = Store.fileSize(path + "-wal")
+        if wal > config.checkpointThresholdBytes {
             let r = conn.checkpoint(truncate: false)
             if r.rc != SQLITE_OK { config.logger.debug("passive checkpoint: rc \(r.rc)") }
+            // Readers that overlap continuously keep read marks in the WAL, so SQLite never gets a
+            // moment to restart it. Past twice the threshold, TRUNCATE: wait (busy timeout) for the
+            // readers of the moment — each is one short transaction — and start the WAL over.
+            if wal > 2 * config.checkpointThresholdBytes {
+                let t = conn.checkpoint(truncate: true)
+                if t.rc != SQLITE_OK { config.logger.notice("truncate checkpoint did not complete: rc \(t.rc)") }
+            }
         }
         if config.gcEveryCommits > 0 && owned.commitsSinceGC >= config.gcEveryCommits {
             owned.commitsSinceGC = 0
@@ -636,9 +644,24 @@ final class SaveTxn {
             }
         case .join(let table, let left):
             let old = Set(try joinTargets(table, left: left, id.pk)), new = Set(newTargets)
-            for x in old.subtracting(new).sorted() { try left ? joinRemove(table, id.pk, x) : joinRemove(table, x, id.pk); touch(x, rel.destination, versionOnly: true) }
-            for y in new.subtracting(old).sorted() { try left ? joinAdd(table, id.pk, y) : joinAdd(table, y, id.pk); touch(y, rel.destination, versionOnly: true) }
+            // a relationship that is its own inverse (Person.friends ↔ friends) is stored in both directions
+            let symmetric = isSelfInverse(id.entity, name)
+            for x in old.subtracting(new).sorted() {
+                try left ? joinRemove(table, id.pk, x) : joinRemove(table, x, id.pk)
+                if symmetric { try joinRemove(table, x, id.pk) }
+                touch(x, rel.destination, versionOnly: true)
+            }
+            for y in new.subtracting(old).sorted() {
+                try left ? joinAdd(table, id.pk, y) : joinAdd(table, y, id.pk)
+                if symmetric { try joinAdd(table, y, id.pk) }
+                touch(y, rel.destination, versionOnly: true)
+            }
         }
+    }
+
+    func isSelfInverse(_ entity: String, _ name: String) -> Bool {
+        guard let r = model.relationships[entity]?[name], r.inverse == name else { return false }
+        return model.owner(entity, name) == model.owner(r.destination, name)
     }
 
     func touch(_ pk: Int64, _ family: String, versionOnly: Bool = false) {
@@ -670,7 +693,15 @@ final class SaveTxn {
             }
             try deleteObject(ObjectID(storeID: storeID, entity: r.ent, pk: r.pk))
         }
+        for (id, name, dest, ts) in denyChecks {
+            let live = try ts.filter { !deleted.contains(try idFor($0, family: dest)) }
+            if !live.isEmpty {
+                issues.append(ValidationIssue(.deleteDenied, object: id.uri, entity: id.entity, property: name, "\(name) still has \(live.count) object(s) (delete rule deny)"))
+            }
+        }
     }
+
+    var denyChecks: [(ObjectID, String, String, [Int64])] = []
 
     func deleteObject(_ id: ObjectID) throws {
         if deleted.contains(id) { return }
@@ -680,10 +711,8 @@ final class SaveTxn {
             let ts = try targets(id.entity, name, id.pk)
             switch rel.deleteRule {
             case .deny:
-                let live = try ts.filter { !deleted.contains(try idFor($0, family: rel.destination)) }
-                if !live.isEmpty {
-                    issues.append(ValidationIssue(.deleteDenied, object: id.uri, entity: id.entity, property: name, "\(name) still has \(live.count) object(s) (delete rule deny)"))
-                }
+                // decided after every delete of the save ran: targets deleted by the same save don't count
+                denyChecks.append((id, name, rel.destination, ts))
             case .cascade:
                 for t in ts { try deleteObject(try idFor(t, family: rel.destination)) }
             case .nullify:
@@ -703,7 +732,10 @@ final class SaveTxn {
             }
             // the deleted object's own join rows end with it
             if case .join(let table, let left) = model.storage(entity: id.entity, relationship: name) {
-                for t in ts { try left ? joinRemove(table, id.pk, t) : joinRemove(table, t, id.pk) }
+                for t in ts {
+                    try left ? joinRemove(table, id.pk, t) : joinRemove(table, t, id.pk)
+                    if isSelfInverse(id.entity, name) { try joinRemove(table, t, id.pk) }
+                }
             }
         }
         var tomb: [String: StorageValue] = [:]

@@ -43,6 +43,10 @@ final class DirectoryTests: StorageTestCase {
     }
 
     func testDestroyReplaceBaselineAndIntegrity() async throws {
+        do { try await destroyReplaceBaseline() } catch let e as StorageError { XCTFail("\(e) sql: \(e.sql ?? "-")") }
+    }
+
+    func destroyReplaceBaseline() async throws {
         let d = try StoreDirectory(root: dir + "/data", configuration: config())
         let a = UUID(), b = UUID()
         // store A with history; baseline at generation 2 of 3

@@ -30,7 +30,7 @@ final class GenerationTests: StorageTestCase {
         let reference = try await s.dump(at: .token(pin.token))
         XCTAssertEqual(reference.objects.count, 200)
 
-        let saves = 3000
+        let saves = 2000
         let writerDone = Locked(false)
         let maxWAL = Locked(0)
         async let readers: Int = withThrowingTaskGroup(of: Int.self) { g in

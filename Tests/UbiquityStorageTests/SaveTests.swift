@@ -291,7 +291,7 @@ final class SaveTests: StorageTestCase {
                 started.signal()
                 // endless recursive CTE: only the progress handler can stop it
                 var v: Int64 = 0
-                try conn.query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c") { v = $0.int(0) }
+                try conn.query("WITH RECURSIVE t_c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM t_c) SELECT count(*) FROM t_c") { v = $0.int(0) }
                 return v
             }
         }
@@ -309,6 +309,8 @@ final class SaveTests: StorageTestCase {
         let s = try open()
         let attach = await reason { try await s.onReader { conn in try conn.exec("ATTACH DATABASE ':memory:' AS x") } }
         XCTAssertEqual(attach, .invalidArgument)
+        let vacuum = await reason { try await s.onReader(transaction: false) { conn in try conn.run("VACUUM INTO ?", [.text(self.dir + "/copy.sqlite")]) } }
+        XCTAssertEqual(vacuum, .invalidArgument, "VACUUM INTO (an ATTACH) only through the engine's copy paths")
         let foreign = await reason { try await s.onWriter { conn, _ in try conn.exec("CREATE TABLE evil (x)") } }
         XCTAssertEqual(foreign, .invalidArgument)
         let dqs = await storageError { try await s.onReader { conn in _ = try conn.scalar("SELECT \"not a column\"") } }
