@@ -62,7 +62,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
-        .testTarget(name: "UbiquityGRPCTests", dependencies: ["UbiquityGRPC"]),
+        .testTarget(name: "UbiquityGRPCTests", dependencies: ["UbiquityGRPC", "UbiquityLoop"]),
         .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),

@@ -197,8 +197,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         sendPending()
         let timer = LoopTimer(loop: tcp.loop)
         drainTimer = timer
-        timer.start(milliseconds: 100) { [weak self] in
-            guard let self, let session = self.session else { return }
+        // Strong capture: the timer drops its closure when closed (here or in close()).
+        timer.start(milliseconds: 100) { [self] in
+            guard let session = self.session else { return }
             self.drainTimer?.close()
             self.drainTimer = nil
             nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue),
@@ -417,7 +418,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             stream.timer = timer
             let ms = UInt64(max(0, (nanos + 999_999) / 1_000_000))
             let id = stream.id
-            timer.start(milliseconds: ms) { [weak self] in self?.deadlineExpired(id) }
+            // Strong capture (no weak references: they would put every retain of the connection on
+            // the slow side-table path); the timer drops the closure when the stream ends.
+            timer.start(milliseconds: ms) { [self] in self.deadlineExpired(id) }
         }
         if descriptor.kind.clientStreams { startHandler(stream) }
     }

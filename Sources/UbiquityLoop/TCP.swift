@@ -26,7 +26,9 @@ public final class TCPConnection {
     public let loop: EventLoop
     let handle: UnsafeMutablePointer<uv_tcp_t>
     private let writeRequest: UnsafeMutablePointer<uv_write_t>
-    public weak var delegate: TCPConnectionDelegate?
+    /// Strong on purpose (the connection and its delegate form a cycle that `close()` breaks in the
+    /// close callback): a weak reference would move every retain of the delegate to the slow path.
+    public var delegate: TCPConnectionDelegate?
     /// Bytes waiting for the next write.
     public private(set) var pending = ByteBuffer()
     /// Bytes of the write in flight.
