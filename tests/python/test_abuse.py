@@ -16,7 +16,14 @@ import time
 
 import grpc
 import pytest
-from hyperframe.frame import ContinuationFrame, DataFrame, HeadersFrame, PingFrame, RstStreamFrame
+from hyperframe.frame import (
+    ContinuationFrame,
+    DataFrame,
+    HeadersFrame,
+    PingFrame,
+    RstStreamFrame,
+    SettingsFrame,
+)
 
 import h2raw
 from conftest import make_channel, ping_ok
@@ -422,6 +429,29 @@ def test_abuse_ping_flood(start_server):
             watch_rss(srv, rss_before, 1.0)
         # Any of these is fine: the server closed the connection, stopped reading it,
         # or kept up. What matters is bounded memory and everyone else being served.
+    finally:
+        conn.close()
+    assert_healthy(srv, rss_before)
+
+
+# -- SETTINGS flood -----------------------------------------------------------
+
+def test_abuse_settings_flood(start_server):
+    srv = start_server()
+    rss_before = warm_up(srv)
+    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    try:
+        conn.preface()
+        conn.start_reader()
+        one = SettingsFrame(0, settings={0x4: 65535, 0x2: 0}).serialize()
+        with Bystander(srv.address):
+            for _ in range(100):  # up to 100,000 SETTINGS frames, each needing an ACK
+                if not conn.send_bytes(one * 1000) or conn.peer_closed or conn.goaway:
+                    break
+                watch_rss(srv, rss_before, 0)
+            conn.wait_for(lambda c: c.peer_closed or c.goaway is not None or c.send_failed
+                          or c.send_blocked, 15, "the server to drop the SETTINGS flooder")
+            watch_rss(srv, rss_before, 0.5)
     finally:
         conn.close()
     assert_healthy(srv, rss_before)

@@ -530,3 +530,103 @@ def test_grpc_message_is_percent_encoded_on_the_wire(raw):
     wire = st.trailers["grpc-message"]
     assert all(0x20 <= ord(ch) <= 0x7E for ch in wire), f"not percent-encoded: {wire!r}"
     assert unquote(wire, errors="strict") == message
+
+
+# -- more request validation (docs/protocol.md "Requests") --------------------
+
+def test_non_post_method_rejected(raw):
+    sid = raw.new_stream_id()
+    headers = [(":method", "GET") if k == ":method" else (k, v)
+               for k, v in h2raw.grpc_request_headers(raw.authority, PING)]
+    raw.headers(sid, headers, end_stream=True)
+    st = raw.wait_stream(sid)
+    assert st.headers.get(":status") == "405", st.header_blocks
+    assert st.grpc_status not in (None, OK), st.header_blocks
+
+
+def test_415_carries_a_non_ok_grpc_status(raw):
+    sid = raw.unary(PING, admin_pb2.PingRequest().SerializeToString(), content_type="text/html")
+    st = raw.wait_stream(sid)
+    assert st.headers.get(":status") == "415"
+    assert st.grpc_status not in (None, OK), st.header_blocks
+
+
+def test_compressed_flag_without_encoding_rejected(raw):
+    msg = admin_pb2.PingRequest(payload=b"c").SerializeToString()
+    sid = raw.new_stream_id()
+    raw.headers(sid, h2raw.grpc_request_headers(raw.authority, PING))
+    raw.data(sid, h2raw.grpc_frame(msg, compressed=True), end_stream=True)
+    st = raw.wait_stream(sid)
+    assert st.grpc_status not in (None, OK), st.header_blocks
+
+
+@pytest.mark.parametrize("method", [PING, "/grpc.testing.TestService/StreamingOutputCall"])
+def test_single_request_call_with_zero_messages_rejected(raw, method):
+    sid = raw.new_stream_id()
+    raw.headers(sid, h2raw.grpc_request_headers(raw.authority, method), end_stream=True)
+    st = raw.wait_stream(sid)
+    assert st.reset is not None or st.grpc_status not in (None, OK), st.header_blocks
+    assert h2raw.grpc_messages(bytes(st.data)) == []
+
+
+@pytest.mark.parametrize("value", ["abc", "", "123456789S", "10x", "-5S"])
+def test_malformed_grpc_timeout_invalid_argument(raw, value):
+    sid = raw.unary(PING, admin_pb2.PingRequest().SerializeToString(), timeout=value)
+    st = raw.wait_stream(sid)
+    assert st.grpc_status == INVALID_ARGUMENT, (value, st.header_blocks)
+
+
+@pytest.mark.parametrize("value,ok", [("1S", True), ("99999999n", False), ("1H", True),
+                                      ("500m", True), ("1000000u", True)])
+def test_grpc_timeout_units(raw, value, ok):
+    """Every unit parses; a 99 ms deadline on a call that sleeps 1 s expires."""
+    req = slow_stream_request(1, 0.0 if ok else 1.0).SerializeToString()
+    sid = raw.unary("/grpc.testing.TestService/StreamingOutputCall", req, timeout=value)
+    st = raw.wait_stream(sid, timeout=15)
+    assert st.grpc_status == (OK if ok else DEADLINE_EXCEEDED), (value, st.header_blocks)
+
+
+def test_bin_metadata_padded_and_unpadded_base64(raw):
+    import base64
+
+    value = b"\x00\x01\xfe\xff\x10"  # 5 bytes: base64 needs one '=' of padding
+    padded = base64.b64encode(value).decode()
+    assert padded.endswith("=")
+    for encoded in (padded, padded.rstrip("=")):
+        sid = raw.unary("/grpc.testing.TestService/UnaryCall",
+                        messages_pb2.SimpleRequest().SerializeToString(),
+                        extra=[("x-grpc-test-echo-trailing-bin", encoded)])
+        st = raw.wait_stream(sid)
+        assert st.grpc_status == OK, st.header_blocks
+        echoed = st.trailers["x-grpc-test-echo-trailing-bin"]
+        assert base64.b64decode(echoed + "=" * (-len(echoed) % 4)) == value, echoed
+
+
+def test_bin_metadata_not_base64_invalid_argument(raw):
+    sid = raw.unary("/grpc.testing.TestService/UnaryCall",
+                    messages_pb2.SimpleRequest().SerializeToString(),
+                    extra=[("x-grpc-test-echo-trailing-bin", "!!not base64!!")])
+    st = raw.wait_stream(sid)
+    assert st.grpc_status == INVALID_ARGUMENT, st.header_blocks
+
+
+def test_header_list_over_limit_is_431_and_connection_survives(raw):
+    big = [("x-big", "h" * (20 * 1024))]  # over 16 KiB, well under "far larger"
+    sid = raw.unary(PING, admin_pb2.PingRequest().SerializeToString(), extra=big)
+    st = raw.wait_stream(sid)
+    assert st.headers.get(":status") == "431", st.header_blocks
+    assert st.grpc_status == RESOURCE_EXHAUSTED, st.header_blocks
+    # The same connection keeps serving.
+    sid = raw.unary(PING, admin_pb2.PingRequest(payload=b"next").SerializeToString())
+    st = raw.wait_stream(sid)
+    assert st.grpc_status == OK, st.header_blocks
+    [reply] = h2raw.grpc_messages(bytes(st.data))
+    assert admin_pb2.PingResponse.FromString(reply).payload == b"next"
+
+
+def test_response_headers_advertise_accept_encoding(raw):
+    sid = raw.unary(PING, admin_pb2.PingRequest().SerializeToString())
+    st = raw.wait_stream(sid)
+    assert st.grpc_status == OK
+    assert "identity" in st.headers.get("grpc-accept-encoding", ""), st.header_blocks
+    assert st.headers.get("content-type", "").startswith("application/grpc")

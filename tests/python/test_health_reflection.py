@@ -158,3 +158,27 @@ def test_reflection_v1_file_containing_symbol(channel):
     assert "Ping" in methods
     assert missing.WhichOneof("message_response") == "error_response"
     assert missing.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+
+
+def test_reflection_v1_file_by_filename_and_missing_extension(channel):
+    responses = _v1_exchange(
+        channel,
+        refl_v1.ServerReflectionRequest(file_by_filename="ubiquity/v1/admin.proto"),
+        refl_v1.ServerReflectionRequest(file_containing_extension=refl_v1.ExtensionRequest(
+            containing_type="ubiquity.v1.PingRequest", extension_number=1000)),
+    )
+    assert len(responses) == 2
+    by_name, extension = responses
+    assert by_name.WhichOneof("message_response") == "file_descriptor_response", by_name
+    names = [descriptor_pb2.FileDescriptorProto.FromString(b).name
+             for b in by_name.file_descriptor_response.file_descriptor_proto]
+    assert "ubiquity/v1/admin.proto" in names
+    assert extension.WhichOneof("message_response") == "error_response"
+    assert extension.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+
+
+def test_reflection_v1alpha_file_by_filename(channel):
+    db = ProtoReflectionDescriptorDatabase(channel)
+    fdp = db.FindFileByName("ubiquity/v1/admin.proto")
+    assert fdp.package == "ubiquity.v1"
+    assert any(s.name == "Admin" for s in fdp.service)

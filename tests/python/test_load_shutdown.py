@@ -171,3 +171,68 @@ def test_idle_server_exits_promptly_on_sigterm(start_server):
     srv.send_signal(signal.SIGTERM)
     rc = srv.wait(60)
     assert rc == 0, f"exit code {rc}\n{srv.stderr_tail()}"
+
+
+def test_new_call_during_drain_is_not_served(start_server):
+    """Once draining, a new call on an existing connection is refused (UNAVAILABLE, or
+    refused/ignored by HTTP/2 above the GOAWAY id), while the in-flight call finishes."""
+    srv = start_server(["--shutdown-grace-seconds", "30"])
+    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    try:
+        conn.preface()
+        conn.start_reader()
+        slow = messages_pb2.StreamingOutputCallRequest(response_parameters=[
+            messages_pb2.ResponseParameters(size=10, interval_us=300_000) for _ in range(4)])
+        inflight = conn.unary("/grpc.testing.TestService/StreamingOutputCall",
+                              slow.SerializeToString())
+        conn.wait_for(lambda c: len(c.streams[inflight].data) > 0, 15, "first response")
+        srv.send_signal(signal.SIGTERM)
+        conn.wait_for(lambda c: c.goaway, 15, "GOAWAY after SIGTERM")
+        late = conn.unary("/ubiquity.v1.Admin/Ping", admin_pb2.PingRequest().SerializeToString())
+        st = conn.wait_stream(late, timeout=EXIT_BOUND_SECONDS)
+        served = st.grpc_status == 0
+        assert not served, f"a call started after GOAWAY was served: {st.header_blocks}"
+        if st.grpc_status is not None:
+            assert st.grpc_status == 14, st.header_blocks  # UNAVAILABLE
+        done = conn.wait_stream(inflight, timeout=EXIT_BOUND_SECONDS)
+        assert done.grpc_status == 0, done.header_blocks
+        assert len(h2raw.grpc_messages(bytes(done.data))) == 4
+        rc = srv.wait(EXIT_BOUND_SECONDS)
+        assert rc == 0, f"exit code {rc}\n{srv.stderr_tail()}"
+    finally:
+        conn.close()
+
+
+def test_health_check_during_drain_not_serving(start_server):
+    """Between SIGTERM and exit, Check on a connection opened before the signal
+    answers NOT_SERVING (or the call is refused) — never SERVING."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    srv = start_server(["--shutdown-grace-seconds", "30"])
+    ch = make_channel(srv.address)
+    try:
+        health = health_pb2_grpc.HealthStub(ch)
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == \
+            health_pb2.HealthCheckResponse.SERVING
+        # Keep the server draining for ~1.5 s with a call in flight.
+        stub = test_pb2_grpc.TestServiceStub(ch)
+        slow = messages_pb2.StreamingOutputCallRequest(response_parameters=[
+            messages_pb2.ResponseParameters(size=1, interval_us=300_000) for _ in range(5)])
+        call = stub.StreamingOutputCall(slow, timeout=60)
+        next(call)
+        watch = health.Watch(health_pb2.HealthCheckRequest(), timeout=60)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        srv.send_signal(signal.SIGTERM)
+        # Ordered by the server's own announcement, not by time.
+        assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        try:
+            status = health.Check(health_pb2.HealthCheckRequest(), timeout=10).status
+            assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+        assert len(list(call)) == 4
+        watch.cancel()
+        rc = srv.wait(EXIT_BOUND_SECONDS)
+        assert rc == 0, f"exit code {rc}\n{srv.stderr_tail()}"
+    finally:
+        ch.close()
