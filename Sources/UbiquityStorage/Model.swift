@@ -180,6 +180,12 @@ final class ResolvedModel: Sendable {
     let relationships: [String: [String: RelationshipDefinition]]
     /// Root entity → ordered attribute/relationship columns of its table (over the whole tree).
     let columns: [String: [String]]
+    /// Per root: cached SQL text (statement-cache keys; built once per model).
+    let selectPrefixSQL: [String: String]
+    let insertSQL: [String: String]
+    let currentRowSQL: [String: String]
+    /// Entities with a relationship whose count or presence must be validated after a save.
+    let countChecked: Set<String>
 
     static func tableName(root: String) -> String { "t_" + root }
     static func attrColumn(_ name: String) -> String { "a_" + name }
@@ -222,6 +228,17 @@ final class ResolvedModel: Sendable {
             if cols[rt] == nil { cols[rt] = [] }
         }
         columns = cols
+        var sel: [String: String] = [:], ins: [String: String] = [:], cur: [String: String] = [:]
+        for (r, cs) in cols {
+            let t = q(ResolvedModel.tableName(root: r))
+            let list = cs.map(q).joined(separator: ", ")
+            sel[r] = "SELECT pk, version, z_ent, created_gen\(list.isEmpty ? "" : ", " + list) FROM \(t) "
+            cur[r] = sel[r]! + "WHERE pk = ? AND ended_gen = \(ResolvedModel.live)"
+            let names = ["pk", "created_gen", "ended_gen", "version", "z_ent"] + cs.map(q)
+            ins[r] = "INSERT INTO \(t) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+        }
+        selectPrefixSQL = sel; insertSQL = ins; currentRowSQL = cur
+        countChecked = Set(rels.filter { $0.value.values.contains { !$0.optional || $0.minCount != nil || $0.maxCount != nil } }.keys)
     }
 
     var roots: [String] { definition.entities.filter { $0.parent == nil }.map(\.name).sorted() }

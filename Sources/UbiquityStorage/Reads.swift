@@ -9,10 +9,7 @@ struct RowReader {
     let storeID: UUID
     let gen: Int64
 
-    func selectSQL(root: String) -> String {
-        let cols = (model.columns[root] ?? []).map(q).joined(separator: ", ")
-        return "SELECT pk, version, z_ent, created_gen\(cols.isEmpty ? "" : ", " + cols) FROM \(q(ResolvedModel.tableName(root: root))) "
-    }
+    func selectSQL(root: String) -> String { model.selectPrefixSQL[root]! }
 
     func object(_ id: ObjectID) throws -> ObjectSnapshot? {
         guard id.storeID == storeID, let root = model.root[id.entity] else { return nil }

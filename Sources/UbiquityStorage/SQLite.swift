@@ -94,7 +94,12 @@ final class Connection {
         }, Unmanaged.passUnretained(self).toOpaque())
     }
 
+    /// Statements found still running when a connection closed (tests assert it stays 0).
+    static let leakedStatements = Locked(0)
+
     func close() {
+        let busy = openStatementCount
+        if busy > 0 { Connection.leakedStatements.withLock { $0 += busy } }
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll()
         sqlite3_progress_handler(db, 0, nil, nil)

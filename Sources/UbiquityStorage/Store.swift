@@ -118,6 +118,7 @@ public final class Store: Sendable {
             readers = try ReaderPool(count: max(1, config.readerCount)) {
                 let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
                 try c.exec("PRAGMA query_only=1")
+                c.noCheckpointOnClose()
                 return c
             }
         } catch { w.close(); throw error }
@@ -130,8 +131,10 @@ public final class Store: Sendable {
     public func close() {
         let already = state.withLock { s -> Bool in defer { s.closed = true }; return s.closed }
         if already { return }
-        writer.shutdown()
+        // Readers first: the writer is then the last connection, so its close-time TRUNCATE
+        // checkpoint runs with nobody reading (rule 5).
         readers.shutdown()
+        writer.shutdown()
     }
 
     deinit { close() }
@@ -218,9 +221,9 @@ public final class Store: Sendable {
                     conn.currentCancel = flag
                     defer { conn.currentCancel = nil }
                     do {
-                        if transaction { try conn.exec("BEGIN") }
+                        if transaction { try conn.run("BEGIN") }
                         let v = try body(conn)
-                        if transaction { try conn.exec("COMMIT") }
+                        if transaction { try conn.run("COMMIT") }
                         cont.resume(returning: v)
                     } catch {
                         if !conn.isAutocommit { try? conn.exec("ROLLBACK") }

@@ -200,9 +200,8 @@ final class SaveTxn {
 
     func currentRow(_ root: String, _ pk: Int64) throws -> Row? {
         let cols = model.columns[root] ?? []
-        let sel = cols.isEmpty ? "" : ", " + cols.map(q).joined(separator: ", ")
         var row: Row?
-        try conn.query("SELECT pk, version, z_ent, created_gen\(sel) FROM \(q(ResolvedModel.tableName(root: root))) WHERE pk = ? AND ended_gen = \(ResolvedModel.live)", [.integer(pk)]) { st in
+        try conn.query(model.currentRowSQL[root]!, [.integer(pk)]) { st in
             var c: [String: SQLValue] = [:]
             for (i, n) in cols.enumerated() { c[n] = st.value(i + 4) }
             row = Row(pk: st.int(0), version: st.int(1), ent: st.text(2), created: st.int(3), cols: c)
@@ -218,9 +217,8 @@ final class SaveTxn {
 
     func insertRow(_ root: String, _ r: Row) throws {
         let cols = model.columns[root] ?? []
-        let names = ["pk", "created_gen", "ended_gen", "version", "z_ent"] + cols.map(q)
         let args: [SQLValue] = [.integer(r.pk), .integer(gen), .integer(SaveTxn.live), .integer(r.version), .text(r.ent)] + cols.map { r.cols[$0] ?? .null }
-        try conn.run("INSERT INTO \(q(ResolvedModel.tableName(root: root))) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))", args)
+        try conn.run(model.insertSQL[root]!, args)
     }
 
     /// Writes new column values for a live object: a new row version (or in place if this save created the version).
@@ -748,7 +746,7 @@ final class SaveTxn {
 
     /// Relationship counts and required relationships of every live object this save touched.
     func validateCounts() throws {
-        for id in touched.sorted() where !deleted.contains(id) {
+        for id in touched.sorted() where !deleted.contains(id) && model.countChecked.contains(id.entity) {
             guard try row(id) != nil, let rels = model.relationships[id.entity] else { continue }
             for (name, rel) in rels.sorted(by: { $0.key < $1.key }) {
                 let needsCheck = !rel.optional || rel.minCount != nil || rel.maxCount != nil

@@ -19,6 +19,7 @@ class StorageTestCase: XCTestCase, @unchecked Sendable {
         FaultInjection.disarm()
         for s in stores { s.close() }
         stores.removeAll()
+        XCTAssertEqual(Connection.leakedStatements.withLock { $0 }, 0, "a statement was still running when its connection closed")
         try? FileManager.default.removeItem(atPath: dir)
     }
 
