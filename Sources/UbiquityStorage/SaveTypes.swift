@@ -15,9 +15,24 @@ public enum MergePolicy: String, Codable, Sendable, CaseIterable {
 }
 
 /// A relationship target in a save: an object inserted by the same save, or an existing object.
+/// JSON: `{"temporary": "t1"}` or `{"permanent": "x-ubiquity://…/Entity/p3"}`.
 public enum ObjectReference: Codable, Sendable, Hashable {
     case temporary(String)
     case permanent(ObjectID)
+
+    private enum K: String, CodingKey { case temporary, permanent }
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: K.self)
+        if let t = try c.decodeIfPresent(String.self, forKey: .temporary) { self = .temporary(t); return }
+        self = .permanent(try c.decode(ObjectID.self, forKey: .permanent))
+    }
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: K.self)
+        switch self {
+        case .temporary(let t): try c.encode(t, forKey: .temporary)
+        case .permanent(let id): try c.encode(id, forKey: .permanent)
+        }
+    }
 }
 
 public struct InsertOperation: Codable, Sendable {
@@ -28,6 +43,14 @@ public struct InsertOperation: Codable, Sendable {
     public var relationships: [String: [ObjectReference]]
     public init(temporaryID: String, entity: String, values: [String: StorageValue] = [:], relationships: [String: [ObjectReference]] = [:]) {
         self.temporaryID = temporaryID; self.entity = entity; self.values = values; self.relationships = relationships
+    }
+    enum CodingKeys: String, CodingKey { case temporaryID, entity, values, relationships }
+    public init(from d: Decoder) throws {
+        let c = try d.container(keyedBy: CodingKeys.self)
+        temporaryID = try c.decode(String.self, forKey: .temporaryID)
+        entity = try c.decode(String.self, forKey: .entity)
+        values = try c.decodeIfPresent([String: StorageValue].self, forKey: .values) ?? [:]
+        relationships = try c.decodeIfPresent([String: [ObjectReference]].self, forKey: .relationships) ?? [:]
     }
 }
 
@@ -44,6 +67,15 @@ public struct UpdateOperation: Codable, Sendable {
     public init(objectID: ObjectID, expectedVersion: Int64? = nil, values: [String: StorageValue] = [:],
                 relationships: [String: [ObjectReference]] = [:], snapshot: [String: StorageValue]? = nil) {
         self.objectID = objectID; self.expectedVersion = expectedVersion; self.values = values; self.relationships = relationships; self.snapshot = snapshot
+    }
+    enum CodingKeys: String, CodingKey { case objectID, expectedVersion, values, relationships, snapshot }
+    public init(from d: Decoder) throws {
+        let c = try d.container(keyedBy: CodingKeys.self)
+        objectID = try c.decode(ObjectID.self, forKey: .objectID)
+        expectedVersion = try c.decodeIfPresent(Int64.self, forKey: .expectedVersion)
+        values = try c.decodeIfPresent([String: StorageValue].self, forKey: .values) ?? [:]
+        relationships = try c.decodeIfPresent([String: [ObjectReference]].self, forKey: .relationships) ?? [:]
+        snapshot = try c.decodeIfPresent([String: StorageValue].self, forKey: .snapshot)
     }
 }
 
@@ -67,6 +99,19 @@ public struct SaveRequest: Codable, Sendable {
     /// The model version hash the client was built with (nil: not checked).
     public var modelVersionHash: String?
     public init() {}
+    enum CodingKeys: String, CodingKey { case inserts, updates, deletes, mergePolicy, author, contextName, clientTransactionID, dryRun, modelVersionHash }
+    public init(from d: Decoder) throws {
+        let c = try d.container(keyedBy: CodingKeys.self)
+        inserts = try c.decodeIfPresent([InsertOperation].self, forKey: .inserts) ?? []
+        updates = try c.decodeIfPresent([UpdateOperation].self, forKey: .updates) ?? []
+        deletes = try c.decodeIfPresent([DeleteOperation].self, forKey: .deletes) ?? []
+        mergePolicy = try c.decodeIfPresent(MergePolicy.self, forKey: .mergePolicy) ?? .error
+        author = try c.decodeIfPresent(String.self, forKey: .author)
+        contextName = try c.decodeIfPresent(String.self, forKey: .contextName)
+        clientTransactionID = try c.decodeIfPresent(String.self, forKey: .clientTransactionID)
+        dryRun = try c.decodeIfPresent(Bool.self, forKey: .dryRun) ?? false
+        modelVersionHash = try c.decodeIfPresent(String.self, forKey: .modelVersionHash)
+    }
 }
 
 public struct SaveResult: Codable, Sendable {

@@ -152,6 +152,8 @@ final class WriterEngine: Sendable {
     private func trimHistoryInTxn(_ conn: Connection, through g: Int64) throws {
         let cut = min(g, state.withLock { $0.generation })
         try conn.run("DELETE FROM ubq_history WHERE generation <= ?", [.integer(cut)])
+        // idempotency records live as long as the history of their save
+        try conn.run("DELETE FROM ubq_client_tx WHERE generation <= ?", [.integer(cut)])
         let h = max(cut, state.withLock { $0.historyHorizon })
         try Meta.set(conn, "history_horizon", .integer(h))
         state.withLock { $0.historyHorizon = h }
@@ -504,6 +506,25 @@ final class SaveTxn {
         return out
     }
 
+    /// A live object other than `excluding` holding the same values for a uniqueness constraint
+    /// that involves a changed attribute.
+    func uniquenessClash(_ entity: String, merged: [String: StorageValue], changed: Set<String>, excluding pk: Int64) throws -> (Row, [String])? {
+        let root = model.root[entity]!
+        for e in model.chain[entity]! {
+            for u in model.entities[e]!.uniquenessConstraints where !changed.isDisjoint(with: u) {
+                guard u.allSatisfy({ model.attributes[entity]![$0] != nil }) else { continue }
+                let args = u.map { ResolvedModel.toSQL(merged[$0] ?? .null, model.attributes[entity]![$0]!.type) }
+                if args.contains(.null) { continue }
+                let whereSQL = u.map { "\(q(ResolvedModel.attrColumn($0))) = ?" }.joined(separator: " AND ")
+                var found: Int64?
+                try conn.query("SELECT pk FROM \(q(ResolvedModel.tableName(root: root))) WHERE ended_gen = \(ResolvedModel.live) AND \(whereSQL) AND pk <> ? LIMIT 1",
+                               args + [.integer(pk)]) { found = $0.int(0) }
+                if let f = found, let other = try currentRow(root, f) { return (other, u) }
+            }
+        }
+        return nil
+    }
+
     func everExisted(_ id: ObjectID) throws -> Bool {
         guard let root = model.root[id.entity] else { return false }
         if case .integer(let n) = try conn.scalar("SELECT count(*) FROM \(q(ResolvedModel.tableName(root: root))) WHERE pk = ?", [.integer(id.pk)]), n > 0 { return true }
@@ -556,6 +577,13 @@ final class SaveTxn {
             }
             let ent = r.ent
             let realID = ObjectID(storeID: storeID, entity: ent, pk: id.pk)
+            if !apply.isEmpty, let (other, constraint) = try uniquenessClash(ent, merged: storageValues(ent, r).merging(apply) { $1 }, changed: Set(apply.keys), excluding: id.pk) {
+                // an update cannot be merged into another object: a clash fails the save under every policy
+                conflicts.append(ConflictRecord(kind: .uniquenessClash, objectID: ObjectID(storeID: storeID, entity: other.ent, pk: other.pk), temporaryID: nil, entity: ent,
+                                                clientSnapshot: u.snapshot ?? [:], clientChanges: u.values, storeValues: storageValues(other.ent, other),
+                                                clientVersion: u.expectedVersion ?? r.version, storeVersion: other.version, constraint: constraint))
+                continue
+            }
             if !apply.isEmpty {
                 try updateColumns(model.root[ent]!, id.pk, sqlValues(ent, apply))
                 record(realID, .update, Array(apply.keys))
@@ -621,13 +649,13 @@ final class SaveTxn {
             if let inv, !inv.toMany {  // one-to-one: both sides stored
                 let invCol = ResolvedModel.relColumn(inv.name)
                 if let o = old, let orow = try currentRow(dstRoot, o), orow.cols[invCol] == .integer(id.pk) {
-                    try updateColumns(dstRoot, o, [invCol: .null]); touch(o, rel.destination)
+                    try updateColumns(dstRoot, o, [invCol: .null]); touch(o, rel.destination); recordOther(o, rel.destination, inv.name)
                 }
                 if let n = new, let nrow = try currentRow(dstRoot, n) {
                     if case .integer(let x) = nrow.cols[invCol] ?? .null, x != id.pk, try currentRow(myRoot, x) != nil {
-                        try updateColumns(myRoot, x, [column: .null]); touch(x, id.entity)
+                        try updateColumns(myRoot, x, [column: .null]); touch(x, id.entity); recordOther(x, id.entity, name)
                     }
-                    try updateColumns(dstRoot, n, [invCol: .integer(id.pk)]); touch(n, rel.destination)
+                    try updateColumns(dstRoot, n, [invCol: .integer(id.pk)]); touch(n, rel.destination); recordOther(n, rel.destination, inv.name)
                 }
             } else {
                 if let o = old { touch(o, rel.destination, versionOnly: true) }
@@ -635,10 +663,11 @@ final class SaveTxn {
             }
         case .inverseColumn(_, let column):
             let old = Set(try targets(id.entity, name, id.pk)), new = Set(newTargets)
-            for x in old.subtracting(new).sorted() { try updateColumns(dstRoot, x, [column: .null]); touch(x, rel.destination) }
+            let invName = rel.inverse ?? ""
+            for x in old.subtracting(new).sorted() { try updateColumns(dstRoot, x, [column: .null]); touch(x, rel.destination); recordOther(x, rel.destination, invName) }
             for y in new.subtracting(old).sorted() {
                 if let yr = try currentRow(dstRoot, y), case .integer(let prev) = yr.cols[column] ?? .null { touch(prev, id.entity, versionOnly: true) }
-                try updateColumns(dstRoot, y, [column: .integer(id.pk)]); touch(y, rel.destination)
+                try updateColumns(dstRoot, y, [column: .integer(id.pk)]); touch(y, rel.destination); recordOther(y, rel.destination, invName)
             }
         case .join(let table, let left):
             let old = Set(try joinTargets(table, left: left, id.pk)), new = Set(newTargets)
@@ -655,6 +684,12 @@ final class SaveTxn {
                 touch(y, rel.destination, versionOnly: true)
             }
         }
+    }
+
+    /// History entry for an object changed by inverse maintenance.
+    func recordOther(_ pk: Int64, _ family: String, _ property: String) {
+        guard let oid = try? idFor(pk, family: family) else { return }
+        record(oid, changes[oid]?.kind == .insert ? .insert : .update, [property])
     }
 
     func isSelfInverse(_ entity: String, _ name: String) -> Bool {

@@ -79,9 +79,10 @@ fullCfg.synchronous = .full
 store = try Store.open(path: dir + "/engine.sqlite", id: sid, configuration: fullCfg)
 
 // MARK: 1. read by ID
-print("\n== W1 point read by ID (random IDs) ==")
+let only = ProcessInfo.processInfo.environment["UBQ_BENCH_ONLY"]
 let reads = 200_000
-do {
+if only == nil || only == "W1" {
+print("\n== W1 point read by ID (random IDs) ==")
     let st = raw.prepare("SELECT id, name, age, score FROM t WHERE id = ?")
     var rng = LCG(s: 1)
     var sink = 0
@@ -126,9 +127,9 @@ do {
 }
 
 // MARK: 2. 100-object save vs raw 100-row insert transaction, synchronous=FULL
-print("\n== W2 100-object save vs raw 100-row insert transaction (synchronous=FULL, age index) ==")
 let saves = 200
-do {
+if only == nil || only == "W2" {
+print("\n== W2 100-object save vs raw 100-row insert transaction (synchronous=FULL, age index) ==")
     let rawFull = Raw(dir + "/raw-full.sqlite", sync: "FULL")
     let st = rawFull.prepare("INSERT INTO t (id, name, age, score) VALUES (?, ?, ?, ?)")
     let t0 = ContinuousClock.now
@@ -162,8 +163,8 @@ do {
 }
 
 // MARK: 3. read at an old pinned generation vs current
+if only == nil || only == "W4" {
 print("\n== W4-style read by ID at an old pinned generation vs current ==")
-do {
     let s = store
     let pin = try s.pin(lease: 3600)
     // give the rows we read several newer versions after the pin

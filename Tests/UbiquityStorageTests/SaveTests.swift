@@ -318,4 +318,53 @@ final class SaveTests: StorageTestCase {
         let ro = await reason { try await s.onReader { conn in try conn.exec("DELETE FROM t_Note") } }
         XCTAssertEqual(ro, .readOnly, "readers are read-only")
     }
+
+    func testUpdateClashingWithUniquenessConstraintFailsWithRecord() async throws {
+        let s = try open()
+        let a = try await insert(s, "Person", ["name": "A", "email": "a@x"])
+        let b = try await insert(s, "Person", ["name": "B", "email": "b@x"])
+        for policy in MergePolicy.allCases {
+            let why = await reason { _ = try await update(s, b, ["email": "a@x"], policy: policy) }
+            guard case .constraintConflict(let recs)? = why else { XCTFail("\(policy): expected a constraint conflict"); continue }
+            XCTAssertEqual(recs.first?.objectID, a)
+            XCTAssertEqual(recs.first?.constraint, ["email"])
+        }
+        _ = try await update(s, b, ["email": "b2@x", "name": "B"])  // own value / other values: fine
+        let o = try await s.object(b)
+        XCTAssertEqual(o.values["email"], "b2@x")
+    }
+
+    func testInverseMaintenanceIsRecordedInHistory() async throws {
+        let s = try open()
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "p", entity: "Person", values: ["name": "P"]),
+                     InsertOperation(temporaryID: "q", entity: "Passport", values: ["number": "1"])]
+        let res = try await s.save(r)
+        let p = res.permanentIDs["p"]!, q = res.permanentIDs["q"]!
+        _ = try await update(s, p, [:], rels: ["passport": [.permanent(q)]])
+        let page = try await s.history(after: res.token)
+        let changes = page.transactions.first?.changes ?? []
+        XCTAssertEqual(Set(changes.map(\.objectID)), [p, q])
+        XCTAssertEqual(changes.first { $0.objectID == q }?.changedProperties, ["owner"])
+        let passport = try await s.object(q)
+        XCTAssertEqual(passport.relationships["owner"], [p])
+    }
+
+    func testSaveRequestJSONForTheCLI() throws {
+        let sid = UUID()
+        let json = """
+        {"inserts":[{"temporaryID":"t1","entity":"Note","values":{"n":{"int":3}}},
+                    {"temporaryID":"t2","entity":"Person","values":{"name":{"string":"x"}},"relationships":{"friends":[{"temporary":"t3"},{"permanent":"x-ubiquity://\(sid.uuidString.lowercased())/Person/p9"}]}}],
+         "mergePolicy":"mergeByPropertyObjectTrump"}
+        """
+        let r = try JSONDecoder().decode(SaveRequest.self, from: Data(json.utf8))
+        XCTAssertEqual(r.inserts.count, 2)
+        XCTAssertEqual(r.inserts[0].values["n"], .int(3))
+        XCTAssertEqual(r.inserts[1].relationships["friends"], [.temporary("t3"), .permanent(ObjectID(storeID: sid, entity: "Person", pk: 9))])
+        XCTAssertEqual(r.mergePolicy, .mergeByPropertyObjectTrump)
+        XCTAssertFalse(r.dryRun)
+        let again = try JSONDecoder().decode(SaveRequest.self, from: try JSONEncoder().encode(r))
+        XCTAssertEqual(again.inserts[1].relationships, r.inserts[1].relationships)
+        XCTAssertThrowsError(try JSONDecoder().decode(SaveRequest.self, from: Data(#"{"inserts":[{"temporaryID":"a","entity":"N","values":{"n":{"int":1,"string":"x"}}}]}"#.utf8)))
+    }
 }
