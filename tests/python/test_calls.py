@@ -630,3 +630,34 @@ def test_response_headers_advertise_accept_encoding(raw):
     assert st.grpc_status == OK
     assert "identity" in st.headers.get("grpc-accept-encoding", ""), st.header_blocks
     assert st.headers.get("content-type", "").startswith("application/grpc")
+
+
+def test_max_send_message_flag(start_server):
+    srv = start_server(["--max-send-message-bytes", "1000"])
+    ch = make_channel(srv.address)
+    try:
+        stub = test_pb2_grpc.TestServiceStub(ch)
+        # A 994-byte body serializes to exactly 1000 bytes of SimpleResponse.
+        resp = stub.UnaryCall(messages_pb2.SimpleRequest(response_size=994), timeout=CALL_TIMEOUT)
+        assert resp.ByteSize() == 1000
+        with pytest.raises(grpc.RpcError) as err:
+            stub.UnaryCall(messages_pb2.SimpleRequest(response_size=995), timeout=CALL_TIMEOUT)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        # In a stream: the messages before the oversized one arrive, then the status.
+        req = messages_pb2.StreamingOutputCallRequest(response_parameters=[
+            messages_pb2.ResponseParameters(size=s) for s in (10, 5000, 10)])
+        call = stub.StreamingOutputCall(req, timeout=CALL_TIMEOUT)
+        assert len(next(call).payload.body) == 10
+        with pytest.raises(grpc.RpcError) as err:
+            next(call)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        ch.close()
+
+
+def test_response_over_default_send_limit(testsvc, admin):
+    with pytest.raises(grpc.RpcError) as err:
+        testsvc.UnaryCall(messages_pb2.SimpleRequest(response_size=DEFAULT_MAX_RECEIVE + 1),
+                          timeout=CALL_TIMEOUT)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert admin.Ping(admin_pb2.PingRequest(payload=b"s"), timeout=CALL_TIMEOUT).payload == b"s"
