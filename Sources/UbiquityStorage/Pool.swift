@@ -56,7 +56,7 @@ final class ReaderPool: Sendable {
     let queue = JobQueue<ReaderJob>()
     private let done = DispatchGroup()
 
-    init(count: Int, open: @escaping @Sendable () throws -> Connection) throws {
+    init(count: Int, gate: ReaderGate, open: @escaping @Sendable () throws -> Connection) throws {
         // Open all connections first so a failure leaves no thread behind.
         var conns: [Connection] = []
         do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
@@ -68,7 +68,7 @@ final class ReaderPool: Sendable {
                 while true {
                     let jobs = queue.pop(max: 1)
                     if jobs.isEmpty { break }
-                    for j in jobs { j.run(conn) }
+                    for j in jobs { gate.enter(); j.run(conn); gate.leave() }
                 }
                 conn.close()
                 done.leave()
@@ -83,6 +83,57 @@ final class ReaderPool: Sendable {
 
     /// Closes the queue; threads finish queued jobs, close their connections and exit.
     func shutdown() { queue.close(); done.wait() }
+}
+
+/// Lets the writer restart the WAL without waiting for readers (rule 5). When the WAL has grown
+/// past its bound, the writer closes the gate: reader jobs that have not started wait (at most
+/// `maxWait` seconds, then go ahead anyway), jobs in flight finish, and when the last one leaves,
+/// `onDrained` asks the writer to TRUNCATE-checkpoint (which then finds no reader) and reopen.
+final class ReaderGate: @unchecked Sendable {
+    // Invariant: every field is accessed only while `cond` is locked; `onDrained` is set once
+    // before any reader thread starts and only read afterwards.
+    private let cond = NSCondition()
+    private var closed = false
+    private var active = 0
+    private var notified = false
+    private let maxWait: Double
+    var onDrained: (@Sendable () -> Void)?
+
+    init(maxWait: Double) { self.maxWait = maxWait }
+
+    func enter() {
+        cond.lock()
+        if closed {
+            let deadline = Date(timeIntervalSinceNow: maxWait)
+            while closed && cond.wait(until: deadline) {}
+        }
+        active += 1
+        cond.unlock()
+    }
+
+    func leave() {
+        cond.lock()
+        active -= 1
+        let fire = closed && active == 0 && !notified
+        if fire { notified = true }
+        cond.unlock()
+        if fire { onDrained?() }
+    }
+
+    /// Closes the gate; true if no reader is in flight (the caller may restart right away).
+    func close() -> Bool {
+        cond.lock(); defer { cond.unlock() }
+        if closed { return false }
+        closed = true
+        notified = active == 0
+        return active == 0
+    }
+
+    func open() {
+        cond.lock(); closed = false; notified = false; cond.broadcast(); cond.unlock()
+    }
+
+    var isClosed: Bool { cond.lock(); defer { cond.unlock() }; return closed }
 }
 
 /// Hands a non-Sendable connection to the thread that will own it.

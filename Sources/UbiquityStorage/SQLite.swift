@@ -33,6 +33,10 @@ final class Connection {
     private let cacheLimit: Int
     /// The cancel flag of the request currently running on this connection (progress handler reads it).
     var currentCancel: CancelFlag?
+    /// Busy-handler polls (200 µs each) before SQLITE_BUSY; 0 makes a call fail at once if busy.
+    var busyPolls: Int32 = 0
+    /// How often this connection's busy handler ran (tests: the writer never waits for readers).
+    var busyWaits = 0
     /// Set only around the engine's own `VACUUM INTO` (backups, baselines).
     var allowVacuumInto = false
     /// Table-name prefixes the authorizer admits.
@@ -56,12 +60,16 @@ final class Connection {
         sqlite3_extended_result_codes(db, 1)
         // Busy handler polling every 200 µs up to the timeout (SQLite's own handler backs off to
         // 100 ms sleeps, which makes the writer's WAL-restart waits for short readers far too long).
+        busyPolls = Int32(max(1, busyTimeoutMS)) * 5
+        // Context pointer: this object, unretained (the handler is removed in `close()`).
         sqlite3_busy_handler(db, { ctx, n in
-            let limit = Int32(truncatingIfNeeded: Int(bitPattern: ctx))
-            if n >= limit { return 0 }
+            guard let ctx else { return 0 }
+            let conn = Unmanaged<Connection>.fromOpaque(ctx).takeUnretainedValue()
+            conn.busyWaits += 1
+            if n >= conn.busyPolls { return 0 }
             usleep(200)
             return 1
-        }, UnsafeMutableRawPointer(bitPattern: Int(max(1, busyTimeoutMS) * 5)))
+        }, Unmanaged.passUnretained(self).toOpaque())
         // §4.8 hardening: no double-quoted string literals, defensive mode, no ATTACH, own tables only.
         _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_DQS_DML, 0, nil)
         _ = ubq_sqlite3_db_config_int(db, SQLITE_DBCONFIG_DQS_DDL, 0, nil)
@@ -104,6 +112,7 @@ final class Connection {
         cache.removeAll()
         sqlite3_progress_handler(db, 0, nil, nil)
         sqlite3_set_authorizer(db, nil, nil)
+        sqlite3_busy_handler(db, nil, nil)
         sqlite3_close_v2(db)
     }
 

@@ -15,6 +15,12 @@ public struct StorageConfiguration: Sendable {
     public var vfsName: String? = nil
     /// A PASSIVE checkpoint runs after a commit once the WAL is larger than this.
     public var checkpointThresholdBytes: Int = 4 << 20
+    /// Past twice the threshold the writer restarts the WAL: reader jobs not yet started wait up
+    /// to this long (seconds) for the ones in flight to finish; the writer itself never waits.
+    public var walRestartMaxReaderWait: Double = 0.5
+    /// Past this WAL size the writer does wait for in-flight readers (up to the busy timeout) to
+    /// restart the WAL: the one case where a reader can hold up the writer. Default 64 MiB.
+    public var walHardLimitBytes: Int = 64 << 20
     /// The WAL file is truncated to this size when SQLite restarts it.
     public var journalSizeLimitBytes: Int = 4 << 20
     /// Largest string or binary value accepted in a save.
@@ -49,6 +55,9 @@ struct StoreState {
     var pins: [UUID: (gen: Int64, expiry: Double)] = [:]
     var activeReads: [Int64: Int] = [:]
     var closed = false
+    var writerBusyWaits = 0
+    var walRestarts = 0
+    var walRestartsSkipped = 0
 }
 
 /// One open store: a writer thread + connection and a pool of reader threads + connections.
@@ -61,6 +70,7 @@ public final class Store: Sendable {
     let readers: ReaderPool
     let writer: WriterThread<WriterJob>
     let writerState: WriterOwned
+    let readerGate: ReaderGate
 
     /// Opens (creating if missing) the store file at `path`. If the store has no model yet and
     /// `model` is given, it is installed. An existing store keeps its model (use `migrate`).
@@ -113,18 +123,28 @@ public final class Store: Sendable {
         state = Locked(st)
         let wo = WriterOwned()
         writerState = wo
+        let gate = ReaderGate(maxWait: config.walRestartMaxReaderWait)
+        readerGate = gate
         do {
             let cfg = config
-            readers = try ReaderPool(count: max(1, config.readerCount)) {
+            readers = try ReaderPool(count: max(1, config.readerCount), gate: gate) {
                 let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
                 try c.exec("PRAGMA query_only=1")
                 c.noCheckpointOnClose()
                 return c
             }
         } catch { w.close(); throw error }
-        let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path)
-        writer = WriterThread(connection: w, maxBatch: config.maxGroupCommit, handler: { conn, jobs in engine.handle(conn, jobs) },
-                              onClose: { conn in _ = conn.checkpoint(truncate: true) })
+        let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate)
+        let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, handler: { conn, jobs in engine.handle(conn, jobs) },
+                                             onClose: { conn in _ = conn.checkpoint(truncate: true) })
+        self.writer = writer
+        gate.onDrained = { [weak writer] in
+            let ok = writer?.submit(.exclusive(CancelFlag(), { conn, engine in
+                guard let conn, let engine else { gate.open(); return }
+                engine.restartWAL(conn)
+            })) ?? false
+            if !ok { gate.open() }
+        }
     }
 
     /// Closes the pools: queued work finishes, later calls fail with `.storeClosed`. Blocks until the threads exit.
@@ -364,6 +384,12 @@ public final class Store: Sendable {
     }
 
     public var walFileSize: Int { Store.fileSize(path + "-wal") }
+
+    /// Times the writer connection's busy handler ran, as of the last group commit (it should not:
+    /// the writer never waits for readers).
+    public var writerBusyWaits: Int { state.withLock { $0.writerBusyWaits } }
+    /// WAL restarts (TRUNCATE checkpoints after the reader gate drained) done / skipped because busy.
+    public var walRestartCounts: (done: Int, skipped: Int) { state.withLock { ($0.walRestarts, $0.walRestartsSkipped) } }
 
     static func fileSize(_ p: String) -> Int {
         var st = stat()

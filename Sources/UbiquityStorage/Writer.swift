@@ -9,9 +9,22 @@ final class WriterEngine: Sendable {
     let state: Locked<StoreState>
     let owned: WriterOwned
     let path: String
+    let gate: ReaderGate
 
-    init(storeID: UUID, config: StorageConfiguration, state: Locked<StoreState>, owned: WriterOwned, path: String) {
-        self.storeID = storeID; self.config = config; self.state = state; self.owned = owned; self.path = path
+    init(storeID: UUID, config: StorageConfiguration, state: Locked<StoreState>, owned: WriterOwned, path: String, gate: ReaderGate) {
+        self.storeID = storeID; self.config = config; self.state = state; self.owned = owned; self.path = path; self.gate = gate
+    }
+
+    /// TRUNCATE checkpoint without waiting (busy handler off): runs once the reader gate has
+    /// drained, so normally no reader is in the WAL. Always reopens the gate.
+    func restartWAL(_ conn: Connection) {
+        defer { gate.open() }
+        let saved = conn.busyPolls
+        conn.busyPolls = 0
+        defer { conn.busyPolls = saved }
+        let r = conn.checkpoint(truncate: true)
+        state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
+        if r.rc != SQLITE_OK { config.logger.debug("WAL restart skipped: rc \(r.rc)") }
     }
 
     func handle(_ conn: Connection, _ jobs: [WriterJob]) {
@@ -81,6 +94,8 @@ final class WriterEngine: Sendable {
             state.withLock { $0.generation = gen }  // publish before acknowledging (read-your-writes)
             owned.commitsSinceGC += committed
         }
+        let waits = conn.busyWaits
+        state.withLock { $0.writerBusyWaits = waits }
         for (i, j) in jobs.enumerated() { j.complete(results[i]!) }
         if committed > 0 && aborted == nil { afterCommit(conn) }
     }
@@ -94,11 +109,19 @@ final class WriterEngine: Sendable {
             let r = conn.checkpoint(truncate: false)
             if r.rc != SQLITE_OK { config.logger.debug("passive checkpoint: rc \(r.rc)") }
             // Readers that overlap continuously keep read marks in the WAL, so SQLite never gets a
-            // moment to restart it. Past twice the threshold, TRUNCATE: wait (busy timeout) for the
-            // readers of the moment — each is one short transaction — and start the WAL over.
+            // moment to restart it. Past twice the threshold, close the reader gate; once the
+            // readers in flight are done (each is one short transaction), the restart job runs.
             if wal > 2 * config.checkpointThresholdBytes {
-                let t = conn.checkpoint(truncate: true)
-                if t.rc != SQLITE_OK { config.logger.notice("truncate checkpoint did not complete: rc \(t.rc)") }
+                if gate.close() {
+                    restartWAL(conn)
+                } else if wal > config.walHardLimitBytes {
+                    // Hard bound: wait (busy handler, up to the busy timeout) for the readers in
+                    // flight; the closed gate keeps new ones out meanwhile.
+                    let r = conn.checkpoint(truncate: true)
+                    state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
+                    if r.rc != SQLITE_OK { config.logger.warning("WAL over its hard limit and readers still busy: rc \(r.rc)") }
+                    gate.open()
+                }
             }
         }
         if config.gcEveryCommits > 0 && owned.commitsSinceGC >= config.gcEveryCommits {
@@ -405,7 +428,7 @@ final class SaveTxn {
         let enc = JSONEncoder(); enc.outputFormatting = .sortedKeys
         try conn.run("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, ?, ?)",
                      [.integer(gen), .integer(Int64(Date().timeIntervalSince1970 * 1000)), req.author.map { .text($0) } ?? .null,
-                      req.contextName.map { .text($0) } ?? .null, .text(String(decoding: try enc.encode(ch), as: UTF8.self))])
+                      req.contextName.map { .text($0) } ?? .null, .text(HistoryJSON.encode(ch))])
         if let tx = req.clientTransactionID {
             result.replayed = false
             try conn.run("INSERT INTO ubq_client_tx (id, generation, result) VALUES (?, ?, ?)", [.text(tx), .integer(gen), .text(String(decoding: try enc.encode(result), as: UTF8.self))])

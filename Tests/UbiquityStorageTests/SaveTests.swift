@@ -367,4 +367,16 @@ final class SaveTests: StorageTestCase {
         XCTAssertEqual(again.inserts[1].relationships, r.inserts[1].relationships)
         XCTAssertThrowsError(try JSONDecoder().decode(SaveRequest.self, from: Data(#"{"inserts":[{"temporaryID":"a","entity":"N","values":{"n":{"int":1,"string":"x"}}}]}"#.utf8)))
     }
+
+    func testHistoryJSONDecodesAsHistoryChanges() throws {
+        let sid = UUID()
+        let changes = [
+            HistoryChange(kind: .insert, objectID: ObjectID(storeID: sid, entity: "Note", pk: 1), entity: "Note", changedProperties: ["a", "q\"uo\\te\n"], tombstone: nil),
+            HistoryChange(kind: .delete, objectID: ObjectID(storeID: sid, entity: "Person", pk: 22), entity: "Person", changedProperties: [],
+                          tombstone: ["s": "x\u{1}y", "i": .int(-3), "d": .double(2.5), "b": .bool(true), "n": .null, "bin": .binary(Data([0, 255])),
+                                      "u": .uuid(sid), "dec": .decimal("1.25"), "date": .date(1e9), "uri": .uri("https://e.example/?a=\"b\"")]),
+        ]
+        let decoded = try JSONDecoder().decode([HistoryChange].self, from: Data(HistoryJSON.encode(changes).utf8))
+        XCTAssertEqual(decoded, changes)
+    }
 }
