@@ -168,6 +168,9 @@ def start_server(server_binary, tmp_path):
         if srv.proc is None:
             continue
         if srv.alive():
+            leak = _leak_check(srv)
+            if leak:
+                problems.append(leak)
             try:
                 rc = srv.stop(timeout=EXIT_BOUND_SECONDS)
             except AssertionError as e:
@@ -181,6 +184,28 @@ def start_server(server_binary, tmp_path):
             _SERVERS.remove(srv)
     if problems:
         pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+def _leak_check(srv: ubiq_harness.Ubiquityd) -> str | None:
+    """Once a test's clients are gone, the server holds no stream and no connection
+    but the checking one (the stats call may count itself)."""
+    last = []
+    try:
+        ch = make_channel(srv.address)
+    except Exception as e:  # noqa: BLE001 - reported, not raised, in teardown
+        return f"{srv.name}: could not connect for the leak check: {e!r}"
+    try:
+        def released():
+            last[:] = [get_stats(ch)]
+            return last[0].open_streams <= 1 and last[0].open_connections <= 1
+
+        ubiq_harness.wait_until(released, 15, message="streams and connections released")
+        return None
+    except AssertionError:
+        return (f"{srv.name}: streams or connections still open after the test "
+                f"(open_streams <= 1 and open_connections <= 1 expected): {last[0] if last else None}")
+    finally:
+        ch.close()
 
 
 @pytest.fixture(autouse=True)
