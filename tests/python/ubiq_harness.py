@@ -120,6 +120,18 @@ def find_server_binary() -> Path:
     )
 
 
+def _pairs(words: list[str]):
+    """["--a", "1", "--flag", "--b", "2"] -> ("--a", "1"), ("--flag", None), ("--b", "2")."""
+    i = 0
+    while i < len(words):
+        if i + 1 < len(words) and not words[i + 1].startswith("--"):
+            yield words[i], words[i + 1]
+            i += 2
+        else:
+            yield words[i], None
+            i += 1
+
+
 def read_rss_bytes(pid: int) -> int:
     """VmRSS of a live process, in bytes, from /proc/PID/status."""
     with open(f"/proc/{pid}/status") as f:
@@ -163,6 +175,11 @@ class Ubiquityd:
                "--data-dir", str(self.data_dir), "--log-level", self.log_level]
         if self.interop:
             cmd.append("--enable-interop-testing")
+        # UBIQ_SERVER_ARGS (e.g. "--event-loops 2") applies to every server of the run,
+        # unless a test sets the same flag itself.
+        for flag, value in _pairs(os.environ.get("UBIQ_SERVER_ARGS", "").split()):
+            if flag not in self.extra_args:
+                cmd += [flag] if value is None else [flag, value]
         return cmd + self.extra_args
 
     def start(self, timeout: float = 30.0) -> "Ubiquityd":
