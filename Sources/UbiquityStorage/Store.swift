@@ -321,17 +321,23 @@ public final class Store: Sendable {
         }
     }
 
-    /// The table mapping, for the query layer: entity → (table, column per property).
-    public func tableMapping() throws -> [String: (table: String, columns: [String: String])] {
+    /// The table mapping, for the query layer.
+    public func tableMapping() throws -> [String: EntityMapping] {
         guard let m = state.withLock({ $0.model }) else { throw StorageError(.invalidArgument, "store has no model") }
-        var out: [String: (String, [String: String])] = [:]
-        for (e, _) in m.entities {
-            var cols: [String: String] = [:]
-            for a in m.attributes[e]!.keys { cols[a] = ResolvedModel.attrColumn(a) }
-            for (n, r) in m.relationships[e]! where !r.toMany { cols[n] = ResolvedModel.relColumn(n) }
-            out[e] = (m.table(of: e), cols)
+        return ReadContext.mapping(m)
+    }
+
+    /// Runs `body` on a reader thread inside one read transaction at a generation: the query
+    /// layer's entry point. SQL must select only visible versions (`EntityMapping.visible`, bound
+    /// to `context.generation`); the authorizer admits only the store's own tables.
+    public func read<T: Sendable>(at g: ReadGeneration = .current, minimumGeneration: Int64? = nil,
+                                  _ body: @escaping @Sendable (ReadContext) throws -> T) async throws -> T {
+        let (gen, model) = try beginRead(g, minimumGeneration: minimumGeneration)
+        defer { endRead(gen) }
+        let (sid, epoch) = (id, state.withLock { $0.epoch })
+        return try await onReader { conn in
+            try body(ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen)))
         }
-        return out
     }
 
     // MARK: Writes

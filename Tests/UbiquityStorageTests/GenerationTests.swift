@@ -156,4 +156,24 @@ final class GenerationTests: StorageTestCase {
         XCTAssertEqual(old.values["n"], 1)
         XCTAssertEqual(s2.modelVersionHash, Fixtures.model.versionHash)
     }
+
+    /// The query layer's entry point: SQL at a generation through the mapping.
+    func testReadContextRunsSQLAtAGeneration() async throws {
+        let s = try open()
+        var r = SaveRequest()
+        r.inserts = (1...5).map { InsertOperation(temporaryID: "n\($0)", entity: "Note", values: ["n": .int(Int64($0)), "text": "x"]) }
+        let first = try await s.save(r)
+        _ = try await update(s, first.permanentIDs["n1"]!, ["n": 100])
+        try await insert(s, "Note", ["n": 6])
+        let m = try s.tableMapping()["Note"]!
+        let sql = "SELECT \(q(m.columns["n"]!)) FROM \(q(m.table)) WHERE \(m.visible(1)) AND \(q(m.columns["n"]!)) >= ?2 ORDER BY 1"
+        let old = try await s.read(at: .token(first.token)) { ctx in try ctx.rows(sql, [.int(ctx.generation), .int(2)]) }
+        XCTAssertEqual(old.map { $0[0] }, [2, 3, 4, 5])
+        let now = try await s.read { ctx in try ctx.rows(sql, [.int(ctx.generation), .int(2)]) }
+        XCTAssertEqual(now.map { $0[0] }, [2, 3, 4, 5, 6, 100])
+        let denied = await reason { _ = try await s.read { ctx in try ctx.rows("SELECT * FROM sqlite_temp_master, other_table") } }
+        XCTAssertNotNil(denied)
+        let objs = try await s.read(at: .token(first.token)) { ctx in try ctx.objects([first.permanentIDs["n1"]!]) }
+        XCTAssertEqual(objs.first??.values["n"], 1)
+    }
 }

@@ -1,0 +1,77 @@
+import Foundation
+
+/// Where an entity's objects live. Rows of the whole inheritance tree share `table`; `entities`
+/// lists the `z_ent` values of this entity and its sub-entities.
+public struct EntityMapping: Sendable, Equatable {
+    public var table: String
+    public var entities: [String]
+    /// Property → column (attributes and to-one relationships; to-one columns hold the destination pk).
+    public var columns: [String: String]
+    /// SQL condition selecting the versions visible at the generation bound to `?N`, e.g. `visible(1)`.
+    public func visible(_ parameter: Int, alias: String? = nil) -> String {
+        let p = alias.map { "\($0)." } ?? ""
+        return "\(p)created_gen <= ?\(parameter) AND \(p)ended_gen > ?\(parameter)"
+    }
+}
+
+/// A read transaction at one generation, on a reader thread. Valid only inside `Store.read`.
+public struct ReadContext {
+    let conn: Connection
+    let model: ResolvedModel
+    let storeID: UUID
+    public let token: GenerationToken
+    public var generation: Int64 { token.generation }
+
+    init(conn: Connection, model: ResolvedModel, storeID: UUID, token: GenerationToken) {
+        self.conn = conn; self.model = model; self.storeID = storeID; self.token = token
+    }
+
+    public var mapping: [String: EntityMapping] { ReadContext.mapping(model) }
+
+    static func mapping(_ m: ResolvedModel) -> [String: EntityMapping] {
+        var out: [String: EntityMapping] = [:]
+        for (e, _) in m.entities {
+            var cols: [String: String] = [:]
+            for a in m.attributes[e]!.keys { cols[a] = ResolvedModel.attrColumn(a) }
+            for (n, r) in m.relationships[e]! where !r.toMany { cols[n] = ResolvedModel.relColumn(n) }
+            out[e] = EntityMapping(table: m.table(of: e), entities: m.family[e]!.sorted(), columns: cols)
+        }
+        return out
+    }
+
+    /// Runs a parameterized statement (values are always bound); rows come back as untyped values
+    /// (`.int`, `.double`, `.string`, `.binary`, `.null`).
+    public func rows(_ sql: String, _ arguments: [StorageValue] = []) throws -> [[StorageValue]] {
+        var out: [[StorageValue]] = []
+        try conn.query(sql, arguments.map(ReadContext.bindable)) { st in
+            out.append((0..<st.columnCount).map { i in
+                switch st.value(i) {
+                case .null: .null
+                case .integer(let v): .int(v)
+                case .real(let v): .double(v)
+                case .text(let v): .string(v)
+                case .blob(let v): .binary(Data(v))
+                }
+            })
+        }
+        return out
+    }
+
+    /// Objects by ID at this context's generation.
+    public func objects(_ ids: [ObjectID]) throws -> [ObjectSnapshot?] {
+        let r = RowReader(conn: conn, model: model, storeID: storeID, gen: generation)
+        return try ids.map { try r.object($0) }
+    }
+
+    static func bindable(_ v: StorageValue) -> SQLValue {
+        switch v {
+        case .null: .null
+        case .string(let s), .decimal(let s), .uri(let s): .text(s)
+        case .bool(let b): .integer(b ? 1 : 0)
+        case .int(let i): .integer(i)
+        case .double(let d), .date(let d): .real(d)
+        case .binary(let d): .blob(Array(d))
+        case .uuid(let u): .text(u.uuidString.lowercased())
+        }
+    }
+}
