@@ -37,6 +37,8 @@ public actor StoreDirectory {
     public func shutdown() {
         if closed { return }
         closed = true
+        sweeper?.cancel()
+        sweeper = nil
         for (_, e) in open { e.store.close() }
         open.removeAll()
         flock(lockFD, LOCK_UN)
@@ -103,6 +105,20 @@ public actor StoreDirectory {
         return idle.count
     }
 
+    private var sweeper: Task<Void, Never>?
+
+    /// Closes stores idle for `idleSeconds`, every `interval` seconds, until `shutdown()`.
+    public func startIdleSweeper(interval: Double, idleSeconds: Double) {
+        sweeper?.cancel()
+        sweeper = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(max(0.01, interval) * 1e9))
+                guard let self else { return }
+                await self.closeIdle(idleSeconds: idleSeconds)
+            }
+        }
+    }
+
     private func closeForFileOperation(_ id: UUID) throws {
         if let e = open[id] {
             if e.leases > 0 { throw StorageError(.busy, "store \(id) is in use") }
@@ -146,10 +162,8 @@ public actor StoreDirectory {
         try dst.exec("BEGIN IMMEDIATE")
         try Meta.set(dst, "store_id", .text(id.uuidString))
         try Meta.set(dst, "epoch", .integer(Int64(bitPattern: UInt64.random(in: 1...UInt64.max))))
-        try conn_commit(dst)
+        try dst.exec("COMMIT")
     }
-
-    private func conn_commit(_ c: Connection) throws { try c.exec("COMMIT") }
 
     /// Integrity check of a store (opened if needed).
     public func integrityCheck(_ id: UUID) async throws -> [String] {

@@ -31,6 +31,12 @@ final class MigrationTests: StorageTestCase {
 
     func idx(_ es: [EntityDefinition], _ n: String) -> Int { es.firstIndex { $0.name == n }! }
 
+    func indexSQL(_ s: Store) async throws -> [String] {
+        try await s.read { ctx in try ctx.rows("SELECT name || ': ' || sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL").compactMap {
+            if case .string(let v) = $0[0] { return v }; return nil
+        } }
+    }
+
     /// Every inferable change applies to a store holding data, keeps the data, and the store stays writable.
     func testInferableChanges() async throws {
         let cases: [(String, ModelDefinition, (Store, [String: ObjectID]) async throws -> Void)] = [
@@ -91,8 +97,14 @@ final class MigrationTests: StorageTestCase {
                 _ = try await self.update(s, ids["e1"]!, [:], rels: ["department": [.permanent(ids["d1"]!), .permanent(ids["d2"]!)]])
                 let d2 = try await s.object(ids["d2"]!); XCTAssertEqual(d2.relationships["employees"], [ids["e1"]!])
             }),
-            ("add index", edit { es in es[self.idx(es, "Person")].indexes.append(["age"]) }, { _, _ in }),
-            ("remove index", edit { es in es[self.idx(es, "Person")].indexes = [] }, { _, _ in }),
+            ("add index", edit { es in es[self.idx(es, "Person")].indexes.append(["age"]) }, { s, _ in
+                let sql = try await self.indexSQL(s)
+                XCTAssertTrue(sql.contains { $0.contains("\"a_age\"") && $0.contains("ubq_ix_Person_1") }, "\(sql)")
+            }),
+            ("remove index", edit { es in es[self.idx(es, "Person")].indexes = [] }, { s, _ in
+                let sql = try await self.indexSQL(s)
+                XCTAssertFalse(sql.contains { $0.contains("ubq_ix_Person") }, "\(sql)")
+            }),
             ("add uniqueness constraint", edit { es in es[self.idx(es, "Note")].uniquenessConstraints.append(["n"]) }, { s, _ in
                 let why = await self.reason { try await self.insert(s, "Note", ["n": 2]) }
                 guard case .constraintConflict? = why else { return XCTFail("constraint not enforced") }

@@ -208,8 +208,9 @@ final class SaveTests: StorageTestCase {
 
     /// Concurrent saves share transactions, but each keeps its own outcome.
     func testGroupCommitKeepsEachSavesOutcome() async throws {
-        let s = try open { $0.synchronous = .full }
+        let s = try open { $0.synchronous = .full; $0.vfsName = FaultInjection.vfsName }  // the fault VFS counts syncs
         let n = 200
+        let syncsBefore = FaultInjection.syncCount
         let results = await withTaskGroup(of: (Int, Result<SaveResult, Error>).self) { g in
             for i in 0..<n {
                 g.addTask {
@@ -236,6 +237,7 @@ final class SaveTests: StorageTestCase {
         XCTAssertTrue(perSave.values.allSatisfy { $0 == 2 }, "no partial save")
         let hist = try await s.history(after: nil, limit: 1000)
         XCTAssertEqual(hist.transactions.count, ok.count)
+        XCTAssertLessThan(FaultInjection.syncCount - syncsBefore, ok.count, "saves shared commits (fewer fsyncs than saves)")
     }
 
     func testHistoryPagingDeletionAndRetention() async throws {
