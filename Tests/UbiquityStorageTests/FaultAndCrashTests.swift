@@ -107,6 +107,8 @@ final class CrashTests: StorageTestCase {
             let s = try Store.open(path: path, id: sid)
             let dump = try await s.dump()
             let integrity = try await s.integrityCheck()
+            let history = try await s.history(after: nil, limit: 1_000_000)
+            let generation = s.currentToken.generation
             s.close()
             XCTAssertEqual(integrity, [], "round \(round)")
             var parts: [Int64: Set<Int64>] = [:]
@@ -115,6 +117,9 @@ final class CrashTests: StorageTestCase {
                 parts[seq, default: []].insert(part)
             }
             for (seq, ps) in parts { XCTAssertEqual(ps, [0, 1, 2], "round \(round): save \(seq) partial") }
+            // data, history and the generation counter moved together
+            XCTAssertEqual(history.transactions.count, parts.count, "round \(round): one history record per surviving save")
+            XCTAssertEqual(generation, Int64(parts.count), "round \(round)")
             let missing = acked.subtracting(parts.keys)
             XCTAssertTrue(missing.isEmpty, "round \(round): acknowledged saves lost: \(missing.sorted().prefix(10))")
             nextSeq = (parts.keys.max() ?? nextSeq) + 100
