@@ -381,4 +381,47 @@ final class SaveTests: StorageTestCase {
         let decoded = try JSONDecoder().decode([HistoryChange].self, from: Data(HistoryJSON.encode(changes).utf8))
         XCTAssertEqual(decoded, changes)
     }
+
+    /// A save cancelled while queued behind other writer work is not applied.
+    func testCancelledSaveIsNotApplied() async throws {
+        let s = try open()
+        let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let blocker = Task { try await s.onWriter { _, _ in started.signal(); release.wait() } }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in DispatchQueue.global().async { started.wait(); c.resume() } }
+        let save = Task { try await self.insert(s, "Note", ["n": 1]) }
+        save.cancel()
+        release.signal()
+        try await blocker.value
+        do { _ = try await save.value; XCTFail("a cancelled save must not be applied") } catch let e as StorageError {
+            XCTAssertEqual(e.reason, .cancelled)
+        }
+        let n = try await s.objectIDs(entity: "Note").count
+        XCTAssertEqual(n, 0)
+        XCTAssertEqual(s.currentToken.generation, 0)
+    }
+
+    func testNoActionDeleteRuleLeavesTheOtherSideAlone() async throws {
+        let model = ModelDefinition(entities: [
+            EntityDefinition(name: "A", attributes: [AttributeDefinition(name: "x", type: .int32)],
+                             relationships: [RelationshipDefinition(name: "bs", destination: "B", toMany: true, inverse: "a", deleteRule: .noAction)]),
+            EntityDefinition(name: "B", attributes: [AttributeDefinition(name: "y", type: .int32)],
+                             relationships: [RelationshipDefinition(name: "a", destination: "A", inverse: "bs", deleteRule: .nullify)]),
+        ])
+        let s = try open(model: model)
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "A", values: ["x": 1]),
+                     InsertOperation(temporaryID: "b", entity: "B", values: ["y": 2], relationships: ["a": [.temporary("a")]])]
+        let res = try await s.save(r)
+        let a = res.permanentIDs["a"]!, b = res.permanentIDs["b"]!
+        _ = try await delete(s, a)
+        let bAfter = try await s.object(b)
+        XCTAssertEqual(bAfter.version, 1, "noAction: the other side is not touched")
+        XCTAssertEqual(bAfter.relationships["a"], [a], "…and keeps its (now dangling) reference")
+        // nullify from the other direction
+        let r2 = try await insert(s, "A", ["x": 3])
+        _ = try await update(s, b, [:], rels: ["a": [.permanent(r2)]])
+        _ = try await delete(s, b)
+        let a2 = try await s.object(r2)
+        XCTAssertEqual(a2.relationships["bs"], [])
+    }
 }
