@@ -170,13 +170,14 @@ def test_client_cancel_mid_stream(server, testsvc, channel):
 def simple_request_of_size(total: int) -> messages_pb2.SimpleRequest:
     """A SimpleRequest whose serialized size is exactly `total` bytes."""
     body = max(0, total - 10)
-    while True:
+    for _ in range(10):  # converges in a step or two; bounded in case it cannot
         req = messages_pb2.SimpleRequest(payload=messages_pb2.Payload(body=b"x" * body))
         size = req.ByteSize()
         if size == total:
             return req
         body += total - size
         assert body >= 0
+    raise ValueError(f"no SimpleRequest serializes to exactly {total} bytes")
 
 
 def test_message_at_limit_is_accepted(testsvc):
