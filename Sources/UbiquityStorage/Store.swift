@@ -65,6 +65,7 @@ struct StoreState {
 public final class Store: Sendable {
     public let id: UUID
     public let path: String
+    let canonicalPath: String
     let config: StorageConfiguration
     let state: Locked<StoreState>
     let readers: ReaderPool
@@ -78,8 +79,19 @@ public final class Store: Sendable {
         try Store(path: path, id: id, model: model, config: configuration)
     }
 
+    /// Files open as stores in this process: a second `Store` on the same file would be a second
+    /// writer (rule 1).
+    static let openPaths = Locked(Set<String>())
+
     private init(path: String, id: UUID, model: ModelDefinition?, config: StorageConfiguration) throws {
         if config.vfsName == FaultInjection.vfsName { FaultInjection.register() }
+        let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+        guard Store.openPaths.withLock({ $0.insert(canonical).inserted }) else {
+            throw StorageError(.busy, "store file is already open in this process")
+        }
+        var opened = false
+        defer { if !opened { Store.openPaths.withLock { _ = $0.remove(canonical) } } }
+        self.canonicalPath = canonical
         self.path = path
         self.config = config
         let w = try Connection(path: path, readOnly: false, vfs: config.vfsName, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: config.statementCacheSize)
@@ -145,6 +157,7 @@ public final class Store: Sendable {
             })) ?? false
             if !ok { gate.open() }
         }
+        opened = true
     }
 
     /// Closes the pools: queued work finishes, later calls fail with `.storeClosed`. Blocks until the threads exit.
@@ -155,6 +168,7 @@ public final class Store: Sendable {
         // checkpoint runs with nobody reading (rule 5).
         readers.shutdown()
         writer.shutdown()
+        Store.openPaths.withLock { _ = $0.remove(canonicalPath) }
     }
 
     deinit { close() }

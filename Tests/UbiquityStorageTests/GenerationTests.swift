@@ -146,6 +146,9 @@ final class GenerationTests: StorageTestCase {
     func testGenerationsSurviveReopen() async throws {
         let sid = UUID()
         var s: Store? = try open("re", id: sid)
+        XCTAssertThrowsError(try Store.open(path: dir + "/re.sqlite", id: sid), "a second Store on an open file would be a second writer") {
+            XCTAssertEqual(($0 as? StorageError)?.reason, .busy)
+        }
         let id = try await insert(s!, "Note", ["n": 1])
         _ = try await update(s!, id, ["n": 2])
         let t1 = GenerationToken(storeID: sid, epoch: s!.currentToken.epoch, generation: 1)
