@@ -481,9 +481,12 @@ public final class Store: Sendable {
         // Reader connections are read-only, and VACUUM INTO writes its target through the source
         // connection: copy through a short-lived read-write connection that only reads this
         // database and never checkpoints it (NO_CKPT_ON_CLOSE), off the cooperative pool.
-        let (src, cfg) = (path, config)
+        let (src, cfg, gate) = (path, config, readerGate)
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, Error>) in
             DispatchQueue.global().async {
+                // counted as a reader by the gate, so a WAL restart waits for it instead of failing
+                gate.enter()
+                defer { gate.leave() }
                 cont.resume(with: Result {
                     let c = try Connection(path: src, readOnly: false, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, create: false)
                     defer { c.close() }
