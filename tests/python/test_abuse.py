@@ -23,6 +23,7 @@ from hyperframe.frame import (
     PingFrame,
     RstStreamFrame,
     SettingsFrame,
+    WindowUpdateFrame,
 )
 
 import h2raw
@@ -454,4 +455,116 @@ def test_abuse_settings_flood(start_server):
             watch_rss(srv, rss_before, 0.5)
     finally:
         conn.close()
+    assert_healthy(srv, rss_before)
+
+
+# -- mutated conversations (deterministic fuzzing) ----------------------------
+
+_FUZZ_PATHS = [
+    PING, STREAMING_OUTPUT, STREAMING_INPUT,
+    "/grpc.testing.TestService/FullDuplexCall", "/grpc.testing.TestService/UnaryCall",
+    "/grpc.health.v1.Health/Watch",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", "/no.Such/Method",
+]
+
+
+def _fuzz_messages():
+    return [
+        admin_pb2.PingRequest(payload=b"abc").SerializeToString(),
+        messages_pb2.StreamingOutputCallRequest(response_parameters=[
+            messages_pb2.ResponseParameters(size=100, interval_us=1000)] * 3).SerializeToString(),
+        messages_pb2.SimpleRequest(response_size=50, response_status=messages_pb2.EchoStatus(
+            code=3, message="x")).SerializeToString(),
+        b"",
+        b"\x0a\x05hello",
+    ]
+
+
+def _conversation(rng, encoder, authority, messages) -> list[bytes]:
+    """A valid client conversation: a few calls of every shape, ended, reset or left open."""
+    frames = []
+    sid = 1
+    for _ in range(rng.randrange(1, 6)):
+        extra = rng.choice([[], [("grpc-timeout", "100m")], [("x-a-bin", "AAEC")],
+                            [("grpc-encoding", "gzip")]])
+        headers = h2raw.grpc_request_headers(authority, rng.choice(_FUZZ_PATHS), extra=extra)
+        frames.append(h2raw.RawH2.frame_header_block(sid, encoder.encode(headers), False))
+        for _ in range(rng.randrange(0, 4)):
+            frames.append(DataFrame(sid, h2raw.grpc_frame(rng.choice(messages))).serialize())
+        r = rng.random()
+        if r < 0.6:
+            frames.append(DataFrame(sid, b"", flags=["END_STREAM"]).serialize())
+        elif r < 0.8:
+            frames.append(RstStreamFrame(sid, error_code=h2raw.CANCEL).serialize())
+        frames.append(rng.choice([
+            PingFrame(0, opaque_data=b"12345678").serialize(),
+            WindowUpdateFrame(0, window_increment=1000).serialize(),
+            WindowUpdateFrame(sid, window_increment=5).serialize(),
+        ]))
+        sid += 2
+    return frames
+
+
+def _mutate(rng, frames: list[bytes]) -> list[bytes]:
+    """1-3 mutations: bit flip, flags, stream id, duplicate, truncate, swap, length, type."""
+    import struct
+
+    frames = list(frames)
+    for _ in range(rng.randrange(1, 4)):
+        i = rng.randrange(len(frames))
+        f = bytearray(frames[i])
+        m = rng.randrange(8)
+        if len(f) < 9 and m in (1, 2, 6, 7):
+            m = 3
+        if m == 0 and len(f) > 9:
+            f[9 + rng.randrange(len(f) - 9)] ^= 1 << rng.randrange(8)
+        elif m == 1:
+            f[4] = rng.randrange(256)
+        elif m == 2:
+            f[5:9] = struct.pack(">I", rng.choice([0, 2, 1, 3, 7, 2**31 - 1]))
+        elif m == 3:
+            frames.insert(i, bytes(f))
+        elif m == 4:
+            f = f[:rng.randrange(len(f) + 1)]
+        elif m == 5 and len(frames) > 1:
+            j = rng.randrange(len(frames))
+            frames[i], frames[j] = frames[j], frames[i]
+        elif m == 6:
+            f[0:3] = struct.pack(">I", rng.randrange(1 << 15))[1:]
+        elif m == 7:
+            f[3] = rng.choice([0, 1, 2, 3, 4, 5, 8, 9, 10, 0x10])
+        frames[i] = bytes(f)
+    return frames
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_abuse_mutated_conversations(start_server, seed):
+    """150 valid conversations per seed, each with 1-3 random mutations. Reproducible:
+    the seed and the conversation index are in every failure message."""
+    import random
+
+    import hpack
+
+    srv = start_server()
+    rss_before = warm_up(srv)
+    rng = random.Random(seed)
+    messages = _fuzz_messages()
+    with Bystander(srv.address):
+        for k in range(150):
+            conn = h2raw.RawH2("127.0.0.1", srv.port)
+            try:
+                conn.preface()
+                conn.start_reader()
+                frames = _mutate(rng, _conversation(rng, hpack.Encoder(), conn.authority, messages))
+                conn.send_bytes(b"".join(frames))
+                try:
+                    conn.wait_for(lambda c: c.peer_closed or c.goaway is not None or (
+                        c.streams and all(s.finished for s in c.streams.values())), 1.5, "answers")
+                except AssertionError:
+                    pass  # calls left open by the mutation; closing the connection ends them
+            finally:
+                conn.close()
+            assert srv.alive(), (f"ubiquityd died on seed {seed}, conversation {k}\n"
+                                 f"{srv.stderr_tail()}")
+    watch_rss(srv, rss_before, 0)
     assert_healthy(srv, rss_before)
