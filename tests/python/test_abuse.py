@@ -568,3 +568,43 @@ def test_abuse_mutated_conversations(start_server, seed):
                                  f"{srv.stderr_tail()}")
     watch_rss(srv, rss_before, 0)
     assert_healthy(srv, rss_before)
+
+
+# -- a peer that ignores flow control -----------------------------------------
+
+def test_abuse_client_ignores_flow_control(start_server):
+    """DATA keeps coming far past the windows the server granted: the server must not
+    buffer it — it ends the stream or the connection with FLOW_CONTROL_ERROR."""
+    srv = start_server()
+    rss_before = warm_up(srv)
+    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    try:
+        conn.preface()
+        conn.start_reader()
+        sid = conn.new_stream_id()
+        conn.headers(sid, h2raw.grpc_request_headers(conn.authority,
+                                                     "/grpc.testing.TestService/FullDuplexCall"))
+        # Each request asks for a 256 KiB response and carries 60 KB, sent without
+        # waiting for WINDOW_UPDATE.
+        msg = h2raw.grpc_frame(messages_pb2.StreamingOutputCallRequest(
+            response_parameters=[messages_pb2.ResponseParameters(size=256 * 1024)],
+            payload=messages_pb2.Payload(body=b"p" * 60000)).SerializeToString())
+        flow_control_error = 0x3
+        with Bystander(srv.address):
+            for _ in range(1000):  # up to ~60 MB, far past any window
+                if not conn.data(sid, msg):
+                    break
+                st = conn.streams[sid]
+                if st.reset is not None or conn.goaway is not None or conn.peer_closed:
+                    break
+            conn.wait_for(lambda c: c.streams[sid].reset is not None or c.goaway is not None
+                          or c.peer_closed, 15, "the server to stop the flow-control violator")
+            watch_rss(srv, rss_before, 0.5)
+        st = conn.streams[sid]
+        if conn.goaway is not None:
+            assert conn.goaway.error_code == flow_control_error, conn.goaway
+        else:
+            assert st.reset == flow_control_error, st.reset
+    finally:
+        conn.close()
+    assert_healthy(srv, rss_before)
