@@ -41,6 +41,7 @@ final class JobQueue<Job>: @unchecked Sendable {
     }
 
     var isEmpty: Bool { cond.lock(); defer { cond.unlock() }; return head == items.count }
+    var count: Int { cond.lock(); defer { cond.unlock() }; return items.count - head }
 
     func close() { cond.lock(); closed = true; cond.broadcast(); cond.unlock() }
 }

@@ -81,11 +81,13 @@ final class WriterEngine: Sendable {
         }
         if let e = aborted {
             if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
-            // Nothing of this group is committed: every save that looked applied fails with the cause.
+            // Nothing of this group is committed: every save that looked applied fails with the
+            // cause — so do dry runs (they saw the group's earlier saves) and replays of saves
+            // made inside this group. Replays of earlier commits stand.
             for i in results.indices {
                 switch results[i] {
                 case .none: results[i] = .failure(e)
-                case .success(let r) where !r.replayed && !r.dryRun: results[i] = .failure(e)
+                case .success(let r) where !(r.replayed && r.token.generation <= startGen): results[i] = .failure(e)
                 default: break
                 }
             }

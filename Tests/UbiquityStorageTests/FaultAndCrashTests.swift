@@ -63,6 +63,40 @@ final class FaultTests: StorageTestCase {
     }
 }
 
+extension FaultTests {
+    /// Two saves in one group commit — the second a retry of the first (same client transaction
+    /// ID) — and the commit's fsync fails: neither may report success, and a later retry applies.
+    func testFailedGroupCommitFailsReplaysMadeInsideIt() async throws {
+        let s = try open("group") { $0.vfsName = FaultInjection.vfsName; $0.synchronous = .full }
+        try await insert(s, "Note", ["n": 0])
+        let started = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let blocker = Task { try await s.onWriter { _, _ in started.signal(); release.wait() } }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in DispatchQueue.global().async { started.wait(); c.resume() } }
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Note", values: ["n": 1])]
+        r.clientTransactionID = "tx-group"
+        let req = r
+        let first = Task { try await s.save(req) }
+        while s.writer.queue.count < 1 { await Task.yield() }
+        let retry = Task { try await s.save(req) }
+        while s.writer.queue.count < 2 { await Task.yield() }
+        FaultInjection.arm(syncNth: 1)
+        release.signal()
+        try await blocker.value
+        for t in [first, retry] {
+            do { let res = try await t.value; XCTFail("must fail, got replayed=\(res.replayed)") } catch let e as StorageError { XCTAssertEqual(e.reason, .io) }
+        }
+        FaultInjection.disarm()
+        let again = try await s.save(req)
+        XCTAssertFalse(again.replayed, "the failed group left no idempotency record")
+        let replay = try await s.save(req)
+        XCTAssertTrue(replay.replayed)
+        XCTAssertEqual(replay.permanentIDs, again.permanentIDs)
+        let n = try await s.objectIDs(entity: "Note").count
+        XCTAssertEqual(n, 2)
+    }
+}
+
 final class CrashTests: StorageTestCase {
     /// A child process saving in a loop is SIGKILLed at random points; after each reopen every
     /// acknowledged save is present, no save is partial, and integrity_check is ok.
