@@ -424,4 +424,32 @@ final class SaveTests: StorageTestCase {
         let a2 = try await s.object(r2)
         XCTAssertEqual(a2.relationships["bs"], [])
     }
+
+    /// Malformed tokens and object IDs are refused, never crash, and never name another store.
+    func testMalformedTokensAndObjectIDs() async throws {
+        let s = try open()
+        var rng = SystemRandomNumberGenerator()
+        for n in [0, 1, 16, 32, 33, 34, 64] {
+            for _ in 0..<200 {
+                let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                if let t = try? GenerationToken(bytes: bytes) {
+                    XCTAssertEqual(bytes.count, 33)
+                    let why = await reason { _ = try await s.objects([], at: .token(t)) }
+                    XCTAssertTrue([.invalidArgument, .storeReplaced].contains(why), "\(String(describing: why))")
+                }
+            }
+        }
+        for bad in ["", "x-ubiquity://", "x-ubiquity://not-a-uuid/Note/p1", "x-ubiquity://\(s.id)/Note/1", "x-ubiquity://\(s.id)/Note/p0",
+                    "x-ubiquity://\(s.id)/Note/p-3", "x-ubiquity://\(s.id)//p3", "x-ubiquity://\(s.id)/Note/p3/extra", "http://\(s.id)/Note/p3"] {
+            XCTAssertNil(ObjectID(uri: bad), bad)
+        }
+        // a well-formed ID of another store or an unknown entity reads as absent, updates as not found
+        let foreign = ObjectID(storeID: UUID(), entity: "Note", pk: 1)
+        let unknown = ObjectID(storeID: s.id, entity: "Nope", pk: 1)
+        let found = try await s.objects([foreign, unknown])
+        XCTAssertEqual(found.count, 2); XCTAssertNil(found[0]); XCTAssertNil(found[1])
+        let why = await reason { _ = try await update(s, foreign, ["n": 1]) }
+        guard case .validationFailed(let issues)? = why else { return XCTFail("expected validation failure") }
+        XCTAssertEqual(issues.map(\.code), [.objectNotFound])
+    }
 }
