@@ -106,7 +106,8 @@ class StreamState:
 class RawH2:
     """One client-side HTTP/2 connection to the server under test."""
 
-    def __init__(self, host: str, port: int, rcvbuf: int | None = None, timeout: float = 10.0):
+    def __init__(self, host: str, port: int, rcvbuf: int | None = None, timeout: float = 10.0,
+                 auto_window_update: bool = True):
         self.host = host
         self.port = port
         self.authority = f"{host}:{port}"
@@ -135,6 +136,8 @@ class RawH2:
         self._reader: threading.Thread | None = None
         self._pending_headers: tuple[int, bytearray, bool] | None = None
         self.next_stream_id = 1
+        # When False, the test grants all receive window itself (flow-control tests).
+        self.auto_window_update = auto_window_update
 
     # -- sending -----------------------------------------------------------
 
@@ -315,7 +318,7 @@ class RawH2:
                     if end:
                         st.ended = True
         elif isinstance(frame, DataFrame):
-            if frame.flow_controlled_length:
+            if frame.flow_controlled_length and self.auto_window_update:
                 # Give the window straight back, like a client that keeps reading.
                 self.window_update(0, frame.flow_controlled_length)
                 if "END_STREAM" not in frame.flags:

@@ -662,3 +662,35 @@ def test_response_over_default_send_limit(testsvc, admin):
                           timeout=CALL_TIMEOUT)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert admin.Ping(admin_pb2.PingRequest(payload=b"s"), timeout=CALL_TIMEOUT).payload == b"s"
+
+
+def test_server_obeys_flow_control_windows(server):
+    """With a zero initial window the server sends headers but no DATA; then, granted
+    1000 bytes at a time, it never sends more than it was granted and finishes."""
+    sizes = [100 * 1024, 7, 50 * 1024]
+    req = messages_pb2.StreamingOutputCallRequest(response_parameters=[
+        messages_pb2.ResponseParameters(size=n) for n in sizes]).SerializeToString()
+    total = sum(5 + messages_pb2.StreamingOutputCallResponse(
+        payload=messages_pb2.Payload(body=b"\0" * n)).ByteSize() for n in sizes)
+    with h2raw.RawH2("127.0.0.1", server.port, auto_window_update=False) as conn:
+        conn.preface({0x4: 0})  # SETTINGS_INITIAL_WINDOW_SIZE = 0
+        conn.start_reader()
+        sid = conn.unary("/grpc.testing.TestService/StreamingOutputCall", req)
+        conn.wait_for(lambda c: c.streams[sid].header_blocks, 10, "response headers")
+        granted = 0
+        for _ in range(1000):  # bounded: ~154 KB in 1000-byte steps
+            st = conn.streams[sid]
+            assert len(st.data) <= granted, f"received {len(st.data)} bytes, granted {granted}"
+            if st.finished:
+                break
+            conn.window_update(sid, 1000)
+            conn.window_update(0, 1000)
+            granted += 1000
+            # Wait for the server to use the grant (or to finish).
+            conn.wait_for(lambda c: len(c.streams[sid].data) >= min(granted, total)
+                          or c.streams[sid].finished, 10, "the server to use its window")
+        st = conn.wait_stream(sid)
+        assert len(st.data) == total <= granted
+        assert st.grpc_status == OK, st.header_blocks
+        assert [len(messages_pb2.StreamingOutputCallResponse.FromString(m).payload.body)
+                for m in h2raw.grpc_messages(bytes(st.data))] == sizes
