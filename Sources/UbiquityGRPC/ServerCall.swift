@@ -338,17 +338,30 @@ public final class ServerCall: Sendable {
     }
 
     /// Cancels from the loop: the handler's waits throw, its task is cancelled, later output is dropped.
+    /// With `overrideStatus` the call ends with the reason's status and queued output is discarded.
     /// Returns false when the call had already ended.
     @discardableResult
     func cancel(_ reason: CancelReason, overrideStatus: Bool) -> Bool {
+        end(reason, status: overrideStatus ? reason.status : nil)
+    }
+
+    /// Ends the call from the loop with `status` (for errors found by the transport, e.g. a second
+    /// request message on a unary call), dropping queued output.
+    func failFromLoop(_ status: CallStatus) {
+        end(.protocolError, status: status)
+    }
+
+    /// The one path by which the loop ends a call: mark it, replace its status if asked, and wake
+    /// or cancel whatever the handler is waiting on (outside the lock).
+    private func end(_ reason: CancelReason, status: CallStatus?) -> Bool {
         var reader: CheckedContinuation<[UInt8]?, any Error>?
         var writer: CheckedContinuation<Void, any Error>?
         var task: Task<Void, Never>?
         let did = state.withLock { s -> Bool in
             guard s.cancelled == nil else { return false }
             s.cancelled = reason
-            if overrideStatus {
-                s.status = reason.status
+            if let status {
+                s.status = status
                 s.outbound.removeAll()
                 s.outboundRead = 0
             }
@@ -361,26 +374,5 @@ public final class ServerCall: Sendable {
         writer?.resume(throwing: CancellationError())
         task?.cancel()
         return did
-    }
-
-    /// Ends the call from the loop with `status` (for errors found by the transport, e.g. a second
-    /// request message on a unary call), dropping queued output.
-    func failFromLoop(_ status: CallStatus) {
-        var task: Task<Void, Never>?
-        var reader: CheckedContinuation<[UInt8]?, any Error>?
-        var writer: CheckedContinuation<Void, any Error>?
-        state.withLock { s in
-            guard s.cancelled == nil else { return }
-            s.cancelled = .protocolError
-            s.status = status
-            s.outbound.removeAll()
-            s.outboundRead = 0
-            reader = s.readWaiter; s.readWaiter = nil
-            writer = s.writeWaiter; s.writeWaiter = nil
-            task = s.task
-        }
-        reader?.resume(throwing: CancellationError())
-        writer?.resume(throwing: CancellationError())
-        task?.cancel()
     }
 }
