@@ -11,12 +11,15 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "ubiquityd", targets: ["ubiquityd"]),
+        .executable(name: "ubiq", targets: ["ubiq"]),
+        .executable(name: "ubiquity-load", targets: ["ubiquity-load"]),
         .library(name: "UbiquityStorage", targets: ["UbiquityStorage"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // C system libraries (Debian: libuv1-dev, libnghttp2-dev, libsqlite3-dev) with shims.
@@ -42,11 +45,23 @@ let package = Package(
         .target(
             name: "UbiquityStorage",
             dependencies: ["CSQLite", .product(name: "Logging", package: "swift-log")]),
+        // Query layer: NSPredicate-format parser, SQL compiler, in-memory evaluator, fetch executor,
+        // batch update/delete, deduplication. Storage only; no gRPC.
+        .target(
+            name: "UbiquityQuery",
+            dependencies: ["UbiquityStorage", "CSQLite", .product(name: "Logging", package: "swift-log")]),
+        // gRPC client over the same libuv + nghttp2 stack (used by `ubiq` and `ubiquity-load`). No storage.
+        .target(
+            name: "UbiquityGRPCClient",
+            dependencies: [
+                "UbiquityLoop", "UbiquityGRPC", "CNGHTTP2",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ]),
         // Services: bind the transport and the storage engine.
         .target(
             name: "UbiquityServices",
             dependencies: [
-                "UbiquityGRPC", "UbiquityProtos",
+                "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage", "UbiquityQuery",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -62,6 +77,25 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
+        // The command-line client.
+        .executableTarget(
+            name: "ubiq",
+            dependencies: [
+                "UbiquityGRPCClient", "UbiquityProtos",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        // The load generator (SPEC §6).
+        .executableTarget(
+            name: "ubiquity-load",
+            dependencies: [
+                "UbiquityGRPCClient", "UbiquityProtos", "UbiquityLoop", "CNGHTTP2",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]),
+
+        .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "CSQLite"]),
         .testTarget(name: "UbiquityGRPCTests", dependencies: ["UbiquityGRPC", "UbiquityLoop"]),
         .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.

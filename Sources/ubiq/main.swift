@@ -1,0 +1,1 @@
+print("ubiq: not built yet")

@@ -1,0 +1,1 @@
+print("ubiquity-load: not built yet")
