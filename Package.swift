@@ -97,6 +97,12 @@ let package = Package(
 
         .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "CSQLite"]),
         .testTarget(name: "UbiquityGRPCTests", dependencies: ["UbiquityGRPC", "UbiquityLoop"]),
+        .testTarget(
+            name: "UbiquityGRPCClientTests",
+            dependencies: [
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityProtos",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),

@@ -142,18 +142,11 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     /// Pulls frames from nghttp2 into the socket's write batch, up to the write-queue bound.
     func sendPending() {
         guard let session, !inCallback, !tcp.isClosed else { return }
-        while tcp.queuedWriteBytes < config.maxWriteQueueBytes {
-            var ptr: UnsafePointer<UInt8>?
-            let n = nghttp2_session_mem_send(session, &ptr)
-            if n < 0 {
-                countProtocolError()
-                close()
-                return
-            }
-            if n == 0 { break }
-            tcp.write(UnsafeRawBufferPointer(start: ptr, count: n))
+        guard NGHTTP2Glue.pump(session, into: tcp, limit: config.maxWriteQueueBytes) else {
+            countProtocolError()
+            close()
+            return
         }
-        tcp.flush()
         if !closing && nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             closeAfterFlush()
         } else if draining && streams.isEmpty && drainTimer == nil {
@@ -465,7 +458,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         while stream.deframer.count >= 5 {
             let p = stream.deframer.base!.assumingMemoryBound(to: UInt8.self)
             let compressed = p[0]
-            let length = Int(p[1]) << 24 | Int(p[2]) << 16 | Int(p[3]) << 8 | Int(p[4])
+            let length = NGHTTP2Glue.messageLength(p)
             if compressed != 0 {
                 failStream(stream, call, CallStatus(code: .internal,
                     message: "compressed message received but no grpc-encoding was negotiated"))
@@ -674,27 +667,5 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         let rc = nghttp2_session_server_new2(&session, callbacks, Unmanaged.passUnretained(conn).toOpaque(), option)
         precondition(rc == 0, "nghttp2_session_server_new2 failed: \(rc)")
         return session
-    }
-}
-
-/// Calls `body` with an nghttp2 header array pointing into one contiguous copy of `headers`.
-func withHeaderArray<R>(_ headers: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) -> R {
-    var bytes = [UInt8]()
-    var spans: [(Int, Int, Int, Int)] = []
-    spans.reserveCapacity(headers.count)
-    for (name, value) in headers {
-        let n0 = bytes.count
-        bytes.append(contentsOf: name.utf8)
-        let v0 = bytes.count
-        bytes.append(contentsOf: value.utf8)
-        spans.append((n0, v0 - n0, v0, bytes.count - v0))
-    }
-    return bytes.withUnsafeMutableBufferPointer { buf in
-        let base = buf.baseAddress ?? UnsafeMutablePointer<UInt8>.allocate(capacity: 1)
-        let nva = spans.map { s in
-            nghttp2_nv(name: base + s.0, value: base + s.2, namelen: s.1, valuelen: s.3,
-                       flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-        }
-        return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
     }
 }

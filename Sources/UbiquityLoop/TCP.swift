@@ -160,6 +160,64 @@ public final class TCPConnection {
     }
 }
 
+extension TCPConnection {
+    /// Opens an outbound connection to `host:port` (an IPv4 or IPv6 literal, or a name resolved with
+    /// `getaddrinfo`, which blocks the loop thread briefly — fine for clients, which connect rarely).
+    /// `completion` runs once on the loop thread. Call on the loop thread.
+    public static func connect(loop: EventLoop, host: String, port: Int,
+                               _ completion: @escaping (Result<TCPConnection, UVError>) -> Void) {
+        loop.assertInEventLoop()
+        var storage = sockaddr_storage()
+        if let rc = SocketAddress.resolve(host: host, port: port, into: &storage), rc != 0 {
+            completion(.failure(UVError(rc)))
+            return
+        }
+        let handle = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
+        uv_tcp_init(loop.uvLoop, handle)
+        let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
+        let pending = PendingConnect(loop: loop, handle: handle, completion: completion)
+        request.pointee.data = Unmanaged.passRetained(pending).toOpaque()
+        let rc = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { addr in
+                uv_tcp_connect(request, handle, addr) { req, status in
+                    let pending = Unmanaged<PendingConnect>.fromOpaque(req!.pointee.data).takeRetainedValue()
+                    req!.deallocate()
+                    pending.finish(status)
+                }
+            }
+        }
+        if rc != 0 {
+            Unmanaged<PendingConnect>.fromOpaque(request.pointee.data).release()
+            request.deallocate()
+            pending.finish(rc)
+        }
+    }
+}
+
+/// An outbound connect in progress (loop thread only).
+private final class PendingConnect {
+    let loop: EventLoop
+    let handle: UnsafeMutablePointer<uv_tcp_t>
+    let completion: (Result<TCPConnection, UVError>) -> Void
+
+    init(loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>, completion: @escaping (Result<TCPConnection, UVError>) -> Void) {
+        self.loop = loop
+        self.handle = handle
+        self.completion = completion
+    }
+
+    func finish(_ status: Int32) {
+        if status == 0 {
+            completion(.success(TCPConnection(loop: loop, handle: handle)))
+            return
+        }
+        uv_close(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)) { h in
+            UnsafeMutableRawPointer(h!).deallocate()
+        }
+        completion(.failure(UVError(status)))
+    }
+}
+
 /// Listens on one address and hands accepted connections to `onAccept` on the loop thread.
 public final class TCPListener {
     // Invariant: used on `loop`'s thread only.
@@ -261,6 +319,31 @@ enum SocketAddress {
             uv_ip4_name(sin, &name, name.count)
             return "\(String(cString: name)):\(UInt16(bigEndian: sin.pointee.sin_port))"
         }
+    }
+
+    /// Fills `storage` with `host:port`: a literal first, else the first `getaddrinfo` answer.
+    /// Returns nil on success, else a libuv error code.
+    static func resolve(host: String, port: Int, into storage: inout sockaddr_storage) -> Int32? {
+        let h = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        let rc4 = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { uv_ip4_addr(h, Int32(port), $0) }
+        }
+        if rc4 == 0 { return nil }
+        let rc6 = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { uv_ip6_addr(h, Int32(port), $0) }
+        }
+        if rc6 == 0 { return nil }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(h, String(port), &hints, &result) == 0, let first = result else {
+            return Int32(UV_EAI_NONAME.rawValue)
+        }
+        defer { freeaddrinfo(result) }
+        withUnsafeMutableBytes(of: &storage) { dst in
+            dst.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(first.pointee.ai_addrlen)))
+        }
+        return nil
     }
 
     static func port(_ storage: UnsafeMutablePointer<sockaddr_storage>) -> Int {

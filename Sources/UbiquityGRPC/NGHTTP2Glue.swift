@@ -1,0 +1,52 @@
+import CNGHTTP2
+import UbiquityLoop
+
+/// nghttp2 plumbing shared by the server's `HTTP2Connection` and the client connection in
+/// `UbiquityGRPCClient`: both drive a session by `mem_recv` / `mem_send` over a `TCPConnection`.
+public enum NGHTTP2Glue {
+    /// Pulls frames from `session` (`nghttp2_session_mem_send`) into `tcp`'s write batch until it
+    /// holds `limit` bytes or nghttp2 has nothing more to send, then starts a write (at most one
+    /// is in flight). Returns false on a fatal nghttp2 error; the caller closes the connection.
+    /// Loop thread only, and never from inside an nghttp2 callback (nghttp2 is not re-entrant).
+    @inline(__always)
+    public static func pump(_ session: OpaquePointer, into tcp: TCPConnection, limit: Int) -> Bool {
+        while tcp.queuedWriteBytes < limit {
+            var ptr: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &ptr)
+            if n < 0 { return false }
+            if n == 0 { break }
+            tcp.write(UnsafeRawBufferPointer(start: ptr, count: n))
+        }
+        tcp.flush()
+        return true
+    }
+
+    /// Length of the gRPC message whose 5-byte prefix starts at `p` (byte 0: compressed flag,
+    /// bytes 1–4: big-endian length).
+    @inline(__always)
+    public static func messageLength(_ p: UnsafePointer<UInt8>) -> Int {
+        Int(p[1]) << 24 | Int(p[2]) << 16 | Int(p[3]) << 8 | Int(p[4])
+    }
+}
+
+/// Calls `body` with an nghttp2 header array pointing into one contiguous copy of `headers`.
+public func withHeaderArray<R>(_ headers: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) -> R {
+    var bytes = [UInt8]()
+    var spans: [(Int, Int, Int, Int)] = []
+    spans.reserveCapacity(headers.count)
+    for (name, value) in headers {
+        let n0 = bytes.count
+        bytes.append(contentsOf: name.utf8)
+        let v0 = bytes.count
+        bytes.append(contentsOf: value.utf8)
+        spans.append((n0, v0 - n0, v0, bytes.count - v0))
+    }
+    return bytes.withUnsafeMutableBufferPointer { buf in
+        let base = buf.baseAddress ?? UnsafeMutablePointer<UInt8>.allocate(capacity: 1)
+        let nva = spans.map { s in
+            nghttp2_nv(name: base + s.0, value: base + s.2, namelen: s.1, valuelen: s.3,
+                       flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+        }
+        return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+    }
+}

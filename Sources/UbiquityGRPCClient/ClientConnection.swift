@@ -1,0 +1,663 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CNGHTTP2
+import UbiquityGRPC
+import UbiquityLoop
+
+/// How a call ended, handed to its completion on the loop thread.
+///
+/// `response` points into the call's receive buffer and is valid only during the completion
+/// callback: copy it (or decode it) there. Metadata is collected only for calls started with
+/// `collectMetadata: true`; otherwise it is empty and costs nothing.
+public struct ClientCallResult {
+    /// The value passed to `startCall` (a load generator puts the start time here).
+    public var tag: UInt64
+    public var status: StatusCode
+    /// `grpc-message`, percent-decoded ("" when absent).
+    public var message: String
+    /// Raw `grpc-status-details-bin` bytes (a serialized `google.rpc.Status`), if sent.
+    public var details: [UInt8]?
+    /// The first response message (without its 5-byte prefix), unless messages went to `onMessage`.
+    public var response: UnsafeRawBufferPointer?
+    /// Response messages received.
+    public var responseCount: Int
+    public var initialMetadata: Metadata
+    public var trailingMetadata: Metadata
+}
+
+/// One call in flight. Pooled per connection and reused, so a call costs no allocation of ours
+/// once the pool is warm. Loop thread only.
+final class ClientStream {
+    var streamID: Int32 = 0
+    var request: PreparedRequest?
+    var bodyOffset = 0
+    var tag: UInt64 = 0
+    var onComplete: ((ClientCallResult) -> Void)?
+    var onMessage: ((UnsafeRawBufferPointer) -> Void)?
+    var collectMetadata = false
+    var httpStatus = 0
+    var sawContentType = false
+    var grpcContentType = false
+    var grpcStatus = -1
+    var grpcMessage = ""
+    var details: [UInt8]?
+    var initialMetadata = Metadata()
+    var trailingMetadata = Metadata()
+    var receivedHeaders = false
+    var inbound = ByteBuffer()
+    var responseCount = 0
+    /// Set when we ended the call ourselves (cancel, deadline, limit): it wins over what follows.
+    var localStatus: (StatusCode, String)?
+    var timer: LoopTimer?
+    /// Index in the connection's `active` array, -1 when not active.
+    var activeIndex = -1
+
+    func reset() {
+        streamID = 0
+        request = nil
+        bodyOffset = 0
+        onComplete = nil
+        onMessage = nil
+        collectMetadata = false
+        httpStatus = 0
+        sawContentType = false
+        grpcContentType = false
+        grpcStatus = -1
+        if !grpcMessage.isEmpty { grpcMessage = "" }
+        details = nil
+        if !initialMetadata.isEmpty { initialMetadata = Metadata() }
+        if !trailingMetadata.isEmpty { trailingMetadata = Metadata() }
+        receivedHeaders = false
+        inbound.removeAll()
+        responseCount = 0
+        localStatus = nil
+        timer?.close()
+        timer = nil
+        activeIndex = -1
+    }
+}
+
+/// Options of a client connection.
+public struct ClientConnectionOptions: Sendable {
+    /// SETTINGS_INITIAL_WINDOW_SIZE we advertise (per stream receive window).
+    public var initialWindowSize = 1 << 20
+    /// Connection-level receive window.
+    public var connectionWindowSize = 16 << 20
+    /// Largest response message accepted; larger ones end the call with RESOURCE_EXHAUSTED.
+    public var maxReceiveMessageBytes = 4 << 20
+    /// Stop pulling frames from nghttp2 past this many bytes queued for the socket.
+    public var maxWriteQueueBytes = 1 << 20
+    /// How long `connect` waits for the server's first SETTINGS frame.
+    public var settingsTimeoutMilliseconds: UInt64 = 10_000
+    public init() {}
+}
+
+/// One HTTP/2 connection of a gRPC client: an nghttp2 *client* session over a `TCPConnection`,
+/// driven exactly like the server side (`mem_recv` on read, `mem_send` into one batched write).
+///
+/// This is the cheap layer: a call is a `PreparedRequest` (headers and framed message built
+/// once), a tag, and a completion closure that runs on the loop thread. No Task, no per-call
+/// allocation of ours (streams are pooled; nghttp2 allocates its own stream state).
+///
+/// Threading: created, used and released on its loop's thread only (docs/threading.md rule 1).
+/// nghttp2 is never re-entered: callbacks only record state; completions run after `mem_recv`
+/// returns (so a completion may start the next call), and frames go out once per batch.
+public final class ClientConnection {
+    public let loop: EventLoop
+    public let authority: String
+    let tcp: TCPConnection
+    private var session: OpaquePointer?
+    private let options: ClientConnectionOptions
+    private var pool: [ClientStream] = []
+    private var active: [ClientStream] = []
+    private var completed: [ClientStream] = []
+    /// True while inside `mem_recv` or while running completions: `startCall` then leaves the
+    /// flush to the end of the batch.
+    private var batching = false
+    private var flushScheduled = false
+    private var inRecv = false
+    private var closeRequested = false
+    private var closing = false
+    public private(set) var isClosed = false
+    /// The peer sent GOAWAY: no new calls on this connection.
+    public private(set) var receivedGoAway = false
+    /// Called once when the connection is closed (by either side), after pending calls failed.
+    public var onClose: ((UVError?) -> Void)?
+
+    /// Calls in flight.
+    public var activeCalls: Int { active.count }
+    /// Whether new calls can start here.
+    public var isUsable: Bool { !isClosed && !closing && !receivedGoAway }
+
+    /// Connects to `host:port` on `loop` and sends the HTTP/2 preface and SETTINGS. Call on the
+    /// loop thread; `completion` runs there.
+    public static func connect(loop: EventLoop, host: String, port: Int, options: ClientConnectionOptions = ClientConnectionOptions(),
+                               _ completion: @escaping (Result<ClientConnection, RPCError>) -> Void) {
+        TCPConnection.connect(loop: loop, host: host, port: port) { result in
+            switch result {
+            case .success(let tcp):
+                let authority = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
+                let connection = ClientConnection(tcp: tcp, authority: authority, options: options)
+                connection.awaitSettings(completion)
+            case .failure(let error):
+                completion(.failure(RPCError(.unavailable, "cannot connect to \(host):\(port): \(error)")))
+            }
+        }
+    }
+
+    init(tcp: TCPConnection, authority: String, options: ClientConnectionOptions) {
+        self.tcp = tcp
+        self.loop = tcp.loop
+        self.authority = authority
+        self.options = options
+        pool.reserveCapacity(64)
+        active.reserveCapacity(64)
+        completed.reserveCapacity(64)
+        tcp.delegate = ConnectionDelegate(self)
+        session = Self.makeSession(self)
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: UInt32(options.initialWindowSize)),
+        ]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(options.connectionWindowSize))
+        tcp.startReading()
+        flush()
+    }
+
+    // MARK: readiness
+
+    private var onReady: ((Result<ClientConnection, RPCError>) -> Void)?
+    private var readyTimer: LoopTimer?
+    private var sawSettings = false
+    private var readyPending = false
+
+    /// Reports the connection ready once the server's first SETTINGS frame arrived (as gRPC core
+    /// does): before it, the server's SETTINGS_MAX_CONCURRENT_STREAMS is unknown and a burst of
+    /// calls would be refused.
+    private func awaitSettings(_ completion: @escaping (Result<ClientConnection, RPCError>) -> Void) {
+        onReady = completion
+        let timer = LoopTimer(loop: loop)
+        readyTimer = timer
+        timer.start(milliseconds: options.settingsTimeoutMilliseconds) { [self] in
+            self.finishReady(RPCError(.unavailable, "no HTTP/2 SETTINGS from the server within \(self.options.settingsTimeoutMilliseconds) ms"))
+        }
+    }
+
+    private func finishReady(_ error: RPCError?) {
+        guard let ready = onReady else { return }
+        onReady = nil
+        readyTimer?.close()
+        readyTimer = nil
+        if let error {
+            closeNow(nil)
+            ready(.failure(error))
+        } else {
+            ready(.success(self))
+        }
+    }
+
+    // MARK: calls
+
+    /// Starts a call. `completion` runs exactly once, on the loop thread, after the call ended
+    /// (also when it could not start: then with UNAVAILABLE, on a later loop turn).
+    /// `onMessage`, if given, receives each response message as it arrives (server streaming);
+    /// then `ClientCallResult.response` is nil. Returns the stream ID (for `cancel`), or 0.
+    @discardableResult
+    public func startCall(_ request: PreparedRequest, tag: UInt64 = 0, collectMetadata: Bool = false,
+                          onMessage: ((UnsafeRawBufferPointer) -> Void)? = nil,
+                          completion: @escaping (ClientCallResult) -> Void) -> Int32 {
+        loop.assertInEventLoop()
+        let stream = pool.popLast() ?? ClientStream()
+        stream.request = request
+        stream.tag = tag
+        stream.onComplete = completion
+        stream.onMessage = onMessage
+        stream.collectMetadata = collectMetadata
+        guard let session, isUsable else {
+            fail(stream, .unavailable, isClosed || closing ? "the connection is closed" : "the server is going away (GOAWAY)")
+            return 0
+        }
+        var provider = nghttp2_data_provider()
+        provider.source.ptr = Unmanaged.passUnretained(stream).toOpaque()
+        provider.read_callback = Self.readBody
+        let id = nghttp2_submit_request(session, nil, request.nva, request.nvCount, &provider,
+                                        Unmanaged.passUnretained(stream).toOpaque())
+        if id < 0 {
+            fail(stream, .unavailable, "cannot start a stream: \(String(cString: nghttp2_strerror(id)))")
+            return 0
+        }
+        stream.streamID = id
+        stream.activeIndex = active.count
+        active.append(stream)
+        if request.timeoutMilliseconds > 0 {
+            let timer = LoopTimer(loop: loop)
+            stream.timer = timer
+            // Strong capture of self: the timer drops its closure when the stream ends (reset()).
+            timer.start(milliseconds: request.timeoutMilliseconds) { [self] in
+                self.endLocally(stream, id, .deadlineExceeded, "deadline exceeded (client)")
+            }
+        }
+        if !batching { flush() }
+        return id
+    }
+
+    /// Cancels a call in flight: RST_STREAM(CANCEL); its completion runs with CANCELLED.
+    public func cancel(streamID: Int32) {
+        loop.assertInEventLoop()
+        // A linear search, not nghttp2's stream user data: a request still queued behind
+        // SETTINGS_MAX_CONCURRENT_STREAMS has no nghttp2 stream yet (RST_STREAM cancels it there).
+        guard streamID > 0, let stream = active.first(where: { $0.streamID == streamID }) else { return }
+        endLocally(stream, streamID, .cancelled, "the call was cancelled by the client")
+    }
+
+    private func endLocally(_ stream: ClientStream, _ id: Int32, _ code: StatusCode, _ message: String) {
+        guard stream.streamID == id, stream.activeIndex >= 0, stream.localStatus == nil, let session else { return }
+        stream.localStatus = (code, message)
+        stream.timer?.close()
+        stream.timer = nil
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_CANCEL.rawValue)
+        if !batching { flush() }
+    }
+
+    /// Completes a call that never got a stream, on a later loop turn (never inside the caller).
+    private func fail(_ stream: ClientStream, _ code: StatusCode, _ message: String) {
+        stream.localStatus = (code, message)
+        completed.append(stream)
+        scheduleFlush()
+    }
+
+    private func scheduleFlush() {
+        guard !flushScheduled, !batching else { return }
+        flushScheduled = true
+        let me = LoopBound(self, loop: loop)
+        loop.execute {
+            let c = me.get
+            c.flushScheduled = false
+            c.flush()
+        }
+    }
+
+    // MARK: connection lifecycle
+
+    /// Sends GOAWAY (best effort: one write attempt) and closes now. Calls in flight end with
+    /// UNAVAILABLE before this returns.
+    public func close() {
+        loop.assertInEventLoop()
+        guard !isClosed else { return }
+        if inRecv {
+            // Called from a callback inside mem_recv: nghttp2 must not be deleted under itself.
+            closeRequested = true
+            return
+        }
+        if let session, !closing {
+            nghttp2_session_terminate_session(session, NGHTTP2_NO_ERROR.rawValue)
+            _ = NGHTTP2Glue.pump(session, into: tcp, limit: options.maxWriteQueueBytes)
+        }
+        closeNow(nil)
+    }
+
+    private func closeNow(_ error: UVError?) {
+        guard !isClosed else { return }
+        isClosed = true
+        closing = true
+        for stream in active where stream.localStatus == nil {
+            stream.localStatus = (.unavailable, error.map { "the connection closed: \($0)" } ?? "the connection closed")
+        }
+        completed.append(contentsOf: active)
+        for stream in active { stream.activeIndex = -1 }
+        active.removeAll()
+        if let session { nghttp2_session_del(session) }
+        session = nil
+        tcp.close()
+        runCompletions()
+        finishReady(RPCError(.unavailable, "the connection closed before the server's HTTP/2 SETTINGS arrived"))
+        let cb = onClose
+        onClose = nil
+        cb?(error)
+    }
+
+    // MARK: I/O
+
+    fileprivate func didRead(_ bytes: UnsafeRawBufferPointer) {
+        guard let session, !isClosed else { return }
+        batching = true
+        inRecv = true
+        let rc = nghttp2_session_mem_recv(session, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), bytes.count)
+        inRecv = false
+        batching = false
+        if rc < 0 {
+            closeNow(nil)
+            return
+        }
+        if closeRequested {
+            close()
+            return
+        }
+        if readyPending {
+            // Outside mem_recv: the completion may start calls right away.
+            readyPending = false
+            finishReady(nil)
+        }
+        flush()
+    }
+
+    fileprivate func didReachEOF(_ error: UVError?) {
+        closeNow(error)
+    }
+
+    fileprivate func didDrainWrites() {
+        if closing {
+            if tcp.queuedWriteBytes == 0 { closeNow(nil) }
+            return
+        }
+        flush()
+    }
+
+    /// Runs finished calls' completions (which may start calls), then pulls frames into one write.
+    public func flush() {
+        runCompletions()
+        guard let session, !isClosed else { return }
+        if !NGHTTP2Glue.pump(session, into: tcp, limit: options.maxWriteQueueBytes) {
+            closeNow(nil)
+            return
+        }
+        if !closing, nghttp2_session_want_read(session) == 0, nghttp2_session_want_write(session) == 0 {
+            // GOAWAY received and every stream done, or the session ended: nothing more to do.
+            closing = true
+            if tcp.queuedWriteBytes == 0 { closeNow(nil) }
+        }
+    }
+
+    private func runCompletions() {
+        // Completions may start calls (whose failures append here) or close the connection
+        // (which runs this again): work on a batch swapped out, until nothing is left.
+        while !completed.isEmpty {
+            var batch: [ClientStream] = []
+            swap(&batch, &completed)
+            let wasBatching = batching
+            batching = true
+            for stream in batch { complete(stream) }
+            batching = wasBatching
+            batch.removeAll(keepingCapacity: true)
+            if completed.isEmpty { swap(&batch, &completed) }
+        }
+    }
+
+    private func complete(_ stream: ClientStream) {
+        var status: StatusCode
+        var message = ""
+        if let (code, text) = stream.localStatus {
+            status = code
+            message = text
+        } else if stream.httpStatus != 200 && stream.receivedHeaders {
+            status = Self.statusForHTTP(stream.httpStatus)
+            message = "HTTP status \(stream.httpStatus)"
+        } else if stream.receivedHeaders && !stream.grpcContentType {
+            status = .unknown
+            message = "the response content-type is not application/grpc"
+        } else if stream.grpcStatus >= 0 {
+            status = StatusCode(rawValue: stream.grpcStatus)
+            message = stream.grpcMessage
+        } else if stream.grpcStatus == -2 {
+            status = .internal
+            message = "malformed grpc-status in the response"
+        } else {
+            status = .internal
+            message = "the server ended the stream without grpc-status"
+        }
+        var response: UnsafeRawBufferPointer?
+        if stream.onMessage == nil, stream.inbound.count >= 5 {
+            let p = stream.inbound.base!.assumingMemoryBound(to: UInt8.self)
+            let length = NGHTTP2Glue.messageLength(p)
+            if stream.inbound.count >= 5 + length {
+                response = UnsafeRawBufferPointer(start: p + 5, count: length)
+            }
+        }
+        if status == .ok, stream.onMessage == nil, stream.inbound.count > 0, response == nil {
+            status = .internal
+            message = "the response ended inside a message"
+        }
+        let result = ClientCallResult(tag: stream.tag, status: status, message: message, details: stream.details,
+                                      response: response, responseCount: stream.responseCount,
+                                      initialMetadata: stream.initialMetadata, trailingMetadata: stream.trailingMetadata)
+        let completion = stream.onComplete
+        completion?(result)
+        stream.reset()
+        pool.append(stream)
+    }
+
+    /// HTTP status → gRPC status when the server did not answer with gRPC (gRPC's http-grpc-status-mapping).
+    static func statusForHTTP(_ http: Int) -> StatusCode {
+        switch http {
+        case 400: return .internal
+        case 401: return .unauthenticated
+        case 403: return .permissionDenied
+        case 404: return .unimplemented
+        case 429, 502, 503, 504: return .unavailable
+        default: return .unknown
+        }
+    }
+
+    // MARK: nghttp2 callbacks (record state only)
+
+    private static let readBody: nghttp2_data_source_read_callback = { _, _, buf, length, flags, source, _ in
+        let stream = Unmanaged<ClientStream>.fromOpaque(source!.pointee.ptr!).takeUnretainedValue()
+        guard let request = stream.request else {
+            flags!.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            return 0
+        }
+        let n = min(length, request.bodyCount - stream.bodyOffset)
+        if n > 0 { buf!.update(from: request.body + stream.bodyOffset, count: n) }
+        stream.bodyOffset += n
+        if stream.bodyOffset == request.bodyCount { flags!.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return n
+    }
+
+    private func stream(_ id: Int32) -> ClientStream? {
+        guard let session, let p = nghttp2_session_get_stream_user_data(session, id) else { return nil }
+        return Unmanaged<ClientStream>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    private func header(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        guard let stream = stream(frame.pointee.hd.stream_id) else { return }
+        let trailers = frame.pointee.headers.cat == NGHTTP2_HCAT_HEADERS
+        if name.count > 0 && name[0] == UInt8(ascii: ":") {
+            if !trailers && bytesEqual(name, ":status") { stream.httpStatus = parseInt(value) }
+            return
+        }
+        if bytesEqual(name, "grpc-status") {
+            stream.grpcStatus = parseInt(value)
+        } else if bytesEqual(name, "grpc-message") {
+            stream.grpcMessage = PercentEncoding.decode(String(decoding: value, as: UTF8.self))
+        } else if bytesEqual(name, "grpc-status-details-bin") {
+            stream.details = Base64.decode(String(decoding: value, as: UTF8.self))
+        } else if !trailers && bytesEqual(name, "content-type") {
+            stream.sawContentType = true
+            stream.grpcContentType = value.count >= 16 && bytesEqual(UnsafeBufferPointer(rebasing: value[0..<16]), "application/grpc")
+                && (value.count == 16 || value[16] == UInt8(ascii: "+") || value[16] == UInt8(ascii: ";"))
+        } else if stream.collectMetadata {
+            let key = String(decoding: name, as: UTF8.self)
+            let text = String(decoding: value, as: UTF8.self)
+            let entry: Metadata.Value
+            if key.hasSuffix("-bin") {
+                entry = .binary(Base64.decode(text) ?? [])
+            } else {
+                entry = .string(text)
+            }
+            if trailers { stream.trailingMetadata.add(key, entry) } else { stream.initialMetadata.add(key, entry) }
+        }
+    }
+
+    private func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
+        let hd = frame.pointee.hd
+        switch UInt32(hd.type) {
+        case NGHTTP2_HEADERS.rawValue:
+            guard let stream = stream(hd.stream_id) else { return }
+            if frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE { stream.receivedHeaders = true }
+        case NGHTTP2_GOAWAY.rawValue:
+            receivedGoAway = true
+        case NGHTTP2_SETTINGS.rawValue:
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !sawSettings {
+                sawSettings = true
+                readyPending = onReady != nil
+            }
+        default:
+            break
+        }
+    }
+
+    private func dataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
+        guard let stream = stream(streamID), stream.localStatus == nil, let session else { return }
+        stream.inbound.append(UnsafeRawBufferPointer(data))
+        // Deframe: count messages, hand them to onMessage, enforce the size limit.
+        var offset = stream.onMessage == nil ? skipDelivered(stream) : 0
+        while stream.inbound.count - offset >= 5 {
+            let p = stream.inbound.base!.assumingMemoryBound(to: UInt8.self) + offset
+            let length = NGHTTP2Glue.messageLength(p)
+            if p[0] != 0 {
+                stream.localStatus = (.internal, "compressed response but no compression was negotiated")
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
+                return
+            }
+            if length > options.maxReceiveMessageBytes {
+                stream.localStatus = (.resourceExhausted, "response message of \(length) bytes exceeds the limit of \(options.maxReceiveMessageBytes) bytes")
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, NGHTTP2_CANCEL.rawValue)
+                return
+            }
+            guard stream.inbound.count - offset >= 5 + length else { break }
+            stream.responseCount += 1
+            if let onMessage = stream.onMessage {
+                onMessage(UnsafeRawBufferPointer(start: p + 5, count: length))
+            }
+            offset += 5 + length
+        }
+        if stream.onMessage != nil, offset > 0 { stream.inbound.removeFirst(offset) }
+    }
+
+    /// For calls without onMessage the first message stays at the front of `inbound` (it is the
+    /// response); later bytes are scanned from after the messages already counted.
+    private func skipDelivered(_ stream: ClientStream) -> Int {
+        guard stream.responseCount > 0 else { return 0 }
+        // Walk the messages already counted.
+        var offset = 0
+        var seen = 0
+        let base = stream.inbound.base!.assumingMemoryBound(to: UInt8.self)
+        while seen < stream.responseCount {
+            offset += 5 + NGHTTP2Glue.messageLength(base + offset)
+            seen += 1
+        }
+        return offset
+    }
+
+    /// A request HEADERS frame that nghttp2 dropped before sending (GOAWAY arrived while it waited
+    /// behind SETTINGS_MAX_CONCURRENT_STREAMS): its stream never opened, so no stream-close callback
+    /// follows. End the call here.
+    private func frameNotSent(_ frame: UnsafePointer<nghttp2_frame>, errorCode: Int32) {
+        guard UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue,
+              let stream = active.first(where: { $0.streamID == frame.pointee.hd.stream_id }) else { return }
+        if stream.localStatus == nil {
+            stream.localStatus = (.unavailable, "the request was not sent: \(String(cString: nghttp2_strerror(errorCode)))")
+        }
+        finishStream(stream)
+    }
+
+    private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
+        guard let stream = stream(streamID) else { return }
+        finishStream(stream, errorCode: errorCode)
+    }
+
+    /// Takes a call out of `active` and queues its completion (run after mem_recv returns).
+    private func finishStream(_ stream: ClientStream, errorCode: UInt32 = NGHTTP2_NO_ERROR.rawValue) {
+        guard stream.activeIndex >= 0 else { return }
+        let i = stream.activeIndex
+        let last = active.removeLast()
+        if last !== stream {
+            active[i] = last
+            last.activeIndex = i
+        }
+        stream.activeIndex = -1
+        if stream.localStatus == nil && stream.grpcStatus < 0 && errorCode != NGHTTP2_NO_ERROR.rawValue {
+            switch errorCode {
+            case NGHTTP2_REFUSED_STREAM.rawValue:
+                stream.localStatus = (.unavailable, "the server refused the stream (REFUSED_STREAM)")
+            case NGHTTP2_CANCEL.rawValue:
+                stream.localStatus = (.cancelled, "the server cancelled the stream")
+            case NGHTTP2_ENHANCE_YOUR_CALM.rawValue:
+                stream.localStatus = (.resourceExhausted, "the server reset the stream (ENHANCE_YOUR_CALM)")
+            default:
+                stream.localStatus = (.internal, "the stream was reset (HTTP/2 error \(errorCode))")
+            }
+        }
+        completed.append(stream)
+    }
+
+    private static func makeSession(_ conn: ClientConnection) -> OpaquePointer? {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, namelen, value, valuelen, _, userData in
+            let c = Unmanaged<ClientConnection>.fromOpaque(userData!).takeUnretainedValue()
+            c.header(frame!, name: UnsafeBufferPointer(start: name, count: namelen),
+                     value: UnsafeBufferPointer(start: value, count: valuelen))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+            let c = Unmanaged<ClientConnection>.fromOpaque(userData!).takeUnretainedValue()
+            c.frameReceived(frame!)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, len, userData in
+            let c = Unmanaged<ClientConnection>.fromOpaque(userData!).takeUnretainedValue()
+            c.dataChunk(streamID, UnsafeBufferPointer(start: data, count: len))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, errorCode, userData in
+            let c = Unmanaged<ClientConnection>.fromOpaque(userData!).takeUnretainedValue()
+            c.frameNotSent(frame!, errorCode: errorCode)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+            let c = Unmanaged<ClientConnection>.fromOpaque(userData!).takeUnretainedValue()
+            c.streamClosed(streamID, errorCode: errorCode)
+            return 0
+        }
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        nghttp2_option_set_max_send_header_block_length(option, 64 * 1024)
+        // Until the server's SETTINGS say otherwise, assume the common limit of 100 streams.
+        nghttp2_option_set_peer_max_concurrent_streams(option, 100)
+        var session: OpaquePointer?
+        let rc = nghttp2_session_client_new2(&session, callbacks, Unmanaged.passUnretained(conn).toOpaque(), option)
+        precondition(rc == 0, "nghttp2_session_client_new2 failed: \(rc)")
+        return session
+    }
+}
+
+/// The TCP delegate. A separate object so `ClientConnection` need not expose the protocol;
+/// it holds the connection strongly until the handle closes (the cycle ends in `connectionDidClose`).
+private final class ConnectionDelegate: TCPConnectionDelegate {
+    var owner: ClientConnection?
+    init(_ owner: ClientConnection) { self.owner = owner }
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) { owner?.didRead(bytes) }
+    func connectionDidReachEOF(_ connection: TCPConnection, error: UVError?) { owner?.didReachEOF(error) }
+    func connectionDidDrainWrites(_ connection: TCPConnection) { owner?.didDrainWrites() }
+    func connectionDidClose(_ connection: TCPConnection) { owner = nil }
+}
+
+@inline(__always)
+func bytesEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: StaticString) -> Bool {
+    a.count == b.utf8CodeUnitCount && (a.count == 0 || memcmp(a.baseAddress!, b.utf8Start, a.count) == 0)
+}
+
+@inline(__always)
+func parseInt(_ v: UnsafeBufferPointer<UInt8>) -> Int {
+    var n = 0
+    for b in v {
+        guard b >= 48, b <= 57, n < 1_000_000 else { return -2 }
+        n = n * 10 + Int(b - 48)
+    }
+    return v.isEmpty ? -2 : n
+}

@@ -1,0 +1,293 @@
+import ArgumentParser
+import Dispatch
+import Histogram
+import Synchronization
+import UbiquityGRPC
+import UbiquityGRPCClient
+import UbiquityLoop
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The workloads of SPEC §6 / docs/benchmarks.md.
+enum WorkloadKind: String, ExpressibleByArgument, CaseIterable {
+    case ping
+    case pointFetch = "point-fetch"
+    case predicateFetch = "predicate-fetch"
+    case pinnedFetch = "pinned-fetch"
+    case save100
+    case mixed
+}
+
+@main
+struct UbiquityLoad: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ubiquity-load",
+        abstract: "Drives ubiquityd (or any gRPC server with the same methods) over gRPC and reports throughput and latency.",
+        discussion: """
+            Each connection keeps --streams calls in flight; a finished call starts the next one on the same
+            connection. The run ends after --requests calls or --duration seconds, whichever comes first.
+            Latency is measured from starting a call to its completion, on the generator's loop thread.
+            """)
+
+    @Option(help: "Server address, host:port.")
+    var target = "127.0.0.1:50051"
+
+    @Option(name: [.customShort("c"), .customLong("connections")], help: "HTTP/2 connections.")
+    var connections = 4
+
+    @Option(name: [.customShort("m"), .customLong("streams")], help: "Concurrent calls per connection.")
+    var streams = 16
+
+    @Option(name: [.customShort("n"), .customLong("requests")], help: "Calls in total (default 10000, or unbounded with --duration).")
+    var requests: Int?
+
+    @Option(name: [.customShort("d"), .customLong("duration")], help: "Stop starting calls after this many seconds.")
+    var duration: Double?
+
+    @Option(name: .shortAndLong, help: "Event-loop threads of the generator (connections are spread over them).")
+    var threads = 1
+
+    @Option(help: "Workload: \(WorkloadKind.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var workload: WorkloadKind = .ping
+
+    @Option(help: "Ping payload size in bytes.")
+    var payload = 0
+
+    @Option(help: "Per-call deadline in seconds (sent as grpc-timeout and enforced by the client).")
+    var timeout: Double?
+
+    @Option(help: "Name of the system under test, for the report (e.g. ubiquity, grpcio).")
+    var system = "ubiquity"
+
+    @Option(help: "Give up after this many seconds in total, whatever is still running (default: duration + 60, or 300).")
+    var maxSeconds: Double?
+
+    @Flag(help: "Print one JSON object for the run instead of the text report.")
+    var json = false
+
+    @Flag(help: "No progress line, even on a terminal.")
+    var quiet = false
+
+    mutating func validate() throws {
+        guard connections >= 1, streams >= 1, threads >= 1 else { throw ValidationError("connections, streams and threads must be at least 1") }
+        if let requests, requests < 1 { throw ValidationError("--requests must be at least 1") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
+        guard parseTarget() != nil else { throw ValidationError("--target must be host:port") }
+    }
+
+    func parseTarget() -> (String, Int)? {
+        guard let colon = target.lastIndex(of: ":"), let port = Int(target[target.index(after: colon)...]), port > 0, port < 65536 else { return nil }
+        var host = String(target[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
+    }
+
+    func run() throws {
+        ignoreSIGPIPE()
+        let (host, port) = parseTarget()!
+        let authority = target
+        let plan = try Workloads.plan(workload, authority: authority, payload: payload, timeout: timeout)
+        let total = requests ?? (duration == nil ? 10_000 : Int.max)
+        let threadCount = min(threads, connections)
+
+        // Shares of the request count per connection, and connections per worker (round robin).
+        var shares = [[Int]](repeating: [], count: threadCount)
+        for c in 0..<connections {
+            let share = total == Int.max ? Int.max : total / connections + (c < total % connections ? 1 : 0)
+            shares[c % threadCount].append(share)
+        }
+        let progress = Progress()
+        let done = DispatchSemaphore(value: 0)
+        let workers = (0..<threadCount).map { i in
+            Worker(index: i, host: host, port: port, shares: shares[i], streams: streams, requests: plan.requests,
+                   progress: progress, onDone: { done.signal() })
+        }
+
+        // Connect everything first; the clock starts when every connection is up.
+        let connectErrors = Mutex<[String]>([])
+        let connected = DispatchSemaphore(value: 0)
+        for w in workers {
+            w.thread.start { _ in
+                w.connect { error in
+                    if let error { connectErrors.withLock { $0.append(error.message) } }
+                    connected.signal()
+                }
+            }
+        }
+        for _ in workers {
+            if connected.wait(timeout: .now() + 15) == .timedOut {
+                connectErrors.withLock { $0.append("connecting to \(target) took longer than 15 s") }
+                break
+            }
+        }
+        if let error = connectErrors.withLock({ $0.first }) {
+            for w in workers { w.loop.stop() }
+            throw LoadError(message: error)
+        }
+
+        let cpuBefore = cpuSeconds()
+        let start = monotonicNanos()
+        let durationMillis = duration.map { UInt64(($0 * 1000).rounded()) } ?? 0
+        for w in workers { w.loop.execute { w.go(durationMillis: durationMillis) } }
+
+        // Wait, printing progress on a terminal, within the hard bound.
+        let bound = maxSeconds ?? (duration.map { $0 + 60 } ?? 300)
+        let showProgress = !quiet && isatty(2) != 0
+        var finishedWorkers = 0
+        var lastCount = 0
+        var lastTime = start
+        var timedOut = false
+        while finishedWorkers < workers.count {
+            if done.wait(timeout: .now() + 1) == .success {
+                finishedWorkers += 1
+                continue
+            }
+            let now = monotonicNanos()
+            if Double(now - start) / 1e9 > bound {
+                timedOut = true
+                for w in workers { w.loop.execute { w.abort() } }
+                while finishedWorkers < workers.count {
+                    if done.wait(timeout: .now() + 10) == .timedOut { break }
+                    finishedWorkers += 1
+                }
+                break
+            }
+            if showProgress {
+                let count = progress.calls.load(ordering: .relaxed)
+                let rate = Double(count - lastCount) / (Double(now - lastTime) / 1e9)
+                let of = total == Int.max ? "" : "/\(total)"
+                writeStderr("\r\u{1B}[K[ubiquity-load] \(workload.rawValue): \(count)\(of) calls, \(Int(rate)) calls/s")
+                lastCount = count
+                lastTime = now
+            }
+        }
+        if showProgress { writeStderr("\r\u{1B}[K") }
+        let cpuAfter = cpuSeconds()
+        for w in workers { w.loop.stop() }
+        for w in workers { w.thread.join() }
+
+        // Merge (the worker threads are joined: their state is ours now).
+        var merged = WorkerResult()
+        for w in workers {
+            merged.histogram.add(w.result.histogram)
+            merged.ok += w.result.ok
+            for (k, v) in w.result.errors { merged.errors[k, default: 0] += v }
+            merged.firstError = merged.firstError ?? w.result.firstError
+            merged.endNanos = max(merged.endNanos, w.result.endNanos)
+        }
+        let seconds = Double(max(merged.endNanos, start + 1) - start) / 1e9
+        let errorCount = merged.errors.values.reduce(0, +)
+        let calls = merged.ok + errorCount
+        let report = Report(
+            workload: workload.rawValue, system: system, connections: connections, streams: streams,
+            threads: threadCount, requests: calls, ok: merged.ok, seconds: seconds,
+            throughput: Double(merged.ok) / seconds,
+            p50: ms(merged.histogram, 50), p90: ms(merged.histogram, 90), p99: ms(merged.histogram, 99),
+            p999: ms(merged.histogram, 99.9), max: merged.ok > 0 ? Double(merged.histogram.max) / 1e6 : 0,
+            errors: errorCount,
+            errorsByStatus: merged.errors.map { (StatusCode(rawValue: $0.key).description, $0.value) }.sorted { $0.0 < $1.0 },
+            cpuSeconds: cpuAfter - cpuBefore, timedOut: timedOut, firstError: merged.firstError,
+            note: plan.note)
+        print(json ? report.json() : report.text())
+        if timedOut { throw ExitCode(2) }
+    }
+
+    private func ms(_ h: Histogram<UInt64>, _ p: Double) -> Double {
+        h.totalCount == 0 ? 0 : Double(h.valueAtPercentile(p)) / 1e6
+    }
+}
+
+struct LoadError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+func writeStderr(_ s: String) {
+    var s = s
+    s.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+/// User + system CPU time of this process so far (getrusage).
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+        + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+}
+
+struct Report {
+    var workload: String
+    var system: String
+    var connections: Int
+    var streams: Int
+    var threads: Int
+    var requests: Int
+    var ok: Int
+    var seconds: Double
+    var throughput: Double
+    var p50: Double
+    var p90: Double
+    var p99: Double
+    var p999: Double
+    var max: Double
+    var errors: Int
+    var errorsByStatus: [(String, Int)]
+    var cpuSeconds: Double
+    var timedOut: Bool
+    var firstError: String?
+    var note: String?
+
+    var cpuMicrosPerRequest: Double { requests > 0 ? cpuSeconds * 1e6 / Double(requests) : 0 }
+
+    func json() -> String {
+        func num(_ x: Double, _ digits: Int = 4) -> String {
+            x.isFinite ? String(format: "%.\(digits)f", x) : "null"
+        }
+        func str(_ s: String) -> String {
+            var out = "\""
+            for u in s.unicodeScalars {
+                switch u {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                default:
+                    if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
+                }
+            }
+            return out + "\""
+        }
+        let byStatus = errorsByStatus.map { "\(str($0.0)): \($0.1)" }.joined(separator: ", ")
+        var fields = [
+            "\"workload\": \(str(workload))", "\"system\": \(str(system))",
+            "\"connections\": \(connections)", "\"streams\": \(streams)", "\"threads\": \(threads)",
+            "\"requests\": \(requests)", "\"ok\": \(ok)", "\"seconds\": \(num(seconds))",
+            "\"throughput\": \(num(throughput, 1))",
+            "\"p50_ms\": \(num(p50))", "\"p90_ms\": \(num(p90))", "\"p99_ms\": \(num(p99))",
+            "\"p999_ms\": \(num(p999))", "\"max_ms\": \(num(max))",
+            "\"errors\": \(errors)", "\"errors_by_status\": {\(byStatus)}",
+            "\"cpu_seconds\": \(num(cpuSeconds))", "\"cpu_us_per_request\": \(num(cpuMicrosPerRequest, 2))",
+            "\"timed_out\": \(timedOut)",
+        ]
+        if let firstError { fields.append("\"first_error\": \(str(firstError))") }
+        if let note { fields.append("\"note\": \(str(note))") }
+        return "{" + fields.joined(separator: ", ") + "}"
+    }
+
+    func text() -> String {
+        var lines = [
+            "workload     \(workload) against \(system): \(connections) connections × \(streams) streams, \(threads) thread(s)",
+            "calls        \(requests) in \(String(format: "%.3f", seconds)) s (\(ok) OK, \(errors) errors)\(timedOut ? " — stopped at the time bound" : "")",
+            "throughput   \(String(format: "%.0f", throughput)) calls/s",
+            "latency ms   p50 \(String(format: "%.3f", p50))  p90 \(String(format: "%.3f", p90))  p99 \(String(format: "%.3f", p99))  p99.9 \(String(format: "%.3f", p999))  max \(String(format: "%.3f", max))",
+            "generator    \(String(format: "%.2f", cpuSeconds)) s CPU, \(String(format: "%.2f", cpuMicrosPerRequest)) µs CPU per call",
+        ]
+        if !errorsByStatus.isEmpty {
+            lines.append("errors       " + errorsByStatus.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
+        }
+        if let firstError { lines.append("first error  \(firstError)") }
+        if let note { lines.append("note         \(note)") }
+        return lines.joined(separator: "\n")
+    }
+}

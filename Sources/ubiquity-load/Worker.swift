@@ -1,0 +1,165 @@
+import Histogram
+import Synchronization
+import UbiquityGRPC
+import UbiquityGRPCClient
+import UbiquityLoop
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Monotonic nanoseconds (vDSO clock_gettime: no syscall).
+@inline(__always)
+func monotonicNanos() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// Calls finished so far, all workers (read by the progress line).
+final class Progress: Sendable {
+    let calls = Atomic<Int>(0)
+}
+
+/// What one worker measured.
+struct WorkerResult {
+    var histogram = Histogram<UInt64>(lowestDiscernibleValue: 1_000, highestTrackableValue: 120_000_000_000,
+                                      numberOfSignificantValueDigits: .three)
+    var ok = 0
+    var errors: [Int: Int] = [:]
+    var firstError: String?
+    var endNanos: UInt64 = 0
+}
+
+/// One loop thread and its connections. Each connection keeps `streams` calls in flight: every
+/// completion starts the next call on the same connection until the connection's share of the
+/// request count is used up or the duration ends.
+///
+/// @unchecked Sendable: every mutable property is touched only on `thread`'s loop until the main
+/// thread has joined that thread (after `done` was signalled); then only by the main thread.
+final class Worker: @unchecked Sendable {
+    let index: Int
+    let thread: EventLoopThread
+    var loop: EventLoop { thread.loop }
+    private let host: String
+    private let port: Int
+    private let streams: Int
+    private let requests: [PreparedRequest]
+    private let progress: Progress
+    private var connections: [ClientConnection] = []
+    /// Calls each connection may still start.
+    private var remaining: [Int]
+    private var completions: [(ClientCallResult) -> Void] = []
+    private var next = 0
+    private var inFlight = 0
+    private var stopIssuing = false
+    private var finished = false
+    private var timer: LoopTimer?
+    private let onDone: @Sendable () -> Void
+    var result = WorkerResult()
+
+    init(index: Int, host: String, port: Int, shares: [Int], streams: Int, requests: [PreparedRequest],
+         progress: Progress, onDone: @escaping @Sendable () -> Void) {
+        self.index = index
+        self.thread = EventLoopThread(name: "load-\(index)")
+        self.host = host
+        self.port = port
+        self.remaining = shares
+        self.streams = streams
+        self.requests = requests
+        self.progress = progress
+        self.onDone = onDone
+    }
+
+    /// Connects every connection; `completion` gets nil or the first error. Loop thread.
+    func connect(_ completion: @escaping (RPCError?) -> Void) {
+        var left = remaining.count
+        var failed: RPCError?
+        guard left > 0 else { completion(nil); return }
+        connections.reserveCapacity(left)
+        var slots = [ClientConnection?](repeating: nil, count: left)
+        for i in 0..<remaining.count {
+            ClientConnection.connect(loop: loop, host: host, port: port) { r in
+                switch r {
+                case .success(let c): slots[i] = c
+                case .failure(let e): failed = failed ?? e
+                }
+                left -= 1
+                if left == 0 {
+                    if failed == nil { self.connections = slots.map { $0! } }
+                    completion(failed)
+                }
+            }
+        }
+    }
+
+    /// Starts the calls; with `durationMillis` > 0 stops starting new ones after that long. Loop thread.
+    func go(durationMillis: UInt64) {
+        completions = connections.indices.map { ci in { [self] result in self.completed(ci, result) } }
+        if durationMillis > 0 {
+            let t = LoopTimer(loop: loop)
+            timer = t
+            t.start(milliseconds: durationMillis) { [self] in
+                self.stopIssuing = true
+                self.timer?.close()
+                self.timer = nil
+                self.checkDone()
+            }
+        }
+        for ci in connections.indices {
+            for _ in 0..<streams where issue(ci) {}
+        }
+        for c in connections { c.flush() }
+        checkDone()
+    }
+
+    @inline(__always)
+    private func issue(_ ci: Int) -> Bool {
+        guard !stopIssuing, remaining[ci] > 0 else { return false }
+        let connection = connections[ci]
+        guard connection.isUsable else { return false }
+        remaining[ci] -= 1
+        inFlight += 1
+        let request = requests[next]
+        next += 1
+        if next == requests.count { next = 0 }
+        connection.startCall(request, tag: monotonicNanos(), completion: completions[ci])
+        return true
+    }
+
+    private func completed(_ ci: Int, _ r: ClientCallResult) {
+        let end = monotonicNanos()
+        inFlight -= 1
+        if r.status == .ok {
+            result.ok += 1
+            _ = result.histogram.record(end &- r.tag)
+        } else {
+            result.errors[r.status.rawValue, default: 0] += 1
+            if result.firstError == nil { result.firstError = "\(r.status): \(r.message)" }
+        }
+        result.endNanos = end
+        progress.calls.wrappingAdd(1, ordering: .relaxed)
+        if !issue(ci) { checkDone() }
+    }
+
+    private func checkDone() {
+        guard !finished, inFlight == 0 else { return }
+        // inFlight == 0 means every connection's last completion could not start another call.
+        finished = true
+        timer?.close()
+        timer = nil
+        if result.endNanos == 0 { result.endNanos = monotonicNanos() }
+        for c in connections { c.close() }
+        connections.removeAll()
+        completions.removeAll()
+        onDone()
+    }
+
+    /// Ends early (the hard time bound): stops starting calls and closes connections, which fails
+    /// the calls in flight with UNAVAILABLE. Loop thread.
+    func abort() {
+        stopIssuing = true
+        for c in connections { c.close() }
+        checkDone()
+    }
+}

@@ -1,1 +1,0 @@
-print("ubiquity-load: not built yet")
