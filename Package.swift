@@ -72,7 +72,7 @@ let package = Package(
         .executableTarget(
             name: "ubiquityd",
             dependencies: [
-                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityLoop",
+                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityLoop", "UbiquityStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

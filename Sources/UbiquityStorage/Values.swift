@@ -77,7 +77,8 @@ public enum StorageValue: Codable, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A permanent object ID. URI form `x-ubiquity://<store-uuid>/<Entity>/p<pk>`.
+/// An object ID. URI form `x-ubiquity://<store-uuid>/<Entity>/p<pk>` for permanent IDs; a
+/// negative `pk` is a context's temporary ID for an unsaved object, `…/<Entity>/t<-pk>`.
 public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Comparable {
     public var storeID: UUID
     public var entity: String
@@ -85,17 +86,22 @@ public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Co
 
     public init(storeID: UUID, entity: String, pk: Int64) { self.storeID = storeID; self.entity = entity; self.pk = pk }
 
-    public var uri: String { "x-ubiquity://\(storeID.uuidString.lowercased())/\(entity)/p\(pk)" }
+    public var uri: String {
+        "x-ubiquity://\(storeID.uuidString.lowercased())/\(entity)/" + (pk < 0 ? "t\(-pk)" : "p\(pk)")
+    }
+    /// True for a context's temporary ID (an object not saved yet).
+    public var isTemporary: Bool { pk < 0 }
     public var description: String { uri }
 
-    /// Parses the URI form; nil if malformed.
-    public init?(uri: String) {
+    /// Parses the URI form (`p<pk>`, or with `allowTemporary` also `t<n>`); nil if malformed.
+    public init?(uri: String, allowTemporary: Bool = false) {
         let prefix = "x-ubiquity://"
         guard uri.hasPrefix(prefix) else { return nil }
         let parts = uri.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, let sid = UUID(uuidString: String(parts[0])), parts[2].first == "p",
-              let pk = Int64(parts[2].dropFirst()), pk > 0, !parts[1].isEmpty else { return nil }
-        self.init(storeID: sid, entity: String(parts[1]), pk: pk)
+        guard parts.count == 3, let sid = UUID(uuidString: String(parts[0])), let kind = parts[2].first,
+              kind == "p" || (allowTemporary && kind == "t"),
+              let n = Int64(parts[2].dropFirst()), n > 0, !parts[1].isEmpty else { return nil }
+        self.init(storeID: sid, entity: String(parts[1]), pk: kind == "t" ? -n : n)
     }
 
     public init(from decoder: Decoder) throws {
@@ -153,6 +159,10 @@ public struct ObjectSnapshot: Codable, Sendable, Equatable {
     public var values: [String: StorageValue]
     /// Every relationship by name: to-one as zero or one ID, to-many sorted.
     public var relationships: [String: [ObjectID]]
+
+    public init(id: ObjectID, version: Int64, values: [String: StorageValue], relationships: [String: [ObjectID]]) {
+        self.id = id; self.version = version; self.values = values; self.relationships = relationships
+    }
 }
 
 /// Everything in a store at a generation (tests, baselines, debugging).

@@ -5,6 +5,7 @@ import UbiquityGRPC
 import UbiquityInterop
 import UbiquityProtos
 import UbiquityServices
+import UbiquityStorage
 
 @main
 struct Ubiquityd: ParsableCommand {
@@ -37,6 +38,22 @@ struct Ubiquityd: ParsableCommand {
     var shutdownGraceSeconds = 10.0
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
+    @Option(help: "SQLite synchronous level for store writes: full (default; a save that returned OK survives power loss) or normal.")
+    var synchronous = "full"
+    @Option(help: "Stores kept open at once (least recently used close first).")
+    var maxOpenStores = 256
+    @Option(help: "Objects returned by one Fetch or GetObjects call.")
+    var maxFetchResults = 10_000
+    @Option(help: "Changes in one Save, objects in one BatchInsert, Seed or ImportStore.")
+    var maxChangesPerSave = 10_000
+    @Option(help: "Open contexts per account.")
+    var maxContextsPerAccount = 256
+    @Option(help: "Pending changes per context.")
+    var maxPendingChanges = 10_000
+    @Option(help: "Seconds a context may sit unused before it is closed and its pin released.")
+    var contextIdleSeconds = 600.0
+    @Option(help: "Longest predicate accepted, in characters.")
+    var maxPredicateLength = 16_384
     @Flag(help: "Also serve grpc.testing.TestService (the gRPC interop test service). For tests only.")
     var enableInteropTesting = false
 
@@ -49,6 +66,13 @@ struct Ubiquityd: ParsableCommand {
         guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
         guard maxWriteQueueBytes >= 64 * 1024 else { throw ValidationError("--max-write-queue-bytes must be at least 65536") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
+        guard ["full", "normal"].contains(synchronous.lowercased()) else { throw ValidationError("--synchronous must be full or normal") }
+        guard maxOpenStores >= 1 else { throw ValidationError("--max-open-stores must be at least 1") }
+        guard maxFetchResults >= 1, maxChangesPerSave >= 1, maxContextsPerAccount >= 1, maxPendingChanges >= 1 else {
+            throw ValidationError("--max-fetch-results, --max-changes-per-save, --max-contexts-per-account and --max-pending-changes must be at least 1")
+        }
+        guard contextIdleSeconds >= 1 else { throw ValidationError("--context-idle-seconds must be at least 1") }
+        guard maxPredicateLength >= 16 else { throw ValidationError("--max-predicate-length must be at least 16") }
     }
 
     func run() throws {
@@ -74,11 +98,37 @@ struct Ubiquityd: ParsableCommand {
         config.maxWriteQueueBytes = maxWriteQueueBytes
         config.shutdownGraceSeconds = shutdownGraceSeconds
 
+        var storage = StorageConfiguration()
+        storage.synchronous = synchronous.lowercased() == "normal" ? .normal : .full
+        storage.logger = Logger(label: "ubiquity.storage")
+        var serviceLimits = ServiceLimits()
+        serviceLimits.maxFetchResults = maxFetchResults
+        serviceLimits.maxChangesPerSave = maxChangesPerSave
+        serviceLimits.maxContextsPerAccount = maxContextsPerAccount
+        serviceLimits.maxPendingChangesPerContext = maxPendingChanges
+        serviceLimits.contextIdleSeconds = contextIdleSeconds
+        serviceLimits.query.maxPredicateLength = maxPredicateLength
+        let backend: Backend
+        do {
+            backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits)
+        } catch let e as StorageError where e.reason == .directoryLocked {
+            logger.critical("data directory in use", metadata: ["data_dir": "\(dataDir)", "error": "\(e)"])
+            FileHandle.standardError.write(Data("ubiquityd: \(e.message) (one ubiquityd per data directory)\n".utf8))
+            throw ExitCode(2)
+        }
+
         let limitsConfig = config
         let counters = ServerCountersBox()
         var router = Router()
         let serviceNames = ServiceNamesBox()
-        let health = HealthService(services: ["ubiquity.v1.Admin"])
+        let dataServices = ["ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts"]
+        let health = HealthService(services: ["ubiquity.v1.Admin"] + dataServices)
+        let contexts = ContextRegistry(limits: serviceLimits)
+        ModelsService(backend: backend).register(into: &router)
+        StoresService(backend: backend, contexts: contexts).register(into: &router)
+        let contextsService = ContextsService(backend: backend, registry: contexts)
+        contextsService.register(into: &router)
+        let expiry = contextsService.startExpiry(interval: min(30, max(0.5, contextIdleSeconds / 4)))
         AdminService(version: UbiquityVersion.current, counters: counters.counters) {
             var info = Ubiquity_V1_ServerInfo()
             info.name = "ubiquityd"
@@ -120,6 +170,11 @@ struct Ubiquityd: ParsableCommand {
         logger.info("listening", metadata: ["address": "\(address)", "data_dir": "\(dataDir)",
                                             "event_loops": "\(config.eventLoops)", "services": "\(router.services.joined(separator: ","))"])
         server.waitUntilFinished()
+        expiry.cancel()
+        // Close every store (checkpointing its WAL) before exiting.
+        let done = DispatchSemaphore(value: 0)
+        Task { await backend.shutdown(); done.signal() }
+        done.wait()
     }
 }
 

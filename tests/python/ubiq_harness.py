@@ -59,9 +59,10 @@ def generate_stubs(out_dir: Path) -> Path:
     own = []
     for path in sorted(protos_root.rglob("*.proto")):
         rel = path.relative_to(protos_root).as_posix()
-        # Vendored copies of grpc-proto or well-known types (if any) are provided
-        # by the Python packages already; see GRPC_PROTO_FILES.
-        if rel.startswith("grpc/") or rel.startswith("google/protobuf/"):
+        # Vendored copies of grpc-proto, well-known types and google.rpc are provided
+        # by the Python packages already (grpcio-*, protobuf, googleapis-common-protos);
+        # generating a `google` package here would also shadow google.protobuf.
+        if rel.startswith("grpc/") or rel.startswith("google/"):
             continue
         own.append(rel)
     if not own:

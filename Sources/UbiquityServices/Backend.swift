@@ -1,0 +1,100 @@
+import Foundation
+import Synchronization
+import UbiquityGRPC
+import UbiquityQuery
+import UbiquityStorage
+
+/// Limits of the data services (SPEC §5), each with a documented default (docs/operations.md).
+public struct ServiceLimits: Sendable {
+    /// Open contexts per account (per session once sessions exist).
+    public var maxContextsPerAccount = 256
+    /// Pending inserts + updates + deletes per context.
+    public var maxPendingChangesPerContext = 10_000
+    /// Objects returned by one Fetch / GetObjects (FetchStream has no total bound).
+    public var maxFetchResults = 10_000
+    /// Changes in one Save / objects in one BatchInsert or Seed.
+    public var maxChangesPerSave = 10_000
+    /// A context unused this long is closed and its pin released.
+    public var contextIdleSeconds: Double = 600
+    /// Predicate length, depth, node count and IN-list size.
+    public var query = QueryLimits()
+    public init() {}
+}
+
+/// The account a call acts for. Authentication is a later issue: until then every call acts
+/// for the built-in default account — but the account is explicit in every code path.
+public struct Account: Sendable, Hashable {
+    public let id: String
+    public static let defaultAccount = Account(id: "default")
+}
+
+/// What the data services share: the store directory, the catalog of named stores, the model
+/// cache and the limits. One per server.
+public final class Backend: Sendable {
+    public let directory: StoreDirectory
+    public let catalog: Catalog
+    public let limits: ServiceLimits
+    private let models = Mutex<[String: ModelInfo]>([:])
+
+    /// Metadata key carrying the model version hash a client was built with (§4.7).
+    public static let modelVersionKey = "ubiquity-model-version"
+
+    public init(dataDirectory: String, storage: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256,
+                limits: ServiceLimits = ServiceLimits()) throws {
+        directory = try StoreDirectory(root: dataDirectory, configuration: storage, maxOpenStores: maxOpenStores)
+        catalog = try Catalog(path: dataDirectory + "/catalog.sqlite")
+        try catalog.ensureAccount(Account.defaultAccount.id)
+        self.limits = limits
+    }
+
+    public func shutdown() async {
+        await directory.shutdown()
+        catalog.close()
+    }
+
+    /// The account of a call (the default account until authentication lands).
+    func account(_ call: ServerCall) throws -> Account { Account.defaultAccount }
+
+    /// The store named by `id` if it belongs to `account`; NOT_FOUND otherwise (the same answer
+    /// for another account's store as for none, so IDs leak nothing).
+    func record(_ id: String, account: Account, field: String = "store_id") throws -> Catalog.StoreRecord {
+        guard !id.isEmpty else { throw ServiceError.invalid(field, "a store_id is required (OpenStore returns it)", reason: "MISSING_FIELD") }
+        guard let uuid = UUID(uuidString: id) else { throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: "BAD_STORE_ID") }
+        guard let r = catalog.store(id: uuid), r.account == account.id else {
+            throw ServiceError.notFound("no store \(id.lowercased()) in this account", reason: "STORE_NOT_FOUND")
+        }
+        return r
+    }
+
+    /// Runs `body` with the account's store open.
+    func withStore<T: Sendable>(_ id: String, account: Account, field: String = "store_id",
+                                _ body: @Sendable (Store) async throws -> T) async throws -> T {
+        let r = try record(id, account: account, field: field)
+        return try await directory.withStore(r.id, create: true, body)
+    }
+
+    /// The store's model (NOT_FOUND-style error if none is registered yet).
+    func model(of store: Store) throws -> ModelInfo {
+        guard let hash = store.modelVersionHash, let def = store.modelDefinition else {
+            throw ServiceError.precondition("store \(store.id.uuidString.lowercased()) has no model yet: call Models.RegisterModel first", reason: "NO_MODEL")
+        }
+        if let m = models.withLock({ $0[hash] }) { return m }
+        let m = ModelInfo(def, hash: hash)
+        models.withLock { $0[hash] = m }
+        return m
+    }
+
+    /// The store's model if it has one.
+    func modelIfAny(of store: Store) -> ModelInfo? { try? model(of: store) }
+
+    /// Refuses a write from a client built with another model version (§4.7).
+    func checkModelVersion(_ call: ServerCall, store: Store) throws -> String? {
+        guard let sent = call.context.metadata[Backend.modelVersionKey], !sent.isEmpty else { return nil }
+        if let current = store.modelVersionHash, current != sent {
+            throw ServiceError(code: .failedPrecondition, reason: "MODEL_VERSION_MISMATCH",
+                               message: "this client was built with model version \(sent.prefix(16))…, the store is at \(current.prefix(16))…: update the client's model",
+                               metadata: ["client_version_hash": sent, "store_version_hash": current])
+        }
+        return sent
+    }
+}

@@ -1,0 +1,223 @@
+import Foundation
+import Synchronization
+import UbiquityQuery
+import UbiquityStorage
+
+/// A FIFO async lock: calls on one context run one at a time, like a Core Data context's queue.
+final class AsyncLock: Sendable {
+    private struct State { var locked = false; var waiters: [CheckedContinuation<Void, Never>] = [] }
+    private let state = Mutex(State())
+
+    func lock() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let run = state.withLock { s -> Bool in
+                if !s.locked { s.locked = true; return true }
+                s.waiters.append(c)
+                return false
+            }
+            if run { c.resume() }
+        }
+    }
+
+    func unlock() {
+        let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if s.waiters.isEmpty { s.locked = false; return nil }
+            return s.waiters.removeFirst()
+        }
+        next?.resume()
+    }
+}
+
+/// Which generation a context reads (SPEC §4.2).
+enum GenerationModeKind: Sendable { case unpinned, pinnedAtFirstRead, pinnedAtToken }
+
+/// An object inserted in a context and not saved yet.
+struct PendingInsert: Sendable {
+    var id: ObjectID                     // temporary: negative pk
+    var values: [String: StorageValue]
+    var relationships: [String: [ObjectID]]
+}
+
+/// Changes to an existing object, with what the context read of it (for optimistic locking).
+struct PendingUpdate: Sendable {
+    var baseVersion: Int64
+    var baseValues: [String: StorageValue]
+    var values: [String: StorageValue]
+    var relationships: [String: [ObjectID]]
+}
+
+/// A context's unsaved changes. `merge(_:)` applies a later set of changes on top (a child's
+/// save into its parent, a call's changes into its context, and a child's view through its
+/// ancestors all use it).
+struct Pending: Sendable {
+    var inserted: [Int64: PendingInsert] = [:]       // by temporary pk
+    var insertOrder: [Int64] = []
+    var updated: [ObjectID: PendingUpdate] = [:]
+    var deleted: [ObjectID: Int64] = [:]             // object → version read
+
+    var count: Int { inserted.count + updated.count + deleted.count }
+
+    mutating func merge(_ later: Pending) {
+        for k in later.insertOrder {
+            guard let i = later.inserted[k] else { continue }
+            if inserted[k] == nil { insertOrder.append(k) }
+            inserted[k] = i
+        }
+        for (id, u) in later.updated {
+            if id.isTemporary {
+                guard var i = inserted[id.pk] else { continue }   // deleted meanwhile
+                i.values.merge(u.values) { _, new in new }
+                i.relationships.merge(u.relationships) { _, new in new }
+                inserted[id.pk] = i
+            } else if var mine = updated[id] {
+                mine.values.merge(u.values) { _, new in new }
+                mine.relationships.merge(u.relationships) { _, new in new }
+                updated[id] = mine
+            } else if deleted[id] == nil {
+                updated[id] = u
+            }
+        }
+        for (id, v) in later.deleted {
+            if id.isTemporary {
+                inserted[id.pk] = nil
+                insertOrder.removeAll { $0 == id.pk }
+            } else {
+                updated[id] = nil
+                if deleted[id] == nil { deleted[id] = v }
+            }
+        }
+    }
+}
+
+/// The state of one context. Invariant: touched only by the call holding `lock` (and
+/// `mergeToken`, which has its own mutex), which is why this class may be shared between tasks.
+final class ContextBox: @unchecked Sendable {
+    let id: UUID
+    let account: String
+    let storeID: UUID
+    let name: String
+    let author: String
+    let parent: ContextBox?
+    let autoMerge: Bool
+    let lock = AsyncLock()
+    /// Set by other saves for `automatically_merges_changes`; applied at the next call.
+    let mergeToken = Mutex<GenerationToken?>(nil)
+    /// Set when the store is destroyed or replaced: later calls fail with STORE_CHANGED.
+    let storeChanged = Atomic<Bool>(false)
+    let lastUse = Mutex<Double>(0)
+
+    var mergePolicy: MergePolicy
+    var mode: GenerationModeKind
+    var pin: PinLease?
+    var pending = Pending()
+    var closed = false
+
+    init(id: UUID, account: String, storeID: UUID, name: String, author: String, parent: ContextBox?, autoMerge: Bool,
+         mergePolicy: MergePolicy, mode: GenerationModeKind) {
+        self.id = id; self.account = account; self.storeID = storeID; self.name = name; self.author = author
+        self.parent = parent; self.autoMerge = autoMerge; self.mergePolicy = mergePolicy; self.mode = mode
+    }
+
+    var hasChanges: Bool { pending.count > 0 }
+
+    /// This context and its ancestors, outermost (root) first.
+    var chain: [ContextBox] {
+        var out: [ContextBox] = []
+        var c: ContextBox? = self
+        while let x = c { out.insert(x, at: 0); c = x.parent }
+        return out
+    }
+}
+
+/// Every open context of the server. Contexts are addressed by ID, survive client reconnects,
+/// and end with CloseContext or after `idleSeconds` without a call.
+public final class ContextRegistry: Sendable {
+    private let contexts = Mutex<[UUID: ContextBox]>([:])
+    private let nextTemporary = Atomic<Int64>(0)
+    let limits: ServiceLimits
+    let clock: @Sendable () -> Double
+
+    public init(limits: ServiceLimits, clock: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }) {
+        self.limits = limits
+        self.clock = clock
+    }
+
+    func newTemporaryPK() -> Int64 { -(nextTemporary.add(1, ordering: .relaxed).newValue) }
+
+    func add(_ box: ContextBox) throws {
+        try contexts.withLock { c in
+            let mine = c.values.filter { $0.account == box.account }.count
+            guard mine < limits.maxContextsPerAccount else {
+                throw ServiceError.exhausted("this account has \(mine) open contexts, the limit is \(limits.maxContextsPerAccount): close some with CloseContext", reason: "LIMIT_EXCEEDED")
+            }
+            c[box.id] = box
+        }
+        box.lastUse.withLock { $0 = clock() }
+    }
+
+    /// The context, if it exists and belongs to the account.
+    func find(_ id: String, account: Account) throws -> ContextBox {
+        guard !id.isEmpty else { throw ServiceError.invalid("context_id", "a context_id is required (CreateContext returns it)", reason: "MISSING_FIELD") }
+        guard let uuid = UUID(uuidString: id) else { throw ServiceError.invalid("context_id", "\"\(id.prefix(100))\" is not a context ID", reason: "BAD_CONTEXT_ID") }
+        guard let box = contexts.withLock({ $0[uuid] }), box.account == account.id else {
+            throw ServiceError.notFound("no context \(id.lowercased()) (closed, expired after \(Int(limits.contextIdleSeconds)) s idle, or never created)", reason: "CONTEXT_NOT_FOUND")
+        }
+        return box
+    }
+
+    /// Runs `body` holding the context's lock (one call at a time per context) and, with
+    /// `ancestors`, its ancestors' locks too (always child first, then upward: no cycles).
+    func with<T>(_ box: ContextBox, ancestors: Bool = false, _ body: () async throws -> T) async throws -> T {
+        let held = ancestors ? Array(box.chain.reversed()) : [box]
+        for b in held { await b.lock.lock() }
+        defer {
+            for b in held.reversed() { b.lock.unlock() }
+            box.lastUse.withLock { $0 = clock() }
+        }
+        if held.contains(where: \.closed) { throw ServiceError.notFound("context \(box.id.uuidString.lowercased()) was closed", reason: "CONTEXT_NOT_FOUND") }
+        if box.storeChanged.load(ordering: .acquiring) {
+            throw ServiceError.precondition("the context's store was destroyed or replaced: create a new context", reason: "STORE_CHANGED")
+        }
+        return try await body()
+    }
+
+    func remove(_ box: ContextBox) -> [ContextBox] {
+        contexts.withLock { c in
+            // children go with their parent
+            var gone = [box]
+            var frontier = [box.id]
+            while let p = frontier.popLast() {
+                for child in c.values where child.parent?.id == p { gone.append(child); frontier.append(child.id) }
+            }
+            for g in gone { c[g.id] = nil }
+            return gone
+        }
+    }
+
+    /// Another client committed to `store`: contexts that merge automatically move their pin there.
+    func storeDidSave(_ store: UUID, token: GenerationToken) async {
+        let boxes = contexts.withLock { $0.values.filter { $0.storeID == store && $0.autoMerge } }
+        for b in boxes {
+            b.mergeToken.withLock { t in if (t?.generation ?? -1) < token.generation { t = token } }
+        }
+    }
+
+    /// The store is being destroyed or replaced: its contexts stop working (STORE_CHANGED).
+    func storeWillChange(_ store: UUID) async {
+        let boxes = contexts.withLock { $0.values.filter { $0.storeID == store } }
+        for b in boxes { b.storeChanged.store(true, ordering: .releasing) }
+    }
+
+    /// Contexts idle past the limit; the caller unpins and drops them.
+    func expire() -> [ContextBox] {
+        let now = clock()
+        let idle = limits.contextIdleSeconds
+        return contexts.withLock { c in
+            let gone = c.values.filter { b in now - b.lastUse.withLock { $0 } >= idle }
+            for g in gone { c[g.id] = nil }
+            return gone
+        }
+    }
+
+    public var count: Int { contexts.withLock { $0.count } }
+}

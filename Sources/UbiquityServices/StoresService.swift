@@ -1,0 +1,422 @@
+import Foundation
+import UbiquityGRPC
+import UbiquityProtos
+import UbiquityQuery
+import UbiquityStorage
+
+/// `ubiquity.v1.Stores`: named stores of an account, read and written without a context.
+public struct StoresService: Sendable {
+    let backend: Backend
+    let contexts: ContextRegistry
+    public init(backend: Backend, contexts: ContextRegistry) { self.backend = backend; self.contexts = contexts }
+
+    static let defaultBatchSize = 500
+
+    public func register(into router: inout Router) {
+        let b = backend
+        let contexts = self.contexts
+        let p = "/ubiquity.v1.Stores/"
+
+        router.unary(p + "OpenStore") { (req: Ubiquity_V1_OpenStoreRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                let name = req.name
+                guard !name.isEmpty, name.count <= 200, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                    throw ServiceError.invalid("name", "a store name is 1–200 characters without control characters", reason: "BAD_NAME")
+                }
+                guard let (rec, created) = try b.catalog.store(account: account.id, name: name, create: !req.mustExist) else {
+                    throw ServiceError.notFound("no store named \"\(name)\" in this account", reason: "STORE_NOT_FOUND")
+                }
+                return try await b.directory.withStore(rec.id, create: true) { store in
+                    var res = Ubiquity_V1_OpenStoreResponse()
+                    res.store = Self.info(rec, store)
+                    res.created = created
+                    return res
+                }
+            }
+        }
+
+        router.unary(p + "ListStores") { (_: Ubiquity_V1_ListStoresRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                var res = Ubiquity_V1_ListStoresResponse()
+                res.stores = b.catalog.stores(account: account.id).map { r in
+                    var i = Ubiquity_V1_StoreInfo()
+                    i.storeID = r.id.uuidString.lowercased()
+                    i.name = r.name
+                    return i
+                }
+                return res
+            }
+        }
+
+        router.unary(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                let fr = try Convert.fetchRequest(req.fetch, field: "fetch")
+                let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
+                let limits = b.queryLimits()
+                return try await b.withStore(req.storeID, account: account) { store in
+                    let model = try b.model(of: store)
+                    let r = try await store.fetch(fr, at: at, minimumGeneration: minGen, limits: limits)
+                    return Convert.fetchResults(r, type: fr.resultType, model: model)
+                }
+            }
+        }
+
+        router.serverStreaming(p + "FetchStream") { (req: Ubiquity_V1_FetchRequest, writer: ResponseWriter<Ubiquity_V1_FetchResults>, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                var request = try Convert.fetchRequest(req.fetch, field: "fetch")
+                if request.fetchBatchSize == 0 { request.fetchBatchSize = Self.defaultBatchSize }
+                request.fetchBatchSize = min(request.fetchBatchSize, b.limits.maxFetchResults)
+                let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
+                var streamLimits = b.queryLimits()
+                streamLimits.maxFetchResults = Int.max
+                let (fr, limits) = (request, streamLimits)
+                try await b.withStore(req.storeID, account: account) { store in
+                    let model = try b.model(of: store)
+                    if let minGen, store.currentToken.generation < minGen {
+                        throw StorageError(.generationNotReached, "the store has not reached generation \(minGen) yet")
+                    }
+                    for try await batch in store.fetchBatches(fr, at: at, limits: limits) {
+                        try await writer.write(Convert.fetchResults(batch, type: fr.resultType, model: model))
+                    }
+                }
+            }
+        }
+
+        router.unary(p + "GetObjects") { (req: Ubiquity_V1_GetObjectsRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                guard req.objectIds.count <= b.limits.maxFetchResults else {
+                    throw ServiceError.exhausted("at most \(b.limits.maxFetchResults) object IDs per GetObjects call", reason: "LIMIT_EXCEEDED")
+                }
+                let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
+                return try await b.withStore(req.storeID, account: account) { store in
+                    let ids = try req.objectIds.enumerated().map { try Convert.objectID($0.element, field: "object_ids[\($0.offset)]", store: store.id) }
+                    let model = b.modelIfAny(of: store)
+                    let (token, found) = try await store.read(at: at, minimumGeneration: minGen) { ctx in (ctx.token, try ctx.objects(ids)) }
+                    var res = Ubiquity_V1_GetObjectsResponse()
+                    res.token = Data(token.bytes)
+                    for (id, o) in zip(ids, found) {
+                        if let o { res.objects.append(Convert.managedObject(o, model: model)) } else { res.missingObjectIds.append(id.uri) }
+                    }
+                    return res
+                }
+            }
+        }
+
+        router.unary(p + "Save") { (req: Ubiquity_V1_SaveRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                let n = req.inserts.count + req.updates.count + req.deletes.count
+                guard n <= b.limits.maxChangesPerSave else {
+                    throw ServiceError.exhausted("a save holds at most \(b.limits.maxChangesPerSave) changes (this one has \(n)); split it or use BatchInsert", reason: "LIMIT_EXCEEDED")
+                }
+                return try await b.withStore(req.storeID, account: account) { store in
+                    let model = b.modelIfAny(of: store)
+                    var s = SaveRequest()
+                    s.inserts = try req.inserts.enumerated().map { try Convert.insert($0.element, field: "inserts[\($0.offset)]", store: store.id) }
+                    s.updates = try req.updates.enumerated().map { try Convert.update($0.element, field: "updates[\($0.offset)]", store: store.id) }
+                    s.deletes = try req.deletes.enumerated().map { try Convert.delete($0.element, field: "deletes[\($0.offset)]", store: store.id) }
+                    s.mergePolicy = try Convert.mergePolicy(req.mergePolicy)
+                    s.author = req.author.isEmpty ? nil : req.author
+                    s.contextName = req.contextName.isEmpty ? nil : req.contextName
+                    s.clientTransactionID = req.clientTransactionID.isEmpty ? nil : req.clientTransactionID
+                    s.dryRun = req.dryRun
+                    s.modelVersionHash = try b.checkModelVersion(call, store: store)
+                    do {
+                        let r = try await store.save(s)
+                        if !r.dryRun && !r.replayed { await contexts.storeDidSave(store.id, token: r.token) }
+                        return Convert.saveResult(r, model: model)
+                    } catch { throw ServiceErrors.rpcError(error, model: model) }
+                }
+            }
+        }
+
+        router.unary(p + "BatchInsert") { (req: Ubiquity_V1_BatchInsertRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                guard !req.entity.isEmpty else { throw ServiceError.invalid("entity", "an entity is required", reason: "MISSING_FIELD") }
+                guard req.objects.count <= b.limits.maxChangesPerSave else {
+                    throw ServiceError.exhausted("a batch insert holds at most \(b.limits.maxChangesPerSave) objects (this one has \(req.objects.count))", reason: "LIMIT_EXCEEDED")
+                }
+                return try await b.withStore(req.storeID, account: account) { store in
+                    var s = SaveRequest()
+                    s.inserts = try req.objects.enumerated().map { i, o in
+                        InsertOperation(temporaryID: "b\(i)", entity: req.entity, values: try Convert.values(o.values, field: "objects[\(i)].values"))
+                    }
+                    s.mergePolicy = req.upsert ? .mergeByPropertyObjectTrump : .error
+                    s.author = req.author.isEmpty ? nil : req.author
+                    s.modelVersionHash = try b.checkModelVersion(call, store: store)
+                    let model = b.modelIfAny(of: store)
+                    do {
+                        let r = try await store.save(s)
+                        await contexts.storeDidSave(store.id, token: r.token)
+                        var res = Ubiquity_V1_BatchResponse()
+                        res.token = Data(r.token.bytes)
+                        res.count = Int64(req.objects.count)
+                        if req.returnObjectIds { res.objectIds = (0..<req.objects.count).compactMap { r.permanentIDs["b\($0)"]?.uri } }
+                        return res
+                    } catch { throw ServiceErrors.rpcError(error, model: model) }
+                }
+            }
+        }
+
+        router.unary(p + "BatchUpdate") { (req: Ubiquity_V1_BatchUpdateRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                guard !req.entity.isEmpty else { throw ServiceError.invalid("entity", "an entity is required", reason: "MISSING_FIELD") }
+                guard !req.values.isEmpty else { throw ServiceError.invalid("values", "a batch update needs at least one value to set", reason: "MISSING_FIELD") }
+                let values = try Convert.values(req.values, field: "values")
+                let vars = try Convert.arguments(req.variables, field: "variables")
+                let limits = b.queryLimits()
+                return try await b.withStore(req.storeID, account: account) { store in
+                    _ = try b.checkModelVersion(call, store: store)
+                    let r = try await store.batchUpdate(entity: req.entity, predicate: req.predicate.isEmpty ? nil : req.predicate, variables: vars,
+                                                        values: values, author: req.author.isEmpty ? nil : req.author, limits: limits)
+                    if r.count > 0 { await contexts.storeDidSave(store.id, token: r.token) }
+                    return Self.batchResponse(r)
+                }
+            }
+        }
+
+        router.unary(p + "BatchDelete") { (req: Ubiquity_V1_BatchDeleteRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                guard !req.entity.isEmpty else { throw ServiceError.invalid("entity", "an entity is required", reason: "MISSING_FIELD") }
+                let vars = try Convert.arguments(req.variables, field: "variables")
+                let limits = b.queryLimits()
+                return try await b.withStore(req.storeID, account: account) { store in
+                    _ = try b.checkModelVersion(call, store: store)
+                    let ids: [ObjectID]? = req.objectIds.isEmpty ? nil : try req.objectIds.enumerated().map {
+                        try Convert.objectID($0.element, field: "object_ids[\($0.offset)]", store: store.id)
+                    }
+                    let r = try await store.batchDelete(entity: req.entity, predicate: req.predicate.isEmpty ? nil : req.predicate, variables: vars,
+                                                        objectIDs: ids, author: req.author.isEmpty ? nil : req.author, limits: limits)
+                    if r.count > 0 { await contexts.storeDidSave(store.id, token: r.token) }
+                    return Self.batchResponse(r)
+                }
+            }
+        }
+
+        router.unary(p + "CurrentGeneration") { (req: Ubiquity_V1_CurrentGenerationRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                return try await b.withStore(req.storeID, account: account) { store in
+                    var res = Ubiquity_V1_CurrentGenerationResponse()
+                    let t = store.currentToken
+                    res.token = Data(t.bytes)
+                    res.generation = t.generation
+                    return res
+                }
+            }
+        }
+
+        router.unary(p + "Deduplicate") { (req: Ubiquity_V1_DeduplicateRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                guard !req.entity.isEmpty else { throw ServiceError.invalid("entity", "an entity is required", reason: "MISSING_FIELD") }
+                guard !req.uniqueKey.isEmpty else { throw ServiceError.invalid("unique_key", "name the attributes that identify duplicates", reason: "MISSING_FIELD") }
+                return try await b.withStore(req.storeID, account: account) { store in
+                    _ = try b.checkModelVersion(call, store: store)
+                    let r = try await store.deduplicate(entity: req.entity, uniqueKey: req.uniqueKey,
+                                                        batchSize: req.batchSize > 0 ? Int(req.batchSize) : 500,
+                                                        author: req.author.isEmpty ? nil : req.author)
+                    if !r.removed.isEmpty { await contexts.storeDidSave(store.id, token: r.token) }
+                    var res = Ubiquity_V1_DeduplicateResponse()
+                    res.token = Data(r.token.bytes)
+                    res.groups = Int64(r.groups)
+                    res.removed = Int64(r.removed.count)
+                    res.details = r.winners.sorted { $0.key < $1.key }.map { w, losers in
+                        var g = Ubiquity_V1_DuplicateGroup()
+                        g.winnerObjectID = w.uri
+                        g.removedObjectIds = losers.map(\.uri)
+                        return g
+                    }
+                    return res
+                }
+            }
+        }
+
+        router.unary(p + "Seed") { (req: Ubiquity_V1_SeedRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                guard !req.seedID.isEmpty, req.seedID.count <= 200 else {
+                    throw ServiceError.invalid("seed_id", "a seed needs a seed_id of 1–200 characters", reason: "MISSING_FIELD")
+                }
+                guard req.inserts.count <= b.limits.maxChangesPerSave else {
+                    throw ServiceError.exhausted("a seed holds at most \(b.limits.maxChangesPerSave) objects", reason: "LIMIT_EXCEEDED")
+                }
+                return try await b.withStore(req.storeID, account: account) { store in
+                    var s = SaveRequest()
+                    s.inserts = try req.inserts.enumerated().map { try Convert.insert($0.element, field: "inserts[\($0.offset)]", store: store.id) }
+                    // Exactly once per seed ID: the seed is a save whose client transaction ID is
+                    // derived from it, so repeated or concurrent calls get the first outcome.
+                    s.clientTransactionID = "ubiquity.seed:" + req.seedID
+                    s.mergePolicy = .mergeByPropertyObjectTrump
+                    s.author = req.author.isEmpty ? nil : req.author
+                    s.contextName = "seed"
+                    s.modelVersionHash = try b.checkModelVersion(call, store: store)
+                    let model = b.modelIfAny(of: store)
+                    do {
+                        let r = try await store.save(s)
+                        if !r.replayed { await contexts.storeDidSave(store.id, token: r.token) }
+                        var res = Ubiquity_V1_SeedResponse()
+                        res.token = Data(r.token.bytes)
+                        res.applied = !r.replayed
+                        for (k, v) in r.permanentIDs { res.permanentIds[k] = v.uri }
+                        return res
+                    } catch { throw ServiceErrors.rpcError(error, model: model) }
+                }
+            }
+        }
+
+        router.serverStreaming(p + "ExportBaseline") { (req: Ubiquity_V1_ExportBaselineRequest, writer: ResponseWriter<Ubiquity_V1_BaselineChunk>, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
+                let batch = req.batchSize > 0 ? min(Int(req.batchSize), b.limits.maxFetchResults) : Self.defaultBatchSize
+                try await b.withStore(req.storeID, account: account) { store in
+                    let model = try b.model(of: store)
+                    // One pin for the whole export: every entity is read at the same generation.
+                    let start: GenerationToken
+                    switch at {
+                    case .current: start = store.currentToken
+                    case .token(let t): start = t
+                    }
+                    if let minGen, start.generation < minGen {
+                        throw StorageError(.generationNotReached, "the store has not reached generation \(minGen) yet")
+                    }
+                    let pin = try store.pin(start, lease: 600)
+                    defer { store.unpin(pin) }
+                    let roots = model.definition.entities.filter { $0.parent == nil }.map(\.name).sorted()
+                    var total: Int64 = 0
+                    var pending: [Ubiquity_V1_ManagedObject] = []
+                    func chunk(last: Bool) -> Ubiquity_V1_BaselineChunk {
+                        var c = Ubiquity_V1_BaselineChunk()
+                        c.token = Data(pin.token.bytes)
+                        c.modelVersionHash = model.hash
+                        c.objects = pending
+                        c.last = last
+                        if last { c.total = total }
+                        return c
+                    }
+                    var limits = b.queryLimits()
+                    limits.maxFetchResults = Int.max
+                    let exportLimits = limits
+                    for root in roots {
+                        var fr = FetchRequest(entity: root)
+                        fr.fetchBatchSize = batch
+                        for try await r in store.fetchBatches(fr, at: .token(pin.token), limits: exportLimits) {
+                            for o in r.objects {
+                                pending.append(Convert.managedObject(o, model: model))
+                                total += 1
+                                if pending.count == batch { try await writer.write(chunk(last: false)); pending.removeAll(keepingCapacity: true) }
+                            }
+                        }
+                    }
+                    try await writer.write(chunk(last: true))
+                }
+            }
+        }
+
+        router.unary(p + "ImportStore") { (req: Ubiquity_V1_ImportStoreRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                let (at, _) = try Convert.readGeneration(req.sourceAt, field: "source_at")
+                let source = try b.record(req.sourceStoreID, account: account, field: "source_store_id")
+                guard source.id.uuidString.lowercased() != req.storeID.lowercased() else {
+                    throw ServiceError.invalid("source_store_id", "a store cannot import itself", reason: "BAD_STORE_ID")
+                }
+                let dump = try await b.directory.withStore(source.id, create: true) { try await $0.dump(at: at) }
+                guard dump.objects.count <= b.limits.maxChangesPerSave else {
+                    throw ServiceError.exhausted("the source has \(dump.objects.count) objects; ImportStore copies at most \(b.limits.maxChangesPerSave) in one transaction", reason: "LIMIT_EXCEEDED")
+                }
+                return try await b.withStore(req.storeID, account: account) { store in
+                    let model = b.modelIfAny(of: store)
+                    var s = SaveRequest()
+                    s.inserts = dump.objects.map { o in
+                        InsertOperation(temporaryID: o.id.uri, entity: o.id.entity, values: o.values,
+                                        relationships: o.relationships.mapValues { $0.map { .temporary($0.uri) } })
+                    }
+                    s.mergePolicy = req.deduplicateByConstraints ? .mergeByPropertyObjectTrump : .error
+                    s.author = req.author.isEmpty ? nil : req.author
+                    s.contextName = "import"
+                    s.modelVersionHash = try b.checkModelVersion(call, store: store)
+                    do {
+                        let r = try await store.save(s)
+                        await contexts.storeDidSave(store.id, token: r.token)
+                        var res = Ubiquity_V1_ImportStoreResponse()
+                        res.token = Data(r.token.bytes)
+                        res.imported = Int64(dump.objects.count)
+                        for (k, v) in r.permanentIDs { res.objectIDMap[k] = v.uri }
+                        return res
+                    } catch { throw ServiceErrors.rpcError(error, model: model) }
+                }
+            }
+        }
+
+        router.unary(p + "DestroyStore") { (req: Ubiquity_V1_DestroyStoreRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                let rec = try b.record(req.storeID, account: account)
+                await contexts.storeWillChange(rec.id)
+                do { try await b.directory.destroy(rec.id) } catch let e as StorageError where e.reason == .busy {
+                    throw ServiceError(code: .unavailable, reason: "STORE_BUSY", message: "the store is in use by running calls; retry shortly")
+                }
+                try b.catalog.removeStore(id: rec.id)
+                return Ubiquity_V1_DestroyStoreResponse()
+            }
+        }
+
+        router.unary(p + "ReplaceStore") { (req: Ubiquity_V1_ReplaceStoreRequest, call) in
+            try await ServiceErrors.mapping {
+                let account = try b.account(call)
+                let rec = try b.record(req.storeID, account: account)
+                let source = try b.record(req.sourceStoreID, account: account, field: "source_store_id")
+                guard source.id != rec.id else { throw ServiceError.invalid("source_store_id", "a store cannot replace itself", reason: "BAD_STORE_ID") }
+                // Make sure the source file exists and holds everything committed so far.
+                _ = try await b.directory.withStore(source.id, create: true) { try await $0.checkpoint(truncate: false) }
+                await contexts.storeWillChange(rec.id)
+                do { try await b.directory.replace(rec.id, from: b.directory.path(for: source.id)) } catch let e as StorageError where e.reason == .busy {
+                    throw ServiceError(code: .unavailable, reason: "STORE_BUSY", message: "the store is in use by running calls; retry shortly")
+                }
+                return try await b.directory.withStore(rec.id) { store in
+                    var res = Ubiquity_V1_ReplaceStoreResponse()
+                    res.token = Data(store.currentToken.bytes)
+                    return res
+                }
+            }
+        }
+    }
+
+    static func info(_ r: Catalog.StoreRecord, _ store: Store) -> Ubiquity_V1_StoreInfo {
+        var i = Ubiquity_V1_StoreInfo()
+        i.storeID = r.id.uuidString.lowercased()
+        i.name = r.name
+        i.modelVersionHash = store.modelVersionHash ?? ""
+        let t = store.currentToken
+        i.token = Data(t.bytes)
+        i.generation = t.generation
+        return i
+    }
+
+    static func batchResponse(_ r: BatchResult) -> Ubiquity_V1_BatchResponse {
+        var res = Ubiquity_V1_BatchResponse()
+        res.token = Data(r.token.bytes)
+        res.count = Int64(r.count)
+        res.objectIds = r.objectIDs.map(\.uri)
+        return res
+    }
+}
+
+extension Backend {
+    /// Query limits with the service's result-size limit applied.
+    func queryLimits() -> QueryLimits {
+        var l = limits.query
+        l.maxFetchResults = limits.maxFetchResults
+        return l
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+
+/// The data directory's catalog (`<root>/catalog.sqlite`): accounts and their named stores.
+/// Store files are named by server-generated UUIDs (§4.8); names live only here.
+///
+/// Small and rarely written: one connection behind a lock, with every record also cached in
+/// memory so the per-call "which account owns this store" check costs no SQL.
+public final class Catalog: Sendable {
+    /// One store of an account.
+    public struct StoreRecord: Sendable, Equatable {
+        public var id: UUID
+        public var account: String
+        public var name: String
+        public var createdAt: Double
+    }
+
+    private struct State {
+        var conn: Connection?
+        var byID: [UUID: StoreRecord] = [:]
+        var accounts: Set<String> = []
+    }
+    private let state: Locked<State>
+
+    /// Opens (creating if needed) the catalog database at `path`.
+    public init(path: String) throws {
+        let c = try Connection(path: path, readOnly: false, vfs: nil, busyTimeoutMS: 5000)
+        do {
+            try c.exec("PRAGMA journal_mode=WAL")
+            try c.exec("PRAGMA synchronous=FULL")
+            try c.exec("""
+                CREATE TABLE IF NOT EXISTS ubq_accounts(id TEXT PRIMARY KEY, state TEXT NOT NULL, created_at REAL NOT NULL);
+                CREATE TABLE IF NOT EXISTS ubq_stores(id TEXT PRIMARY KEY, account TEXT NOT NULL, name TEXT NOT NULL,
+                    created_at REAL NOT NULL, UNIQUE(account, name));
+                """)
+        } catch { c.close(); throw error }
+        var s = State(conn: c)
+        try c.query("SELECT id FROM ubq_accounts") { s.accounts.insert($0.text(0)) }
+        try c.query("SELECT id, account, name, created_at FROM ubq_stores") { st in
+            guard let id = UUID(uuidString: st.text(0)) else { return }
+            let created: Double = if case .real(let d) = st.value(3) { d } else { 0 }
+            s.byID[id] = StoreRecord(id: id, account: st.text(1), name: st.text(2), createdAt: created)
+        }
+        state = Locked(s)
+    }
+
+    public func close() { state.withLock { $0.conn?.close(); $0.conn = nil } }
+
+    private func withConnection<T>(_ body: (Connection, inout State) throws -> T) throws -> T {
+        try state.withLock { s in
+            guard let c = s.conn else { throw StorageError(.storeClosed, "catalog is closed") }
+            return try body(c, &s)
+        }
+    }
+
+    /// Creates the account if it does not exist (active).
+    public func ensureAccount(_ account: String) throws {
+        try withConnection { c, s in
+            if s.accounts.contains(account) { return }
+            try c.run("INSERT OR IGNORE INTO ubq_accounts(id, state, created_at) VALUES (?, 'active', ?)",
+                      [.text(account), .real(Date().timeIntervalSince1970)])
+            s.accounts.insert(account)
+        }
+    }
+
+    /// The account's store called `name`, creating its record (with a new UUID) if missing and
+    /// `create`. Returns the record and whether this call created it.
+    public func store(account: String, name: String, create: Bool) throws -> (StoreRecord, created: Bool)? {
+        try withConnection { c, s in
+            if let r = s.byID.values.first(where: { $0.account == account && $0.name == name }) { return (r, false) }
+            guard create else { return nil }
+            let r = StoreRecord(id: UUID(), account: account, name: name, createdAt: Date().timeIntervalSince1970)
+            try c.run("INSERT INTO ubq_stores(id, account, name, created_at) VALUES (?, ?, ?, ?)",
+                      [.text(r.id.uuidString.lowercased()), .text(account), .text(name), .real(r.createdAt)])
+            s.byID[r.id] = r
+            return (r, true)
+        }
+    }
+
+    /// A store by ID (from memory).
+    public func store(id: UUID) -> StoreRecord? { state.withLock { $0.byID[id] } }
+
+    /// The account's stores, by name.
+    public func stores(account: String) -> [StoreRecord] {
+        state.withLock { $0.byID.values.filter { $0.account == account }.sorted { $0.name < $1.name } }
+    }
+
+    /// Forgets a store (its files are removed by `StoreDirectory.destroy`, after this).
+    public func removeStore(id: UUID) throws {
+        try withConnection { c, s in
+            try c.run("DELETE FROM ubq_stores WHERE id = ?", [.text(id.uuidString.lowercased())])
+            s.byID[id] = nil
+        }
+    }
+}

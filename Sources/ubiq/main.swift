@@ -1,1 +1,0 @@
-print("ubiq: not built yet")
