@@ -153,6 +153,11 @@ public struct ObjectSnapshot: Codable, Sendable, Equatable {
     public var values: [String: StorageValue]
     /// Every relationship by name: to-one as zero or one ID, to-many sorted.
     public var relationships: [String: [ObjectID]]
+
+    /// For callers that hold object state of their own (a context's pending objects).
+    public init(id: ObjectID, version: Int64, values: [String: StorageValue], relationships: [String: [ObjectID]]) {
+        self.id = id; self.version = version; self.values = values; self.relationships = relationships
+    }
 }
 
 /// Everything in a store at a generation (tests, baselines, debugging).
