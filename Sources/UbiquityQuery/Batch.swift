@@ -63,6 +63,14 @@ extension Store {
             }
             if ids.isEmpty { return nil }
             var r = SaveRequest()
+            // relationships without an inverse would keep pointing at deleted objects: clear them
+            let schema = Schema(model: ctx.modelDefinition, mapping: ctx.mapping)
+            let doomed = try BatchPlanner.cascadeClosure(ctx, schema, ids)
+            let edits = try BatchPlanner.rewriteIncoming(ctx, schema, replacing: Dictionary(doomed.map { ($0.pk, nil) }, uniquingKeysWith: { a, _ in a }),
+                                                         families: Set(doomed.map(\.entity)), skipping: Set(doomed))
+            var byObject: [ObjectID: [String: [ObjectReference]]] = [:]
+            for (o, rel, targets) in edits { byObject[o, default: [:]][rel] = targets.map { .permanent($0) } }
+            r.updates = byObject.sorted { $0.key < $1.key }.map { UpdateOperation(objectID: $0.key, relationships: $0.value) }
             r.deletes = ids.map { DeleteOperation(objectID: $0) }
             r.author = author
             r.contextName = contextName
@@ -107,6 +115,69 @@ extension Store {
 }
 
 enum BatchPlanner {
+    /// Edits for relationships *without* an inverse that point at any pk in `replacing` (the
+    /// engine maintains relationships with inverses itself): each such target is replaced by its
+    /// mapped object, or removed when it maps to nil. `families`: entities the targets belong to.
+    static func rewriteIncoming(_ ctx: ReadContext, _ schema: Schema, replacing: [Int64: ObjectID?], families: Set<String>,
+                                skipping: Set<ObjectID>) throws -> [(ObjectID, String, [ObjectID])] {
+        var out: [(ObjectID, String, [ObjectID])] = []
+        let pks = replacing.keys.sorted()
+        for e in schema.model.entities {
+            for r in e.relationships where r.inverse == nil && !Set(schema.family(r.destination)).isDisjoint(with: families) {
+                let m = schema.mapping[e.name]!
+                var sources: [ObjectID: [Int64]] = [:]
+                for chunk in stride(from: 0, to: pks.count, by: 500) {
+                    let part = Array(pks[chunk..<min(chunk + 500, pks.count)])
+                    let list = (0..<part.count).map { "?\($0 + 2)" }.joined(separator: ", ")
+                    let args: [StorageValue] = [.int(ctx.generation)] + part.map { .int($0) }
+                    let sql: String
+                    if !r.toMany {
+                        let col = q(m.columns[r.name]!)
+                        sql = "SELECT t.pk, t.z_ent, t.\(col) FROM \(q(m.table)) AS t WHERE t.\(col) IN (\(list)) AND \(SQLBuilder.visible("t"))"
+                    } else if case .joinTable(let t, let src, let dst)? = m.toMany[r.name] {
+                        sql = "SELECT s.pk, s.z_ent, j.\(q(dst)) FROM \(q(t)) AS j JOIN \(q(m.table)) AS s ON s.pk = j.\(q(src)) AND \(SQLBuilder.visible("s")) WHERE j.\(q(dst)) IN (\(list)) AND \(SQLBuilder.visible("j"))"
+                    } else { continue }
+                    for row in try ctx.rows(sql, args) {
+                        guard case .int(let pk) = row[0], case .string(let ent) = row[1], case .int(let target) = row[2] else { continue }
+                        let id = ObjectID(storeID: ctx.token.storeID, entity: ent, pk: pk)
+                        if !skipping.contains(id) { sources[id, default: []].append(target) }
+                    }
+                }
+                if sources.isEmpty { continue }
+                if !r.toMany {
+                    for (s, targets) in sources.sorted(by: { $0.key < $1.key }) { out.append((s, r.name, replacing[targets[0]]!.map { [$0] } ?? [])) }
+                } else {
+                    for case let o? in try ctx.objects(sources.keys.sorted()) {
+                        var set: [ObjectID] = []
+                        for t in o.relationships[r.name] ?? [] {
+                            let x: ObjectID? = replacing.keys.contains(t.pk) ? replacing[t.pk]! : t
+                            if let x, !set.contains(x) { set.append(x) }
+                        }
+                        out.append((o.id, r.name, set))
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    /// `ids` and every object their cascade delete rules reach (at this generation).
+    static func cascadeClosure(_ ctx: ReadContext, _ schema: Schema, _ ids: [ObjectID]) throws -> [ObjectID] {
+        var all = Set(ids)
+        var out = ids
+        var level = ids
+        while !level.isEmpty {
+            var next: [ObjectID] = []
+            for case let o? in try ctx.objects(level) {
+                for (name, r) in schema.relationships[o.id.entity] ?? [:] where r.deleteRule == .cascade {
+                    for t in o.relationships[name] ?? [] where all.insert(t).inserted { next.append(t); out.append(t) }
+                }
+            }
+            level = next
+        }
+        return out
+    }
+
     /// IDs (by pk) of the objects a batch operation covers, at the writer's current generation.
     static func matching(_ ctx: ReadContext, entity: String, predicate: String?, variables: [String: QueryArgument], limits: QueryLimits) throws -> [ObjectID] {
         var r = FetchRequest(entity: entity)
@@ -199,39 +270,10 @@ struct Deduplicator {
             }
         }
         // relationships without an inverse pointing at a loser (the inverse side is covered above)
-        let losers = Array(winnerOf.keys).sorted()
-        for e in schema.model.entities {
-            for r in e.relationships where r.inverse == nil && !Set(schema.family(r.destination)).isDisjoint(with: schema.family(entity)) {
-                let m = schema.mapping[e.name]!
-                var sources: [(ObjectID, Int64)] = []
-                for chunk in stride(from: 0, to: losers.count, by: 500) {
-                    let part = Array(losers[chunk..<min(chunk + 500, losers.count)])
-                    let list = (0..<part.count).map { "?\($0 + 2)" }.joined(separator: ", ")
-                    let args: [StorageValue] = [.int(ctx.generation)] + part.map { .int($0) }
-                    let sql: String
-                    if !r.toMany {
-                        let col = q(m.columns[r.name]!)
-                        sql = "SELECT t.pk, t.z_ent, t.\(col) FROM \(q(m.table)) AS t WHERE t.\(col) IN (\(list)) AND \(SQLBuilder.visible("t"))"
-                    } else if case .joinTable(let t, let src, let dst)? = m.toMany[r.name] {
-                        sql = "SELECT s.pk, s.z_ent, j.\(q(dst)) FROM \(q(t)) AS j JOIN \(q(m.table)) AS s ON s.pk = j.\(q(src)) AND \(SQLBuilder.visible("s")) WHERE j.\(q(dst)) IN (\(list)) AND \(SQLBuilder.visible("j"))"
-                    } else { continue }
-                    for row in try ctx.rows(sql, args) {
-                        guard case .int(let pk) = row[0], case .string(let ent) = row[1], case .int(let target) = row[2] else { continue }
-                        sources.append((ObjectID(storeID: ctx.token.storeID, entity: ent, pk: pk), target))
-                    }
-                }
-                if sources.isEmpty { continue }
-                if !r.toMany {
-                    for (s, target) in sources { edit(s, r.name, [winnerOf[target]!]) }
-                } else {
-                    let current = try ctx.objects(sources.map(\.0))
-                    for case let o? in current {
-                        var set: [ObjectID] = []
-                        for t in o.relationships[r.name] ?? [] { let x = mapped(t); if !set.contains(x) { set.append(x) } }
-                        edit(o.id, r.name, set)
-                    }
-                }
-            }
+        let losers = Set(groups.flatMap(\.1))
+        for (source, rel, targets) in try BatchPlanner.rewriteIncoming(ctx, schema, replacing: winnerOf.mapValues { Optional($0) },
+                                                                     families: Set(schema.family(entity)), skipping: losers) {
+            edit(source, rel, targets)
         }
         var save = SaveRequest()
         save.updates = order.map { id in UpdateOperation(objectID: id, relationships: edits[id]!.mapValues { $0.map { .permanent($0) } }) }

@@ -15,57 +15,101 @@ extension Store {
 
     /// The results in batches of `fetchBatchSize`, all read at one generation. A pin lease
     /// (`QueryLimits.batchPinLease`, renewed per batch) keeps that generation from GC while the
-    /// stream runs; each batch is its own short read job. Ending the stream early ends the pin.
+    /// stream is consumed; each batch is its own short read job, run when the consumer asks for
+    /// it (no read-ahead). The pin ends with the last batch, on an error, or when the consumer
+    /// drops the stream.
     public func fetchBatches(_ request: FetchRequest, at g: ReadGeneration = .current, limits: QueryLimits = QueryLimits()) -> AsyncThrowingStream<FetchResult, Error> {
-        AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    let token: GenerationToken? = if case .token(let t) = g { t } else { nil }
-                    let pin = try self.pin(token, lease: limits.batchPinLease)
-                    defer { self.unpin(pin) }
-                    let at = ReadGeneration.token(pin.token)
-                    let size = request.fetchBatchSize > 0 ? request.fetchBatchSize : Int.max
-                    let all = { var l = limits; l.maxFetchResults = limits.maxBatchResults; return l }()
-                    if request.resultType == .objects || request.resultType == .objectIDs {
-                        let ids = { var r = request; r.resultType = .objectIDs; r.relationshipKeyPathsForPrefetching = []; return r }()
-                        let listed = try await self.read(at: at) { ctx in try ctx.fetch(ids, limits: all) }
-                        var start = 0
-                        repeat {
-                            try Task.checkCancellation()
-                            try self.renew(pin, lease: limits.batchPinLease)
-                            let chunk = Array(listed.objectIDs[start..<min(listed.objectIDs.count, start + min(size, listed.objectIDs.count - start))])
-                            var batch = FetchResult(token: pin.token)
-                            if request.resultType == .objects {
-                                batch = try await self.read(at: at) { ctx in
-                                    try QueryErrors.mapping { try FetchExecutor(request, ctx: ctx, limits: limits, pending: nil).materialize(chunk) }
-                                }
-                            } else {
-                                batch.objectIDs = chunk
-                                batch.count = chunk.count
-                            }
-                            continuation.yield(batch)
-                            start += chunk.count
-                        } while start < listed.objectIDs.count
-                    } else {
-                        let r = try await self.read(at: at) { ctx in try ctx.fetch(request, limits: all) }
-                        if request.resultType == .count || r.dictionaries.count <= size {
-                            continuation.yield(r)
-                        } else {
-                            for s in stride(from: 0, to: r.dictionaries.count, by: size) {
-                                var b = FetchResult(token: r.token)
-                                b.dictionaries = Array(r.dictionaries[s..<min(s + size, r.dictionaries.count)])
-                                b.count = b.dictionaries.count
-                                continuation.yield(b)
-                            }
-                        }
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
+        let cursor = BatchCursor(store: self, request: request, at: g, limits: limits)
+        return AsyncThrowingStream(unfolding: { try await cursor.next() })
+    }
+}
+
+/// The state of one `fetchBatches` stream.
+final class BatchCursor: @unchecked Sendable {
+    // Invariant: the mutable fields are only touched inside `next()`, which holds `lock` for
+    // its synchronous parts; the stream calls `next()` one call at a time (one consumer).
+    private let lock = NSLock()
+    let store: Store
+    let request: FetchRequest
+    let at: ReadGeneration
+    let limits: QueryLimits
+    private var pin: PinLease?
+    private var ids: [ObjectID]?
+    private var dictionaries: [[String: StorageValue]]?
+    private var position = 0
+    private var finished = false
+
+    init(store: Store, request: FetchRequest, at: ReadGeneration, limits: QueryLimits) {
+        self.store = store; self.request = request; self.at = at; self.limits = limits
+    }
+
+    deinit { if let pin { store.unpin(pin) } }
+
+    private func locked<T>(_ body: () throws -> T) rethrows -> T { lock.lock(); defer { lock.unlock() }; return try body() }
+
+    private func finish() { locked { if let p = pin { store.unpin(p) }; pin = nil; finished = true } }
+
+    func next() async throws -> FetchResult? {
+        do { return try await step() } catch { finish(); throw error }
+    }
+
+    private func step() async throws -> FetchResult? {
+        if locked({ finished }) { return nil }
+        let size = request.fetchBatchSize > 0 ? request.fetchBatchSize : Int.max
+        let all = { var l = limits; l.maxFetchResults = limits.maxBatchResults; return l }()
+        let lease = try locked { () throws -> PinLease in
+            if let p = pin { try store.renew(p, lease: limits.batchPinLease); return p }
+            let token: GenerationToken? = if case .token(let t) = at { t } else { nil }
+            let p = try store.pin(token, lease: limits.batchPinLease)
+            pin = p
+            return p
         }
+        let pinned = ReadGeneration.token(lease.token)
+        let request = self.request
+        if request.resultType == .count {
+            let r = try await store.read(at: pinned) { ctx in try ctx.fetch(request, limits: all) }
+            finish()
+            return r
+        }
+        if request.resultType == .dictionaries {
+            if locked({ dictionaries == nil }) {
+                let r = try await store.read(at: pinned) { ctx in try ctx.fetch(request, limits: all) }
+                locked { dictionaries = r.dictionaries }
+            }
+            let chunk: [[String: StorageValue]] = locked {
+                let d = dictionaries!
+                let c = Array(d[position..<min(d.count, position + min(size, d.count - position))])
+                position += c.count
+                return c
+            }
+            var b = FetchResult(token: lease.token)
+            b.dictionaries = chunk
+            b.count = chunk.count
+            if locked({ position >= dictionaries!.count }) { finish() }
+            return b
+        }
+        if locked({ ids == nil }) {
+            let listing = { var r = request; r.resultType = .objectIDs; r.relationshipKeyPathsForPrefetching = []; return r }()
+            let r = try await store.read(at: pinned) { ctx in try ctx.fetch(listing, limits: all) }
+            locked { ids = r.objectIDs }
+        }
+        let chunk: [ObjectID] = locked {
+            let l = ids!
+            let c = Array(l[position..<min(l.count, position + min(size, l.count - position))])
+            position += c.count
+            return c
+        }
+        var batch = FetchResult(token: lease.token)
+        if request.resultType == .objects {
+            batch = try await store.read(at: pinned) { ctx in
+                try QueryErrors.mapping { try FetchExecutor(request, ctx: ctx, limits: all, pending: nil).materialize(chunk) }
+            }
+        } else {
+            batch.objectIDs = chunk
+            batch.count = chunk.count
+        }
+        if locked({ position >= ids!.count }) { finish() }
+        return batch
     }
 }
 

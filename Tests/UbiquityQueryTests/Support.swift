@@ -127,3 +127,8 @@ struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+extension StorageValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
+    public init(stringLiteral v: String) { self = .string(v) }
+    public init(integerLiteral v: Int64) { self = .int(v) }
+}
