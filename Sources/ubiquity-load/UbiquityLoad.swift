@@ -18,6 +18,8 @@ enum WorkloadKind: String, ExpressibleByArgument, CaseIterable {
     case pinnedFetch = "pinned-fetch"
     case save100
     case mixed
+    /// Not measured: (re)creates the store and inserts --objects objects with BatchInsert.
+    case prepare
 }
 
 @main
@@ -51,6 +53,18 @@ struct UbiquityLoad: ParsableCommand {
 
     @Option(help: "Workload: \(WorkloadKind.allCases.map(\.rawValue).joined(separator: ", ")).")
     var workload: WorkloadKind = .ping
+
+    @Option(help: "Store the Stores workloads use (prepare creates it).")
+    var store = "bench"
+
+    @Option(help: "Objects in the store: prepare inserts this many; the fetch workloads pick keys among them.")
+    var objects = 1_000_000
+
+    @Option(help: "prepare: objects per BatchInsert call.")
+    var batch = 10_000
+
+    @Option(help: "Seed of the keys the fetch workloads pick.")
+    var seed: UInt64 = 1
 
     @Option(help: "Ping payload size in bytes.")
     var payload = 0
@@ -88,7 +102,24 @@ struct UbiquityLoad: ParsableCommand {
         ignoreSIGPIPE()
         let (host, port) = parseTarget()!
         let authority = target
-        let plan = try Workloads.plan(workload, authority: authority, payload: payload, timeout: timeout)
+        let data = DataSet(store: store, objects: objects, seed: seed)
+        if workload == .prepare {
+            let (host, port, objects, batch) = (host, port, objects, batch)
+            let (seconds, calls) = try blocking { try await StoreSetup.prepare(host: host, port: port, data: data, batch: batch) }
+            let report = Report(workload: "prepare", system: system, connections: 1, streams: 2, threads: 1, requests: calls,
+                                ok: calls, seconds: seconds, throughput: Double(objects) / seconds, p50: 0, p90: 0, p99: 0,
+                                p999: 0, max: 0, errors: 0, errorsByStatus: [], cpuSeconds: 0, timedOut: false,
+                                note: "\(objects) objects into store \"\(store)\" with BatchInsert (\(batch) per call); throughput is objects/s")
+            print(json ? report.json() : report.text())
+            return
+        }
+        let plan: WorkloadPlan
+        do {
+            plan = try Workloads.plan(workload, host: host, port: port, authority: authority, payload: payload,
+                                      timeout: timeout, data: data)
+        } catch let e as RPCError {
+            throw LoadError(message: "setting up \(workload.rawValue): \(e.code): \(e.message)")
+        }
         let total = requests ?? (duration == nil ? 10_000 : Int.max)
         let threadCount = min(threads, connections)
 
@@ -102,7 +133,7 @@ struct UbiquityLoad: ParsableCommand {
         let done = DispatchSemaphore(value: 0)
         let workers = (0..<threadCount).map { i in
             Worker(index: i, host: host, port: port, shares: shares[i], streams: streams, requests: plan.requests,
-                   progress: progress, onDone: { done.signal() })
+                   background: i == 0 ? plan.background : [], progress: progress, onDone: { done.signal() })
         }
 
         // Connect everything first; the clock starts when every connection is up.
@@ -176,6 +207,8 @@ struct UbiquityLoad: ParsableCommand {
             for (k, v) in w.result.errors { merged.errors[k, default: 0] += v }
             merged.firstError = merged.firstError ?? w.result.firstError
             merged.endNanos = max(merged.endNanos, w.result.endNanos)
+            merged.backgroundOK += w.result.backgroundOK
+            merged.backgroundErrors += w.result.backgroundErrors
         }
         let seconds = Double(max(merged.endNanos, start + 1) - start) / 1e9
         let errorCount = merged.errors.values.reduce(0, +)
@@ -189,7 +222,7 @@ struct UbiquityLoad: ParsableCommand {
             errors: errorCount,
             errorsByStatus: merged.errors.map { (StatusCode(rawValue: $0.key).description, $0.value) }.sorted { $0.0 < $1.0 },
             cpuSeconds: cpuAfter - cpuBefore, timedOut: timedOut, firstError: merged.firstError,
-            note: plan.note)
+            note: plan.note, background: plan.background.isEmpty ? nil : (merged.backgroundOK, merged.backgroundErrors))
         print(json ? report.json() : report.text())
         if timedOut { throw ExitCode(2) }
     }
@@ -238,6 +271,8 @@ struct Report {
     var timedOut: Bool
     var firstError: String?
     var note: String?
+    /// Calls of the background connection (OK, errors), when the workload has one.
+    var background: (ok: Int, errors: Int)?
 
     var cpuMicrosPerRequest: Double { requests > 0 ? cpuSeconds * 1e6 / Double(requests) : 0 }
 
@@ -272,6 +307,10 @@ struct Report {
         ]
         if let firstError { fields.append("\"first_error\": \(str(firstError))") }
         if let note { fields.append("\"note\": \(str(note))") }
+        if let background {
+            fields.append("\"background_calls\": \(background.ok + background.errors)")
+            fields.append("\"background_errors\": \(background.errors)")
+        }
         return "{" + fields.joined(separator: ", ") + "}"
     }
 
@@ -288,6 +327,7 @@ struct Report {
         }
         if let firstError { lines.append("first error  \(firstError)") }
         if let note { lines.append("note         \(note)") }
+        if let background { lines.append("background   \(background.ok + background.errors) calls, \(background.errors) errors (not measured)") }
         return lines.joined(separator: "\n")
     }
 }

@@ -29,6 +29,8 @@ struct WorkerResult {
     var errors: [Int: Int] = [:]
     var firstError: String?
     var endNanos: UInt64 = 0
+    var backgroundOK = 0
+    var backgroundErrors = 0
 }
 
 /// One loop thread and its connections. Each connection keeps `streams` calls in flight: every
@@ -45,6 +47,12 @@ final class Worker: @unchecked Sendable {
     private let port: Int
     private let streams: Int
     private let requests: [PreparedRequest]
+    /// Calls the extra connection keeps running while the measured calls run (not measured).
+    private let background: [PreparedRequest]
+    private var backgroundConnection: ClientConnection?
+    private var backgroundNext = 0
+    private var backgroundInFlight = 0
+    private var measuredDone = false
     private let progress: Progress
     private var connections: [ClientConnection] = []
     /// Calls each connection may still start.
@@ -59,7 +67,7 @@ final class Worker: @unchecked Sendable {
     var result = WorkerResult()
 
     init(index: Int, host: String, port: Int, shares: [Int], streams: Int, requests: [PreparedRequest],
-         progress: Progress, onDone: @escaping @Sendable () -> Void) {
+         background: [PreparedRequest], progress: Progress, onDone: @escaping @Sendable () -> Void) {
         self.index = index
         self.thread = EventLoopThread(name: "load-\(index)")
         self.host = host
@@ -67,18 +75,20 @@ final class Worker: @unchecked Sendable {
         self.remaining = shares
         self.streams = streams
         self.requests = requests
+        self.background = background
         self.progress = progress
         self.onDone = onDone
     }
 
     /// Connects every connection; `completion` gets nil or the first error. Loop thread.
     func connect(_ completion: @escaping (RPCError?) -> Void) {
-        var left = remaining.count
+        let count = remaining.count + (background.isEmpty ? 0 : 1)
+        var left = count
         var failed: RPCError?
         guard left > 0 else { completion(nil); return }
         connections.reserveCapacity(left)
         var slots = [ClientConnection?](repeating: nil, count: left)
-        for i in 0..<remaining.count {
+        for i in 0..<count {
             ClientConnection.connect(loop: loop, host: host, port: port) { r in
                 switch r {
                 case .success(let c): slots[i] = c
@@ -86,7 +96,13 @@ final class Worker: @unchecked Sendable {
                 }
                 left -= 1
                 if left == 0 {
-                    if failed == nil { self.connections = slots.map { $0! } }
+                    if failed == nil {
+                        var all = slots.map { $0! }
+                        if !self.background.isEmpty { self.backgroundConnection = all.removeLast() }
+                        self.connections = all
+                    } else {
+                        for c in slots { c?.close() }
+                    }
                     completion(failed)
                 }
             }
@@ -106,11 +122,25 @@ final class Worker: @unchecked Sendable {
                 self.checkDone()
             }
         }
+        issueBackground()
         for ci in connections.indices {
             for _ in 0..<streams where issue(ci) {}
         }
         for c in connections { c.flush() }
         checkDone()
+    }
+
+    private func issueBackground() {
+        guard let c = backgroundConnection, !measuredDone, !stopIssuing, c.isUsable else { return }
+        backgroundInFlight += 1
+        let request = background[backgroundNext]
+        backgroundNext = (backgroundNext + 1) % background.count
+        c.startCall(request) { [self] r in
+            self.backgroundInFlight -= 1
+            if r.status == .ok { self.result.backgroundOK += 1 } else { self.result.backgroundErrors += 1 }
+            self.issueBackground()
+            self.checkDone()
+        }
     }
 
     @inline(__always)
@@ -143,13 +173,17 @@ final class Worker: @unchecked Sendable {
     }
 
     private func checkDone() {
-        guard !finished, inFlight == 0 else { return }
+        guard !finished else { return }
         // inFlight == 0 means every connection's last completion could not start another call.
+        if inFlight == 0 { measuredDone = true }
+        guard measuredDone, backgroundInFlight == 0 else { return }
         finished = true
         timer?.close()
         timer = nil
         if result.endNanos == 0 { result.endNanos = monotonicNanos() }
         for c in connections { c.close() }
+        backgroundConnection?.close()
+        backgroundConnection = nil
         connections.removeAll()
         completions.removeAll()
         onDone()
@@ -160,6 +194,7 @@ final class Worker: @unchecked Sendable {
     func abort() {
         stopIssuing = true
         for c in connections { c.close() }
+        backgroundConnection?.close()
         checkDone()
     }
 }

@@ -121,6 +121,17 @@ def find_server_binary() -> Path:
     )
 
 
+def find_load_binary() -> Path:
+    """The ubiquity-load under test: $UBIQUITY_LOAD, else next to the ubiquityd under test."""
+    env = os.environ.get("UBIQUITY_LOAD")
+    path = Path(env) if env else find_server_binary().parent / "ubiquity-load"
+    if path.is_file() and os.access(path, os.X_OK):
+        return path.resolve()
+    raise RuntimeError(
+        f"ubiquity-load binary not found at {path}. Build it with `swift build` "
+        "(scripts/test does) and/or set UBIQUITY_LOAD=/path/to/ubiquity-load.")
+
+
 def _pairs(words: list[str]):
     """["--a", "1", "--flag", "--b", "2"] -> ("--a", "1"), ("--flag", None), ("--b", "2")."""
     i = 0

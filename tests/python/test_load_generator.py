@@ -1,0 +1,127 @@
+"""ubiquity-load, the project's own load generator (libuv + nghttp2 client), against a real
+ubiquityd: every call it reports is a call the server counted, with the same status.
+
+No speed is asserted here (SPEC §6: speed is measured by scripts/bench, never in tests); time
+bounds only guard against hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+import ubiq_harness
+from conftest import get_stats, make_channel
+
+REQUIRED_KEYS = {"workload", "system", "connections", "streams", "requests", "seconds", "throughput",
+                 "p50_ms", "p90_ms", "p99_ms", "errors"}
+
+
+@pytest.fixture(scope="module")
+def load_binary():
+    try:
+        return ubiq_harness.find_load_binary()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def _run(load_binary, *args, timeout=600):
+    try:
+        return subprocess.run([str(load_binary), *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"ubiquity-load did not finish within {timeout} s: {e.stdout} {e.stderr}")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("server_args,connections,streams,threads,calls", [
+    ([], 2, 8, 1, 3000),
+    (["--event-loops", "2"], 3, 5, 2, 2001),   # uneven shares, connections over two generator loops
+    ([], 1, 1, 1, 500),                        # one call at a time
+], ids=["c2-m8", "c3-m5-t2-2loops", "c1-m1"])
+def test_ping_counts_agree_with_the_server(start_server, load_binary, server_args, connections, streams,
+                                           threads, calls):
+    srv = start_server(server_args)
+    ch = make_channel(srv.address)
+    try:
+        before = get_stats(ch)
+        proc = _run(load_binary, "--target", srv.address, "--workload", "ping", "-n", str(calls),
+                    "-c", str(connections), "-m", str(streams), "--threads", str(threads),
+                    "--payload", "16", "--json", "--quiet", "--max-seconds", "300")
+        assert proc.returncode == 0, f"ubiquity-load exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert REQUIRED_KEYS <= report.keys(), report
+        assert report["workload"] == "ping"
+        assert report["connections"] == connections and report["streams"] == streams
+        assert report["requests"] == calls, report
+        assert report["ok"] == calls and report["errors"] == 0 and report["errors_by_status"] == {}, report
+        assert report["timed_out"] is False
+        assert 0 < report["p50_ms"] <= report["p90_ms"] <= report["p99_ms"], report
+
+        after = get_stats(ch)
+        ok_delta = after.calls_by_status[0] - before.calls_by_status[0]
+        # +1: the first GetServerStats itself may complete after taking its snapshot.
+        assert calls <= ok_delta <= calls + 1, (
+            f"the server counted {ok_delta} OK calls, ubiquity-load {calls}; by status: {dict(after.calls_by_status)}")
+        failed = {code: after.calls_by_status[code] - before.calls_by_status.get(code, 0)
+                  for code in after.calls_by_status if code != 0}
+        assert not any(failed.values()), f"non-OK calls on the server: {failed}"
+        assert after.accepted_connections - before.accepted_connections >= connections
+    finally:
+        ch.close()
+
+
+def test_text_report_and_duration_bound(start_server, load_binary):
+    srv = start_server()
+    proc = _run(load_binary, "--target", srv.address, "--duration", "0.5", "-c", "1", "-m", "2", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "calls" in proc.stdout and "latency ms" in proc.stdout and "0 errors" in proc.stdout, proc.stdout
+
+
+def test_unreachable_server_fails_clearly(load_binary):
+    # Port 1 on loopback: nothing listens there (and nobody may bind it without root).
+    proc = _run(load_binary, "--target", "127.0.0.1:1", "-n", "10", timeout=60)
+    assert proc.returncode != 0
+    assert "cannot connect to 127.0.0.1:1" in proc.stderr, proc.stderr
+
+
+def test_stores_workloads_need_prepared_data(start_server, load_binary):
+    srv = start_server()
+    proc = _run(load_binary, "--target", srv.address, "--workload", "point-fetch", "-n", "1", "--store", "empty",
+                timeout=60)
+    assert proc.returncode != 0
+    assert "--workload prepare" in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(600)
+def test_stores_workloads_against_prepared_data(start_server, load_binary):
+    srv = start_server()
+    common = ["--target", srv.address, "--store", "loadtest", "--objects", "2000", "--json", "--quiet",
+              "--max-seconds", "300"]
+    prep = _run(load_binary, *common, "--workload", "prepare", "--batch", "500")
+    assert prep.returncode == 0, prep.stderr
+    assert json.loads(prep.stdout)["requests"] == 4  # 2000 objects, 500 per BatchInsert
+
+    ch = make_channel(srv.address)
+    try:
+        for workload, calls in (("point-fetch", 300), ("save100", 6), ("mixed", 100)):
+            before = get_stats(ch)
+            proc = _run(load_binary, *common, "--workload", workload, "-n", str(calls), "-c", "2", "-m", "2")
+            assert proc.returncode == 0, f"{workload}: {proc.stderr}"
+            report = json.loads(proc.stdout.strip().splitlines()[-1])
+            assert report["requests"] == calls and report["errors"] == 0, report
+            after = get_stats(ch)
+            ok_delta = after.calls_by_status[0] - before.calls_by_status[0]
+            # Up to +3: the first stats call, and the set-up calls (OpenStore, a GetObjects check).
+            assert calls <= ok_delta <= calls + 4, (workload, ok_delta, dict(after.calls_by_status))
+    finally:
+        ch.close()
+
+    # Predicate fetches need the query layer: either they run cleanly, or the generator says
+    # plainly that this server cannot run them yet, never a run full of errors.
+    proc = _run(load_binary, *common, "--workload", "predicate-fetch", "-n", "50")
+    if proc.returncode == 0:
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["errors"] == 0
+    else:
+        assert "n/a — this server cannot run predicate fetches yet" in proc.stderr, proc.stderr
