@@ -70,7 +70,7 @@ public struct ContextsService: Sendable {
         }
 
         router.unary(p + "Fetch") { (req: Ubiquity_V1_ContextFetchRequest, call) in
-            try await ServiceErrors.mapping {
+            try await ServiceErrors.mapping(queryFields: "fetch.") {
                 let fr = try Convert.fetchRequest(req.fetch, field: "fetch")
                 let limits = b.queryLimits()
                 return try await on(req.contextID, call, ancestors: true) { box, store in

@@ -34,16 +34,19 @@ enum ServiceErrors {
     static let domain = "ubiquity.dev"
 
     /// Runs a handler body, turning any error into an RPCError with google.rpc.Status details.
-    static func mapping<T>(model: ModelInfo? = nil, _ body: () async throws -> T) async throws -> T {
-        do { return try await body() } catch { throw rpcError(error, model: model) }
+    /// `queryFields`: where the query layer's fields sit in the request (e.g. "fetch." for a
+    /// FetchSpec), so BadRequest names the request's own field (`fetch.predicate`).
+    static func mapping<T>(model: ModelInfo? = nil, queryFields: String = "", _ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch { throw rpcError(error, model: model, queryFields: queryFields) }
     }
 
-    static func rpcError(_ error: Error, model: ModelInfo? = nil) -> Error {
+    static func rpcError(_ error: Error, model: ModelInfo? = nil, queryFields: String = "") -> Error {
         switch error {
         case let e as RPCError: return e
         case let e as ServiceError:
             return build(e.code, e.message, reason: e.reason, violations: e.violations, metadata: e.metadata)
-        case let e as QueryError:
+        case var e as QueryError:
+            e.field = queryFields + snakeCase(e.field.isEmpty ? "predicate" : e.field)
             return queryError(e)
         case let e as StorageError:
             return storageError(e, model: model)
@@ -52,6 +55,15 @@ enum ServiceErrors {
         default:
             return build(.internal, "internal error: \(error)", reason: "INTERNAL")
         }
+    }
+
+    /// The proto field name of a Swift property name: `havingPredicate` → `having_predicate`.
+    static func snakeCase(_ s: String) -> String {
+        var out = ""
+        for ch in s.replacingOccurrences(of: "IDs", with: "Ids").replacingOccurrences(of: "ID", with: "Id") {
+            if ch.isUppercase { out += "_" + ch.lowercased() } else { out.append(ch) }
+        }
+        return out
     }
 
     static func queryError(_ e: QueryError) -> RPCError {
@@ -67,7 +79,8 @@ enum ServiceErrors {
         case .unboundVariable: reason = "UNBOUND_VARIABLE"
         case .limitExceeded:
             reason = "LIMIT_EXCEEDED"
-            if field == "fetch" || field == "results" { code = .resourceExhausted }
+            // too many results (not an oversized predicate): the request is fine, the answer too big
+            if field.hasSuffix("fetch_limit") || field.hasSuffix("object_ids") { code = .resourceExhausted }
         case .unsupported: reason = "UNSUPPORTED"
         }
         var md: [String: String] = ["field": field]

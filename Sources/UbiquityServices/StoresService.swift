@@ -51,7 +51,7 @@ public struct StoresService: Sendable {
         }
 
         router.unary(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
-            try await ServiceErrors.mapping {
+            try await ServiceErrors.mapping(queryFields: "fetch.") {
                 let account = try b.account(call)
                 let fr = try Convert.fetchRequest(req.fetch, field: "fetch")
                 let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
@@ -65,7 +65,7 @@ public struct StoresService: Sendable {
         }
 
         router.serverStreaming(p + "FetchStream") { (req: Ubiquity_V1_FetchRequest, writer: ResponseWriter<Ubiquity_V1_FetchResults>, call) in
-            try await ServiceErrors.mapping {
+            try await ServiceErrors.mapping(queryFields: "fetch.") {
                 let account = try b.account(call)
                 var request = try Convert.fetchRequest(req.fetch, field: "fetch")
                 if request.fetchBatchSize == 0 { request.fetchBatchSize = Self.defaultBatchSize }

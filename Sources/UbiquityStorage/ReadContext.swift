@@ -7,6 +7,8 @@ public struct EntityMapping: Sendable, Equatable {
     public var entities: [String]
     /// Property → column (attributes and to-one relationships; to-one columns hold the destination pk).
     public var columns: [String: String]
+    /// To-many relationship → where its pairs are stored.
+    public var toMany: [String: ToManyMapping] = [:]
     /// SQL condition selecting the versions visible at the generation bound to `?N`, e.g. `visible(1)`.
     public func visible(_ parameter: Int, alias: String? = nil) -> String {
         let p = alias.map { "\($0)." } ?? ""
@@ -33,8 +35,15 @@ public struct ReadContext {
         for (e, _) in m.entities {
             var cols: [String: String] = [:]
             for a in m.attributes[e]!.keys { cols[a] = ResolvedModel.attrColumn(a) }
-            for (n, r) in m.relationships[e]! where !r.toMany { cols[n] = ResolvedModel.relColumn(n) }
-            out[e] = EntityMapping(table: m.table(of: e), entities: m.family[e]!.sorted(), columns: cols)
+            var many: [String: ToManyMapping] = [:]
+            for n in m.relationships[e]!.keys {
+                switch m.storage(entity: e, relationship: n) {
+                case .column: cols[n] = ResolvedModel.relColumn(n)
+                case .inverseColumn(let t, let c): many[n] = .inverseColumn(table: t, column: c)
+                case .join(let t, let left): many[n] = .joinTable(table: t, sourceColumn: left ? "src" : "dst", destinationColumn: left ? "dst" : "src")
+                }
+            }
+            out[e] = EntityMapping(table: m.table(of: e), entities: m.family[e]!.sorted(), columns: cols, toMany: many)
         }
         return out
     }
@@ -57,10 +66,10 @@ public struct ReadContext {
         return out
     }
 
-    /// Objects by ID at this context's generation.
+    /// Objects by ID at this context's generation, loaded set-based (one query per table and
+    /// chunk of 500 IDs, plus one per relationship and chunk: never one per object).
     public func objects(_ ids: [ObjectID]) throws -> [ObjectSnapshot?] {
-        let r = RowReader(conn: conn, model: model, storeID: storeID, gen: generation)
-        return try ids.map { try r.object($0) }
+        try RowReader(conn: conn, model: model, storeID: storeID, gen: generation).objectsBatched(ids)
     }
 
     static func bindable(_ v: StorageValue) -> SQLValue {

@@ -22,48 +22,113 @@ struct RowReader {
         return try snapshot(root: root, row: row)
     }
 
-    func snapshot(root: String, row: [SQLValue]) throws -> ObjectSnapshot {
-        guard case .integer(let pk) = row[0], case .integer(let version) = row[1], case .text(let ent) = row[2] else {
-            throw StorageError(.corrupt, "malformed row")
-        }
+    func snapshot(root: String, row: [SQLValue]) throws -> ObjectSnapshot { try snapshots(root: root, rows: [row])[0] }
+
+    /// Snapshots of rows of one root table (as selected by `selectSQL`), loading relationships
+    /// set-based: one query per relationship per chunk of objects, never one per object.
+    func snapshots(root: String, rows: [[SQLValue]]) throws -> [ObjectSnapshot] {
         let cols = model.columns[root] ?? []
         var colIndex: [String: Int] = [:]
         for (i, c) in cols.enumerated() { colIndex[c] = i + 4 }
-        var values: [String: StorageValue] = [:]
-        for (name, a) in model.attributes[ent]! {
-            values[name] = ResolvedModel.fromSQL(row[colIndex[ResolvedModel.attrColumn(name)]!], a.type)
+        var out: [ObjectSnapshot] = []
+        out.reserveCapacity(rows.count)
+        for row in rows {
+            guard case .integer(let pk) = row[0], case .integer(let version) = row[1], case .text(let ent) = row[2], model.entities[ent] != nil else {
+                throw StorageError(.corrupt, "malformed row")
+            }
+            var values: [String: StorageValue] = [:]
+            for (name, a) in model.attributes[ent]! {
+                values[name] = ResolvedModel.fromSQL(row[colIndex[ResolvedModel.attrColumn(name)]!], a.type)
+            }
+            out.append(ObjectSnapshot(id: ObjectID(storeID: storeID, entity: ent, pk: pk), version: version, values: values, relationships: [:]))
         }
-        var rels: [String: [ObjectID]] = [:]
-        for (name, r) in model.relationships[ent]! {
-            switch model.storage(entity: ent, relationship: name) {
-            case .column(_, let column):
-                if case .integer(let dst) = row[colIndex[column]!], let oid = try resolve(dst, entity: r.destination) { rels[name] = [oid] } else { rels[name] = [] }
-            case .inverseColumn(let table, let column):
-                var ids: [ObjectID] = []
-                try conn.query("SELECT pk, z_ent FROM \(q(table)) WHERE \(q(column)) = ?1 AND created_gen <= ?2 AND ended_gen > ?2 ORDER BY pk", [.integer(pk), .integer(gen)]) { st in
-                    ids.append(ObjectID(storeID: storeID, entity: st.text(1), pk: st.int(0)))
+        var byEntity: [String: [Int]] = [:]
+        for (i, o) in out.enumerated() { byEntity[o.id.entity, default: []].append(i) }
+        for (ent, idxs) in byEntity.sorted(by: { $0.key < $1.key }) {
+            let pks = idxs.map { out[$0].id.pk }
+            for (name, r) in model.relationships[ent]!.sorted(by: { $0.key < $1.key }) {
+                var targets: [Int64: [ObjectID]] = [:]
+                switch model.storage(entity: ent, relationship: name) {
+                case .column(_, let column):
+                    var dst: [Int: Int64] = [:]
+                    for i in idxs { if case .integer(let d) = rows[i][colIndex[column]!] { dst[i] = d } }
+                    let ids = try resolveAll(Array(Set(dst.values)), entity: r.destination)
+                    for i in idxs { out[i].relationships[name] = dst[i].flatMap { ids[$0] }.map { [$0] } ?? [] }
+                    continue
+                case .inverseColumn(let table, let column):
+                    try forChunks(pks) { list, args in
+                        try conn.query("SELECT \(q(column)), pk, z_ent FROM \(q(table)) WHERE \(q(column)) IN (\(list)) AND created_gen <= ?1 AND ended_gen > ?1 ORDER BY pk", args) { st in
+                            targets[st.int(0), default: []].append(ObjectID(storeID: storeID, entity: st.text(2), pk: st.int(1)))
+                        }
+                    }
+                case .join(let table, let left):
+                    let (me, other) = left ? ("src", "dst") : ("dst", "src")
+                    var raw: [Int64: [Int64]] = [:]
+                    try forChunks(pks) { list, args in
+                        try conn.query("SELECT \(me), \(other) FROM \(q(table)) WHERE \(me) IN (\(list)) AND created_gen <= ?1 AND ended_gen > ?1 ORDER BY \(other)", args) { st in
+                            raw[st.int(0), default: []].append(st.int(1))
+                        }
+                    }
+                    let ids = try resolveAll(Array(Set(raw.values.joined())), entity: r.destination)
+                    for (k, v) in raw { targets[k] = v.compactMap { ids[$0] } }
                 }
-                rels[name] = ids
-            case .join(let table, let left):
-                var dsts: [Int64] = []
-                let (me, other) = left ? ("src", "dst") : ("dst", "src")
-                try conn.query("SELECT \(other) FROM \(q(table)) WHERE \(me) = ?1 AND created_gen <= ?2 AND ended_gen > ?2 ORDER BY \(other)", [.integer(pk), .integer(gen)]) { st in
-                    dsts.append(st.int(0))
-                }
-                rels[name] = try dsts.compactMap { try resolve($0, entity: r.destination) }
+                for i in idxs { out[i].relationships[name] = targets[out[i].id.pk] ?? [] }
             }
         }
-        return ObjectSnapshot(id: ObjectID(storeID: storeID, entity: ent, pk: pk), version: version, values: values, relationships: rels)
+        return out
     }
 
-    /// The ID of pk (a destination of `entity`'s family) at this generation; nil if not visible.
-    func resolve(_ pk: Int64, entity: String) throws -> ObjectID? {
-        if model.family[entity]?.count == 1 { return ObjectID(storeID: storeID, entity: entity, pk: pk) }
-        var ent: String?
-        try conn.query("SELECT z_ent FROM \(q(model.table(of: entity))) WHERE pk = ?1 AND ended_gen > ?2 AND created_gen <= ?2 LIMIT 1", [.integer(pk), .integer(gen)]) { st in
-            ent = st.text(0)
+    /// Runs `body` per chunk of at most 500 pks with the IN-list text (`?2, ?3, …`) and the
+    /// arguments (`?1` is this reader's generation). Lists are padded to a few fixed lengths by
+    /// repeating the last pk, so the statement cache sees a handful of texts, not one per length.
+    func forChunks(_ pks: [Int64], _ body: (String, [SQLValue]) throws -> Void) throws {
+        var start = 0
+        while start < pks.count {
+            let chunk = pks[start..<min(start + 500, pks.count)]
+            start += chunk.count
+            let size = [1, 8, 64, 500].first { $0 >= chunk.count }!
+            var args: [SQLValue] = [.integer(gen)] + chunk.map { .integer($0) }
+            while args.count < size + 1 { args.append(args.last!) }
+            try body((2...(size + 1)).map { "?\($0)" }.joined(separator: ", "), args)
         }
-        return ent.map { ObjectID(storeID: storeID, entity: $0, pk: pk) }
+    }
+
+    /// IDs of pks (destinations of `entity`'s family) visible at this generation, in one query
+    /// per chunk. For single-entity families no lookup is needed (as in `resolve`).
+    func resolveAll(_ pks: [Int64], entity: String) throws -> [Int64: ObjectID] {
+        var out: [Int64: ObjectID] = [:]
+        if model.family[entity]?.count == 1 {
+            for p in pks { out[p] = ObjectID(storeID: storeID, entity: entity, pk: p) }
+            return out
+        }
+        try forChunks(pks.sorted()) { list, args in
+            try conn.query("SELECT pk, z_ent FROM \(q(model.table(of: entity))) WHERE pk IN (\(list)) AND created_gen <= ?1 AND ended_gen > ?1", args) { st in
+                out[st.int(0)] = ObjectID(storeID: storeID, entity: st.text(1), pk: st.int(0))
+            }
+        }
+        return out
+    }
+
+    /// Objects by ID, set-based: one query per root table and chunk of IDs, plus one per
+    /// relationship and chunk. nil where an object does not exist at this generation.
+    func objectsBatched(_ ids: [ObjectID]) throws -> [ObjectSnapshot?] {
+        var found: [Int64: ObjectSnapshot] = [:]  // pks are unique store-wide
+        var byRoot: [String: [Int64]] = [:]
+        for id in ids where id.storeID == storeID { if let r = model.root[id.entity] { byRoot[r, default: []].append(id.pk) } }
+        for (root, pks) in byRoot.sorted(by: { $0.key < $1.key }) {
+            var rows: [[SQLValue]] = []
+            try forChunks(Array(Set(pks)).sorted()) { list, args in
+                try conn.query(selectSQL(root: root) + "WHERE pk IN (\(list)) AND created_gen <= ?1 AND ended_gen > ?1 ORDER BY pk", args) { st in
+                    rows.append((0..<st.columnCount).map { st.value($0) })
+                }
+            }
+            for s in try snapshots(root: root, rows: rows) { found[s.id.pk] = s }
+        }
+        return ids.map { id in
+            guard id.storeID == storeID, let s = found[id.pk],
+                  model.family[id.entity]?.contains(s.id.entity) == true else { return nil }
+            return s
+        }
     }
 
     func all() throws -> [ObjectSnapshot] {
@@ -73,7 +138,7 @@ struct RowReader {
             try conn.query(selectSQL(root: root) + "WHERE created_gen <= ?1 AND ended_gen > ?1 ORDER BY pk", [.integer(gen)]) { st in
                 rows.append((0..<st.columnCount).map { st.value($0) })
             }
-            for r in rows { out.append(try snapshot(root: root, row: r)) }
+            out += try snapshots(root: root, rows: rows)
         }
         return out.sorted { $0.id < $1.id }
     }

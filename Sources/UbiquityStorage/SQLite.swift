@@ -153,8 +153,14 @@ final class Connection {
         cache.removeAll(); cacheOrder.removeAll()
     }
 
+    /// Statements run through `query` on this connection (tests: set-based loads run a bounded number).
+    var statementCount = 0
+    /// Names of the function sets installed on this connection (`ReadContext.installFunctions`).
+    var installedFunctionSets: Set<String> = []
+
     /// Runs a statement with bindings, calling `row` per result row.
     func query(_ sql: String, _ args: [SQLValue] = [], row: (Statement) throws -> Void) throws {
+        statementCount += 1
         let st = try statement(sql)
         defer { st.reset() }
         try st.bind(args)

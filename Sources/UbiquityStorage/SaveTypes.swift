@@ -138,6 +138,9 @@ enum WriterJob {
 
 struct SaveJob {
     let request: SaveRequest
+    /// A planned save (`Store.save(planning:)`): builds its request on the writer thread, inside
+    /// the save's savepoint, from the state it will apply to. nil result: nothing to do.
+    var planner: (@Sendable (ReadContext) throws -> SaveRequest?)? = nil
     let flag: CancelFlag
     let complete: (Result<SaveResult, Error>) -> Void
 }

@@ -160,6 +160,7 @@ public struct ObjectSnapshot: Codable, Sendable, Equatable {
     /// Every relationship by name: to-one as zero or one ID, to-many sorted.
     public var relationships: [String: [ObjectID]]
 
+    /// For callers that hold object state of their own (a context's pending objects).
     public init(id: ObjectID, version: Int64, values: [String: StorageValue], relationships: [String: [ObjectID]]) {
         self.id = id; self.version = version; self.values = values; self.relationships = relationships
     }

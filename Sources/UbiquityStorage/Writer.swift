@@ -62,7 +62,18 @@ final class WriterEngine: Sendable {
                 try conn.exec("SAVEPOINT s")
             } catch { aborted = error; break }
             do {
-                let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: job.request, config: config)
+                var request = job.request
+                if let plan = job.planner {
+                    let ctx = ReadContext(conn: conn, model: model, storeID: storeID, token: GenerationToken(storeID: storeID, epoch: epoch, generation: gen))
+                    guard let planned = try plan(ctx) else {
+                        // nothing to apply: no generation, no history
+                        try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")
+                        results[i] = .success(SaveResult(token: ctx.token, permanentIDs: [:], versions: [:], resolvedConflicts: [], skipped: [], dryRun: false, replayed: false))
+                        continue
+                    }
+                    request = planned
+                }
+                let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config)
                 let r = try txn.run()
                 if r.replayed || r.dryRun {
                     try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")

@@ -1,0 +1,181 @@
+internal import CSQLite
+import Foundation
+
+// Engine API the query layer (UbiquityQuery) needs beyond plain reads. Documented in
+// docs/storage.md ("Query-layer support").
+
+/// Where a to-many relationship's pairs live.
+public enum ToManyMapping: Sendable, Equatable {
+    /// The destination's to-one `column` (in `table`) holds the source's pk.
+    case inverseColumn(table: String, column: String)
+    /// A versioned join table (`created_gen`/`ended_gen` like entity tables): the source's pk is
+    /// in `sourceColumn`, the destination's in `destinationColumn`.
+    case joinTable(table: String, sourceColumn: String, destinationColumn: String)
+}
+
+extension EntityMapping {
+    /// The mapping a store with this model has (validates the model; throws `.validationFailed`).
+    public static func mappings(for model: ModelDefinition) throws -> [String: EntityMapping] {
+        ReadContext.mapping(try ResolvedModel(model))
+    }
+}
+
+/// A scalar SQL function the query layer registers on a connection (e.g. Unicode case folding,
+/// a cost-bounded regular expression). Arguments and result use the untyped storage forms
+/// (`.null`, `.int`, `.double`, `.string`, `.binary`). A thrown error fails the statement with
+/// the error's description as SQLite's error message.
+public struct SQLFunction {
+    public var name: String
+    public var argumentCount: Int
+    public var body: ([StorageValue]) throws -> StorageValue
+    public init(name: String, argumentCount: Int, body: @escaping ([StorageValue]) throws -> StorageValue) {
+        self.name = name; self.argumentCount = argumentCount; self.body = body
+    }
+}
+
+/// Keeps a registered function's closure alive; SQLite releases it through the destructor when
+/// the connection closes. Only the connection's own thread calls `body` (rule 2).
+final class FunctionBox {
+    let body: ([StorageValue]) throws -> StorageValue
+    init(_ b: @escaping ([StorageValue]) throws -> StorageValue) { body = b }
+}
+
+extension ReadContext {
+    /// The model this read sees (the same one `mapping` is built from).
+    public var modelDefinition: ModelDefinition { model.definition }
+
+    /// Statements this connection has run so far (tests: compare before/after to show a load is
+    /// set-based).
+    public var statementCount: Int { conn.statementCount }
+
+    /// Registers the functions `make` builds on this connection, once per `key` (later calls with
+    /// the same key do nothing). Functions are deterministic; they may be called for every row.
+    public func installFunctions(key: String, _ make: () -> [SQLFunction]) throws {
+        if conn.installedFunctionSets.contains(key) { return }
+        for f in make() {
+            let box = Unmanaged.passRetained(FunctionBox(f.body)).toOpaque()
+            let rc = sqlite3_create_function_v2(conn.db, f.name, Int32(f.argumentCount), SQLITE_UTF8 | SQLITE_DETERMINISTIC, box, { ctx, argc, argv in
+                guard let ctx, let p = sqlite3_user_data(ctx) else { return }
+                let fn = Unmanaged<FunctionBox>.fromOpaque(p).takeUnretainedValue()
+                var args: [StorageValue] = []
+                args.reserveCapacity(Int(argc))
+                for i in 0..<Int(argc) {
+                    guard let v = argv?[i] else { args.append(.null); continue }
+                    switch sqlite3_value_type(v) {
+                    case SQLITE_INTEGER: args.append(.int(sqlite3_value_int64(v)))
+                    case SQLITE_FLOAT: args.append(.double(sqlite3_value_double(v)))
+                    case SQLITE_TEXT: args.append(.string(sqlite3_value_text(v).map { String(cString: $0) } ?? ""))
+                    case SQLITE_BLOB:
+                        let n = Int(sqlite3_value_bytes(v))
+                        args.append(.binary(n > 0 ? Data(bytes: sqlite3_value_blob(v)!, count: n) : Data()))
+                    default: args.append(.null)
+                    }
+                }
+                do {
+                    switch try fn.body(args) {
+                    case .null: sqlite3_result_null(ctx)
+                    case .int(let i): sqlite3_result_int64(ctx, i)
+                    case .bool(let b): sqlite3_result_int64(ctx, b ? 1 : 0)
+                    case .double(let d), .date(let d): sqlite3_result_double(ctx, d)
+                    case .string(let s), .decimal(let s), .uri(let s): sqlite3_result_text(ctx, s, -1, ubq_sqlite_transient())
+                    case .uuid(let u): sqlite3_result_text(ctx, u.uuidString.lowercased(), -1, ubq_sqlite_transient())
+                    case .binary(let d): d.withUnsafeBytes { sqlite3_result_blob(ctx, $0.baseAddress, Int32($0.count), ubq_sqlite_transient()) }
+                    }
+                } catch {
+                    sqlite3_result_error(ctx, "\(error)", -1)
+                }
+            }, nil, nil, { p in if let p { Unmanaged<FunctionBox>.fromOpaque(p).release() } })
+            if rc != SQLITE_OK { throw conn.error(rc, sql: nil) }
+        }
+        conn.installedFunctionSets.insert(key)
+    }
+}
+
+extension AttributeType {
+    /// The untyped form the engine stores for a value of this type (what SQL compares):
+    /// bool → int 0/1, date → double, uuid → lowercase string, decimal → canonical string,
+    /// int → double for float/double attributes.
+    public func storedForm(_ v: StorageValue) -> StorageValue {
+        switch ResolvedModel.toSQL(v, self) {
+        case .null: .null
+        case .integer(let i): .int(i)
+        case .real(let d): .double(d)
+        case .text(let s): .string(s)
+        case .blob(let b): .binary(Data(b))
+        }
+    }
+
+    /// The typed value for an untyped stored form (as `ReadContext.rows` returns it).
+    public func value(fromStored raw: StorageValue) -> StorageValue {
+        ResolvedModel.fromSQL(ReadContext.bindable(raw), self)
+    }
+}
+
+/// A planned save's outcome: the request the planner built (nil: it found nothing to do, and no
+/// generation was created) and the save's result (for nil requests: the generation planned at).
+public struct PlannedSave: Sendable {
+    public var request: SaveRequest?
+    public var result: SaveResult
+}
+
+extension Store {
+    /// A save whose request is built on the writer thread from the state it applies to: `plan`
+    /// reads the store at the current generation (including saves grouped before it) through
+    /// the context and returns the request, which then runs like any save — validation, delete
+    /// rules, inverse maintenance, uniqueness, one history record, one generation — in the same
+    /// SQLite transaction, so nothing can change in between. Batch update/delete and
+    /// deduplication use this. Errors thrown by `plan` fail the save and are rethrown as is.
+    public func save(planning plan: @escaping @Sendable (ReadContext) throws -> SaveRequest?) async throws -> PlannedSave {
+        let flag = CancelFlag()
+        let planned = Locked<SaveRequest?>(nil)
+        let result = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (cont: CheckedContinuation<SaveResult, Error>) in
+                let job = SaveJob(request: SaveRequest(), planner: { ctx in
+                    let r = try plan(ctx)
+                    planned.withLock { $0 = r }
+                    return r
+                }, flag: flag, complete: { cont.resume(with: $0) })
+                if !writer.submit(.save(job)) { cont.resume(throwing: StorageError(.storeClosed, "store is closed")) }
+            }
+        } onCancel: { flag.cancel() }
+        return PlannedSave(request: planned.withLock { $0 }, result: result)
+    }
+
+    /// Testing and benchmarks only: inserts `count` objects of `entity` straight into its table in
+    /// one transaction and one new generation, with `values(i)` for i in 0..<count. It skips
+    /// validation (types, required values, bounds), defaults and relationship handling, and records
+    /// one history transaction with no changes. Unique indexes still apply. Never expose it to
+    /// clients.
+    public func bulkLoadForTesting(entity: String, count: Int, values: @escaping @Sendable (Int) -> [String: StorageValue]) async throws -> GenerationToken {
+        try await onWriter { conn, engine in
+            guard let model = engine.state.withLock({ $0.model }), let root = model.root[entity], let attrs = model.attributes[entity] else {
+                throw StorageError.invalid("unknown entity \(entity)")
+            }
+            let (gen, epoch) = engine.state.withLock { ($0.generation + 1, $0.epoch) }
+            let cols = model.columns[root] ?? []
+            try conn.exec("BEGIN IMMEDIATE")
+            do {
+                var pk = try Meta.int(conn, "next_pk")
+                for i in 0..<count {
+                    let v = values(i)
+                    for k in v.keys where attrs[k] == nil { throw StorageError.invalid("\(entity) has no attribute \(k)") }
+                    var args: [SQLValue] = [.integer(pk), .integer(gen), .integer(Int64.max), .integer(1), .text(entity)]
+                    for c in cols {
+                        let name = String(c.dropFirst(2))
+                        args.append(c.hasPrefix("a_") ? v[name].flatMap { x in attrs[name].map { ResolvedModel.toSQL(x, $0.type) } } ?? .null : .null)
+                    }
+                    try conn.run(model.insertSQL[root]!, args)
+                    pk += 1
+                }
+                try Meta.set(conn, "next_pk", .integer(pk))
+                try Meta.set(conn, "generation", .integer(gen))
+                try conn.run("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, 'bulk-load-for-testing', NULL, '[]')",
+                             [.integer(gen), .integer(Int64(Date().timeIntervalSince1970 * 1000))])
+                try conn.exec("COMMIT")
+            } catch { if !conn.isAutocommit { try? conn.exec("ROLLBACK") }; throw error }
+            engine.state.withLock { $0.generation = gen }
+            engine.afterCommit(conn)
+            return GenerationToken(storeID: engine.storeID, epoch: epoch, generation: gen)
+        }
+    }
+}
