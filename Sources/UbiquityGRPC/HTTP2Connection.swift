@@ -72,6 +72,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private var pings = 0
     private var settingsFrames = 0
     private var config: ServerConfiguration { env.configuration }
+    private var recentPaths = RecentStrings(capacity: 16)
+    private var recentMetadata = RecentStrings(capacity: 16)
 
     init(tcp: TCPConnection, env: ConnectionEnvironment, onClosed: @escaping (HTTP2Connection) -> Void) {
         self.tcp = tcp
@@ -315,30 +317,35 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             return stream.headerBytes <= 4 * config.maxHeaderListBytes + 65536
         }
         if stream.responseStarted { return true } // request trailers: ignored
-        let key = String(decoding: name, as: UTF8.self)
-        let val = String(decoding: value, as: UTF8.self)
-        if key.first == ":" {
-            switch key {
-            case ":method": stream.method = val
-            case ":path": stream.path = val
-            default: break
+        // Names and well-known values are compared as bytes; Strings are made only for what a
+        // call keeps, and repeated values (paths, user-agent) come from a per-connection cache.
+        if name.first == UInt8(ascii: ":") {
+            if NGHTTP2Glue.equal(name, ":method") {
+                stream.method = NGHTTP2Glue.equal(value, "POST") ? "POST" : String(decoding: value, as: UTF8.self)
+            } else if NGHTTP2Glue.equal(name, ":path") {
+                stream.path = recentPaths.string(value)
             }
             return true
         }
-        switch key {
-        case "content-type": stream.contentType = val
-        case "grpc-encoding": stream.encoding = val
-        case "grpc-timeout": stream.timeout = val
-        case "te", "grpc-accept-encoding", "connection", "host": break
-        default:
+        if NGHTTP2Glue.equal(name, "content-type") {
+            stream.contentType = NGHTTP2Glue.equal(value, "application/grpc") ? "application/grpc" : String(decoding: value, as: UTF8.self)
+        } else if NGHTTP2Glue.equal(name, "grpc-encoding") {
+            stream.encoding = String(decoding: value, as: UTF8.self)
+        } else if NGHTTP2Glue.equal(name, "grpc-timeout") {
+            stream.timeout = String(decoding: value, as: UTF8.self)
+        } else if NGHTTP2Glue.equal(name, "te") || NGHTTP2Glue.equal(name, "grpc-accept-encoding")
+                    || NGHTTP2Glue.equal(name, "connection") || NGHTTP2Glue.equal(name, "host") {
+            // Not metadata.
+        } else {
+            let key = recentMetadata.string(name)
             if key.hasSuffix("-bin") {
-                if let bytes = Base64.decode(val) {
-                    stream.metadata.add(key, binary: bytes)
+                if let bytes = Base64.decode(String(decoding: value, as: UTF8.self)) {
+                    stream.metadata.append(lowercased: key, .binary(bytes))
                 } else {
                     stream.badMetadata = "metadata \(key): value is not valid base64"
                 }
             } else {
-                stream.metadata.add(key, val)
+                stream.metadata.append(lowercased: key, .string(recentMetadata.string(value)))
             }
         }
         return true

@@ -29,6 +29,11 @@ public struct Metadata: Sendable, Sequence {
         entries.append((key.lowercased(), value))
     }
 
+    /// For names already lower-case (HTTP/2 header names are: nghttp2 rejects others).
+    mutating func append(lowercased key: String, _ value: Value) {
+        entries.append((key, value))
+    }
+
     /// First string value for `key`.
     public subscript(key: String) -> String? {
         for e in entries where e.key == key {

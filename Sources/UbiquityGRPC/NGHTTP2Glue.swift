@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CNGHTTP2
 import UbiquityLoop
 
@@ -19,6 +22,14 @@ public enum NGHTTP2Glue {
         }
         tcp.flush()
         return true
+    }
+
+    /// Whether `bytes` spell exactly `literal` (header names and well-known values, compared
+    /// without making a String).
+    @inline(__always)
+    public static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount
+            && (bytes.count == 0 || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
     }
 
     /// Length of the gRPC message whose 5-byte prefix starts at `p` (byte 0: compressed flag,
@@ -48,5 +59,34 @@ public func withHeaderArray<R>(_ headers: [(String, String)], _ body: (UnsafePoi
                        flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
         }
         return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
+    }
+}
+
+/// A few recently made Strings, handed back when the same bytes come again (a connection sends
+/// the same `:path` and `user-agent` on every call). Bounded; one per connection, loop thread only.
+struct RecentStrings {
+    private var entries: [String] = []
+    private var next = 0
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        for s in entries where Self.matches(s, bytes) { return s }
+        let s = String(decoding: bytes, as: UTF8.self)
+        if entries.count < capacity {
+            entries.append(s)
+        } else {
+            entries[next] = s
+            next = (next + 1) % capacity
+        }
+        return s
+    }
+
+    private static func matches(_ s: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard s.utf8.count == bytes.count else { return false }
+        guard let base = bytes.baseAddress else { return true }
+        return s.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, base, bytes.count) == 0 }
+            ?? s.utf8.elementsEqual(bytes)
     }
 }

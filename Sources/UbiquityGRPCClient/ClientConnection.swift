@@ -648,9 +648,7 @@ private final class ConnectionDelegate: TCPConnectionDelegate {
 }
 
 @inline(__always)
-func bytesEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: StaticString) -> Bool {
-    a.count == b.utf8CodeUnitCount && (a.count == 0 || memcmp(a.baseAddress!, b.utf8Start, a.count) == 0)
-}
+func bytesEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: StaticString) -> Bool { NGHTTP2Glue.equal(a, b) }
 
 @inline(__always)
 func parseInt(_ v: UnsafeBufferPointer<UInt8>) -> Int {
