@@ -231,14 +231,21 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                 if let status = view.status { respondTrailersOnly(stream, status) }
                 return
             }
-            var headers: [(String, String)] = [(":status", "200"), ("content-type", "application/grpc"),
-                                               ("grpc-accept-encoding", "identity")]
-            headers += view.metadata.wireHeaders()
             var provider = nghttp2_data_provider()
             provider.source.ptr = nil
             provider.read_callback = HTTP2Connection.readCallback
             stream.responseStarted = true
-            let rc = withHeaderArray(headers) { nva, n in nghttp2_submit_response(session, stream.id, nva, n, &provider) }
+            let rc: Int32
+            if view.metadata.isEmpty {
+                // The common case: the same three headers every time, built once.
+                let block = StaticHeaders.response
+                rc = nghttp2_submit_response(session, stream.id, block.nva, block.count, &provider)
+            } else {
+                var headers: [(String, String)] = [(":status", "200"), ("content-type", "application/grpc"),
+                                                   ("grpc-accept-encoding", "identity")]
+                headers += view.metadata.wireHeaders()
+                rc = withHeaderArray(headers) { nva, n in nghttp2_submit_response(session, stream.id, nva, n, &provider) }
+            }
             if rc != 0 {
                 stream.responseEnded = true
                 call.cancel(.protocolError, overrideStatus: false)
@@ -285,7 +292,12 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             // Everything is out: end DATA without END_STREAM, then trailers end the stream.
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
             stream.responseEnded = true
-            _ = withHeaderArray(statusHeaders(status)) { nva, count in nghttp2_submit_trailer(session, streamID, nva, count) }
+            if status.code == .ok && status.message.isEmpty && status.details == nil && status.trailingMetadata.isEmpty {
+                let block = StaticHeaders.okTrailers
+                nghttp2_submit_trailer(session, streamID, block.nva, block.count)
+            } else {
+                _ = withHeaderArray(statusHeaders(status)) { nva, count in nghttp2_submit_trailer(session, streamID, nva, count) }
+            }
             env.counters.countStatus(status.code)
             stream.timer?.close()
             stream.timer = nil
@@ -675,4 +687,11 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         precondition(rc == 0, "nghttp2_session_server_new2 failed: \(rc)")
         return session
     }
+}
+
+/// Header blocks every call sends the same way, built once for the process (never freed).
+enum StaticHeaders {
+    static let response = HeaderBlock([(":status", "200"), ("content-type", "application/grpc"),
+                                       ("grpc-accept-encoding", "identity")])
+    static let okTrailers = HeaderBlock([("grpc-status", "0")])
 }

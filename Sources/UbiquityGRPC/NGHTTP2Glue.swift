@@ -40,6 +40,37 @@ public enum NGHTTP2Glue {
     }
 }
 
+/// An nghttp2 header array over one byte buffer, built once and handed to nghttp2 any number of
+/// times without copies (`NGHTTP2_NV_FLAG_NO_COPY_*`): whoever submits it keeps it alive until
+/// nghttp2 has sent the frame. Immutable after init.
+public final class HeaderBlock: @unchecked Sendable {
+    // @unchecked: written only in init; the memory is never mutated afterwards, freed in deinit.
+    public let nva: UnsafeMutablePointer<nghttp2_nv>
+    public let count: Int
+    private let bytes: UnsafeMutablePointer<UInt8>
+
+    public init(_ headers: [(String, String)]) {
+        let total = headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
+        bytes = .allocate(capacity: max(1, total))
+        count = headers.count
+        nva = .allocate(capacity: max(1, headers.count))
+        var offset = 0
+        let flags = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+        for (i, (name, value)) in headers.enumerated() {
+            let n0 = offset
+            for b in name.utf8 { bytes[offset] = b; offset += 1 }
+            let v0 = offset
+            for b in value.utf8 { bytes[offset] = b; offset += 1 }
+            nva[i] = nghttp2_nv(name: bytes + n0, value: bytes + v0, namelen: v0 - n0, valuelen: offset - v0, flags: flags)
+        }
+    }
+
+    deinit {
+        bytes.deallocate()
+        nva.deallocate()
+    }
+}
+
 /// Calls `body` with an nghttp2 header array pointing into one contiguous copy of `headers`.
 public func withHeaderArray<R>(_ headers: [(String, String)], _ body: (UnsafePointer<nghttp2_nv>, Int) -> R) -> R {
     var bytes = [UInt8]()

@@ -11,9 +11,9 @@ public final class PreparedRequest: @unchecked Sendable {
     // @unchecked: every stored property is written only in init; the memory behind the pointers
     // is never mutated afterwards and is freed in deinit.
     public let path: String
-    let headerBytes: UnsafeMutablePointer<UInt8>
-    let nva: UnsafeMutablePointer<nghttp2_nv>
-    let nvCount: Int
+    let headers: HeaderBlock
+    var nva: UnsafeMutablePointer<nghttp2_nv> { headers.nva }
+    var nvCount: Int { headers.count }
     let body: UnsafeMutablePointer<UInt8>
     let bodyCount: Int
     /// The client-side deadline in milliseconds (also sent as `grpc-timeout`), or 0 for none.
@@ -30,33 +30,20 @@ public final class PreparedRequest: @unchecked Sendable {
                 metadata: [(String, String)] = [], timeout: Double? = nil,
                 userAgent: String = "ubiquity-swift-client/0.1") {
         self.path = path
-        var headers: [(String, String)] = [
+        var list: [(String, String)] = [
             (":method", "POST"), (":scheme", "http"), (":path", path), (":authority", authority),
             ("content-type", "application/grpc"), ("te", "trailers"), ("user-agent", userAgent),
         ]
         if let timeout, timeout.isFinite {
             let ms = max(1, UInt64((max(0, timeout) * 1000).rounded(.up)))
             timeoutMilliseconds = ms
-            headers.append(("grpc-timeout", GRPCTimeoutEncoding.encode(milliseconds: ms)))
+            list.append(("grpc-timeout", GRPCTimeoutEncoding.encode(milliseconds: ms)))
         } else {
             timeoutMilliseconds = 0
         }
-        for (k, v) in metadata { headers.append((k.lowercased(), v)) }
+        for (k, v) in metadata { list.append((k.lowercased(), v)) }
 
-        let total = headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }
-        headerBytes = .allocate(capacity: max(1, total))
-        nvCount = headers.count
-        nva = .allocate(capacity: headers.count)
-        var offset = 0
-        let flags = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
-        for (i, (name, value)) in headers.enumerated() {
-            let n0 = offset
-            for b in name.utf8 { headerBytes[offset] = b; offset += 1 }
-            let v0 = offset
-            for b in value.utf8 { headerBytes[offset] = b; offset += 1 }
-            nva[i] = nghttp2_nv(name: headerBytes + n0, value: headerBytes + v0, namelen: v0 - n0,
-                                valuelen: offset - v0, flags: flags)
-        }
+        headers = HeaderBlock(list)
 
         bodyCount = 5 + message.count
         body = .allocate(capacity: bodyCount)
@@ -84,8 +71,6 @@ public final class PreparedRequest: @unchecked Sendable {
     }
 
     deinit {
-        headerBytes.deallocate()
-        nva.deallocate()
         body.deallocate()
     }
 }
