@@ -24,8 +24,11 @@ def main() -> None:
     fig, axes = plt.subplots(len(workloads), 2, figsize=(13, 2.1 + 1.6 * len(workloads)), squeeze=False)
     for i, w in enumerate(workloads):
         rs = [r for r in rows if r["workload"] == w]
+        if w == "pinned-fetch":  # W4's anchor is W3 (the same fetch, unpinned, no writes)
+            rs += [dict(r, system="Ubiquity W3 (current generation)") for r in rows
+                   if r["workload"] == "predicate-fetch" and r["system"] == "Ubiquity"]
         labels = [f"{r['system']}\n[{r['driver']}]" for r in rs]
-        colors = ["#d62728" if r["system"].startswith("Ubiquity") else "#7f7f7f" for r in rs]
+        colors = ["#d62728" if r["system"] == "Ubiquity" else "#7f7f7f" for r in rs]
         for j, (key, unit) in enumerate((("throughput", "per second"), ("p99_ms", "p99 ms"))):
             ax = axes[i][j]
             values = [0 if r.get("na") else (r.get("rows_per_s") if key == "throughput" and w == "save100" and r.get("rows_per_s") else r.get(key) or 0)

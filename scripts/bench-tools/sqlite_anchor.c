@@ -59,6 +59,7 @@ typedef struct {
 static int64_t count_rows(const char *path) {
     sqlite3 *db;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) die(db, "open");
+    sqlite3_busy_timeout(db, 10000);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT max(id) FROM objects", -1, &st, NULL) != SQLITE_OK) die(db, "prepare");
     int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
@@ -71,6 +72,8 @@ static void *reader(void *arg) {
     worker_t *w = arg;
     sqlite3 *db;
     if (sqlite3_open_v2(w->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) die(db, "open");
+    /* Readers opening together may find the WAL index being rebuilt by another: wait, don't fail. */
+    sqlite3_busy_timeout(db, 10000);
     int point = strcmp(w->mode, "point") == 0;
     const char *sql = point ? "SELECT id, name, age, score FROM objects WHERE id = ?"
                             : "SELECT id, name, age, score FROM objects WHERE age = ?";
