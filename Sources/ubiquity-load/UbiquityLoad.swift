@@ -66,6 +66,9 @@ struct UbiquityLoad: ParsableCommand {
     @Option(help: "Seed of the keys the fetch workloads pick.")
     var seed: UInt64 = 1
 
+    @Flag(help: "point-fetch / predicate-fetch: one more connection keeps saving 100 objects at a time meanwhile (not measured), as pinned-fetch does.")
+    var withWrites = false
+
     @Option(help: "Ping payload size in bytes.")
     var payload = 0
 
@@ -116,7 +119,7 @@ struct UbiquityLoad: ParsableCommand {
         let plan: WorkloadPlan
         do {
             plan = try Workloads.plan(workload, host: host, port: port, authority: authority, payload: payload,
-                                      timeout: timeout, data: data)
+                                      timeout: timeout, data: data, withWrites: withWrites)
         } catch let e as RPCError {
             throw LoadError(message: "setting up \(workload.rawValue): \(e.code): \(e.message)")
         }

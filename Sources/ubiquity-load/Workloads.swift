@@ -98,7 +98,7 @@ enum Workloads {
     static let variants = 4096
 
     static func plan(_ kind: WorkloadKind, host: String, port: Int, authority: String, payload: Int,
-                     timeout: Double?, data: DataSet) throws -> WorkloadPlan {
+                     timeout: Double?, data: DataSet, withWrites: Bool = false) throws -> WorkloadPlan {
         func prepared(_ method: String, _ message: some SwiftProtobuf.Message) throws -> PreparedRequest {
             PreparedRequest(path: stores + method, authority: authority, message: try message.serializedBytes(), timeout: timeout)
         }
@@ -158,10 +158,15 @@ enum Workloads {
             }
         }
 
+        if withWrites && kind != .pointFetch && kind != .predicateFetch {
+            throw ValidationError("--with-writes applies to point-fetch and predicate-fetch (pinned-fetch always writes)")
+        }
+        let writes = withWrites ? try saves(16) : []
+        let writesNote = withWrites ? " while saves of 100 run on another connection" : ""
         switch kind {
         case .pointFetch:
-            return WorkloadPlan(requests: try pointFetches(),
-                                note: "GetObjects of 1 random object ID out of \(data.objects)")
+            return WorkloadPlan(requests: try pointFetches(), background: writes,
+                                note: "GetObjects of 1 random object ID out of \(data.objects)" + writesNote)
         case .save100:
             return WorkloadPlan(requests: try saves(64), note: "Save of 100 inserts (synchronous=FULL, one index)")
         case .mixed:
@@ -176,7 +181,8 @@ enum Workloads {
             return WorkloadPlan(requests: ring, note: "9 point fetches : 1 save of 100 objects")
         case .predicateFetch:
             try blocking { try await StoreSetup.probeFetch(host: host, port: port, store: store) }
-            return WorkloadPlan(requests: try predicateFetches(at: nil), note: "Fetch age == $age (10 objects) at the current generation")
+            return WorkloadPlan(requests: try predicateFetches(at: nil), background: writes,
+                                note: "Fetch age == $age (10 objects) at the current generation" + writesNote)
         case .pinnedFetch:
             try blocking { try await StoreSetup.probeFetch(host: host, port: port, store: store) }
             // Pin the current generation with a context (a lease that keeps its versions), then
