@@ -44,6 +44,9 @@ extension ReadContext {
     /// The model this read sees (the same one `mapping` is built from).
     public var modelDefinition: ModelDefinition { model.definition }
 
+    /// The model's version hash (precomputed; a cache key for derived schema data).
+    public var modelVersionHash: String { model.hash }
+
     /// Statements this connection has run so far (tests: compare before/after to show a load is
     /// set-based).
     public var statementCount: Int { conn.statementCount }
