@@ -134,7 +134,10 @@ enum Workloads {
                     var ins = Ubiquity_V1_Insert()
                     ins.temporaryID = "t\(i)"
                     ins.entity = BenchModel.entity
-                    ins.values = ["name": .string("load-\(v)-\(i)"), "age": .int64(Int64(rng.below(max(1, data.objects / 10)))),
+                    // Ages above the prepared range: the index still takes them at random
+                    // places, and predicate fetches keep finding exactly the prepared 10.
+                    let ages = max(1, data.objects / 10)
+                    ins.values = ["name": .string("load-\(v)-\(i)"), "age": .int64(Int64(ages + rng.below(ages))),
                                   "score": .double(Double(rng.below(1000)) / 10)]
                     return ins
                 }
@@ -219,19 +222,28 @@ enum StoreSetup {
         return store
     }
 
-    /// Fails with a clear message when the server cannot run a predicate fetch yet.
-    static func probeFetch(host: String, port: Int, store: Store) async throws {
+    /// Fails with a clear message when the server cannot run a predicate fetch yet; otherwise
+    /// checks that `age == 0` finds the 10 objects `prepare` made (so the run measures the
+    /// intended result size) and returns that count.
+    @discardableResult
+    static func probeFetch(host: String, port: Int, store: Store) async throws -> Int {
         let channel = try await GRPCChannel(host: host, port: port)
         defer { channel.close() }
         var r = Ubiquity_V1_FetchRequest()
         r.storeID = store.id
         r.fetch.entity = BenchModel.entity
         r.fetch.predicate = "age == 0"
+        let found: Ubiquity_V1_FetchResults
         do {
-            _ = try await channel.unary(Workloads.stores + "Fetch", r, as: Ubiquity_V1_FetchResults.self)
+            found = try await channel.unary(Workloads.stores + "Fetch", r, as: Ubiquity_V1_FetchResults.self)
         } catch let e as RPCError {
             throw LoadError(message: "n/a — this server cannot run predicate fetches yet (Stores.Fetch: \(e.code): \(e.message))")
         }
+        let expected = min(10, store.objects)
+        guard found.objects.count == expected else {
+            throw LoadError(message: "the store's data is not what prepare makes: age == 0 found \(found.objects.count) objects, expected \(expected); run `ubiquity-load --workload prepare --objects \(store.objects)`")
+        }
+        return found.objects.count
     }
 
     /// Creates a context pinned at the current generation, then moves the store past it (one
