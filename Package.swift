@@ -107,6 +107,8 @@ let package = Package(
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),
         .executableTarget(name: "UbiquityStorageBench", dependencies: ["UbiquityStorage", "CSQLite"]),
+        // Query-layer benchmark: predicate fetches vs the same query on raw SQLite (docs/benchmarks.md).
+        .executableTarget(name: "UbiquityQueryBench", dependencies: ["UbiquityQuery", "UbiquityStorage", "CSQLite"]),
     ],
     swiftLanguageModes: [.v6]
 )

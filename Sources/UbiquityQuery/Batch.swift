@@ -48,7 +48,7 @@ extension Store {
         let outcome = try await save(planning: { ctx in
             var ids: [ObjectID]
             if let given = objectIDs {
-                let schema = Schema(model: ctx.modelDefinition, mapping: ctx.mapping)
+                let schema = Schema.of(ctx)
                 guard schema.entities[entity] != nil else { throw QueryError(.unknownEntity, "no entity named '\(entity)'", field: "entity") }
                 let family = Set(schema.family(entity))
                 for i in given where !family.contains(i.entity) { throw QueryError(.typeMismatch, "\(i) is not a \(entity)", field: "objectIDs") }
@@ -64,7 +64,7 @@ extension Store {
             if ids.isEmpty { return nil }
             var r = SaveRequest()
             // relationships without an inverse would keep pointing at deleted objects: clear them
-            let schema = Schema(model: ctx.modelDefinition, mapping: ctx.mapping)
+            let schema = Schema.of(ctx)
             let doomed = try BatchPlanner.cascadeClosure(ctx, schema, ids)
             let edits = try BatchPlanner.rewriteIncoming(ctx, schema, replacing: Dictionary(doomed.map { ($0.pk, nil) }, uniquingKeysWith: { a, _ in a }),
                                                          families: Set(doomed.map(\.entity)), skipping: Set(doomed))
@@ -200,7 +200,7 @@ struct Deduplicator {
     struct Plan { var groups: [(ObjectID, [ObjectID])]; var request: SaveRequest }
 
     func plan() throws -> Plan {
-        let schema = Schema(model: ctx.modelDefinition, mapping: ctx.mapping)
+        let schema = Schema.of(ctx)
         var req = FetchRequest(entity: entity)
         req.resultType = .objectIDs
         let exec = try FetchExecutor(req, ctx: ctx, limits: QueryLimits(), pending: nil)

@@ -37,6 +37,19 @@ struct Schema: Sendable {
         self.init(model: model, mapping: try EntityMapping.mappings(for: model))
     }
 
+    /// The schema of a read's model, built once per model version.
+    static func of(_ ctx: ReadContext) -> Schema {
+        let hash = ctx.modelVersionHash
+        if let s = cache.withLock({ $0[hash] }) { return s }
+        let s = Schema(model: ctx.modelDefinition, mapping: ctx.mapping)
+        cache.withLock { c in
+            if c.count >= 32 { c.removeAll() }
+            c[hash] = s
+        }
+        return s
+    }
+    static let cache = SchemaCache()
+
     func family(_ entity: String) -> [String] { mapping[entity]?.entities ?? [entity] }
 
     /// Closest property name, for "did you mean" hints.
@@ -59,6 +72,14 @@ struct Schema: Sendable {
         }
         return prev[y.count]
     }
+}
+
+/// Schemas by model version hash.
+final class SchemaCache: @unchecked Sendable {
+    // Invariant: `schemas` is only accessed inside `withLock`.
+    private let lock = NSLock()
+    private var schemas: [String: Schema] = [:]
+    func withLock<T>(_ body: (inout [String: Schema]) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(&schemas) }
 }
 
 /// How values of an expression compare.

@@ -173,7 +173,7 @@ struct FetchExecutor {
         self.ctx = ctx
         self.limits = limits
         self.pending = pending.flatMap { $0.isEmpty ? nil : $0 }
-        let schema = Schema(model: ctx.modelDefinition, mapping: ctx.mapping)
+        let schema = Schema.of(ctx)
         self.schema = schema
         let entity = request.entity
         guard schema.entities[entity] != nil else {

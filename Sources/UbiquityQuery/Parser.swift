@@ -1,6 +1,7 @@
 // Parser of the NSPredicate format language into an untyped syntax tree (docs/query.md, "Grammar").
 // Recursive descent; every recursion is counted against QueryLimits.maxDepth before it happens,
 // and every node against maxNodes, so no input can exhaust the stack or memory.
+import Foundation
 import UbiquityStorage
 
 enum Quantifier: String, Sendable { case anyOf = "ANY", allOf = "ALL", noneOf = "NONE" }
@@ -120,7 +121,19 @@ struct Parser {
     var depth = 0
     var nodes = 0
 
+    /// Recently parsed predicates (the same predicate text usually comes back with other
+    /// $variable values): the syntax tree is pure, so it is shared, keyed by text and limits.
+    static let cache = ParseCache()
+
     static func parse(_ text: String, field: String = "predicate", limits: QueryLimits) throws -> PredicateNode {
+        let key = ParseCache.Key(text: text, field: field, length: limits.maxPredicateLength, depth: limits.maxDepth, nodes: limits.maxNodes, list: limits.maxInListSize)
+        if let hit = cache.get(key) { return hit }
+        let node = try uncachedParse(text, field: field, limits: limits)
+        cache.put(key, node)
+        return node
+    }
+
+    static func uncachedParse(_ text: String, field: String, limits: QueryLimits) throws -> PredicateNode {
         if text.count > limits.maxPredicateLength {
             throw QueryError(.limitExceeded, "predicate is \(text.count) characters long; the limit is \(limits.maxPredicateLength)", field: field)
         }
@@ -322,6 +335,21 @@ struct Parser {
         }
         if isSymbol("[") { throw error("indexing with [ ] is not supported", peek, .unsupported) }
         return parts
+    }
+}
+
+/// A small bounded cache of syntax trees (at most 256, cleared when full).
+final class ParseCache: @unchecked Sendable {
+    // Invariant: `entries` is only accessed while holding `lock`.
+    struct Key: Hashable { var text: String; var field: String; var length: Int; var depth: Int; var nodes: Int; var list: Int }
+    private let lock = NSLock()
+    private var entries: [Key: PredicateNode] = [:]
+    func get(_ k: Key) -> PredicateNode? { lock.lock(); defer { lock.unlock() }; return entries[k] }
+    func put(_ k: Key, _ v: PredicateNode) {
+        guard k.text.utf8.count <= 4096 else { return }
+        lock.lock(); defer { lock.unlock() }
+        if entries.count >= 256 { entries.removeAll(keepingCapacity: true) }
+        entries[k] = v
     }
 }
 

@@ -78,6 +78,9 @@ struct RowReader {
         return out
     }
 
+    /// IN-list sizes (and their texts `?2, ?3, …`) chunks are padded to.
+    static let inLists: [(Int, String)] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 500].map { n in (n, (2...(n + 1)).map { "?\($0)" }.joined(separator: ", ")) }
+
     /// Runs `body` per chunk of at most 500 pks with the IN-list text (`?2, ?3, …`) and the
     /// arguments (`?1` is this reader's generation). Lists are padded to a few fixed lengths by
     /// repeating the last pk, so the statement cache sees a handful of texts, not one per length.
@@ -86,10 +89,10 @@ struct RowReader {
         while start < pks.count {
             let chunk = pks[start..<min(start + 500, pks.count)]
             start += chunk.count
-            let size = [1, 8, 64, 500].first { $0 >= chunk.count }!
+            let (size, list) = RowReader.inLists.first { $0.0 >= chunk.count }!
             var args: [SQLValue] = [.integer(gen)] + chunk.map { .integer($0) }
             while args.count < size + 1 { args.append(args.last!) }
-            try body((2...(size + 1)).map { "?\($0)" }.joined(separator: ", "), args)
+            try body(list, args)
         }
     }
 

@@ -196,6 +196,13 @@ final class FetchTests: QueryTestCase, @unchecked Sendable {
         XCTAssertEqual(Set(tokens).count, 1)
         XCTAssertEqual(seqs, (0..<25).map { .int(Int64($0)) })
         XCTAssertEqual(s.pinCount, 0)
+        // a consumer that stops early ends the pin when it drops the stream
+        do {
+            var early = FetchRequest(entity: "Item")
+            early.fetchBatchSize = 5
+            for try await b in s.fetchBatches(early) { XCTAssertEqual(b.count, 5); break }
+        }
+        XCTAssertEqual(s.pinCount, 0)
         // IDs and dictionaries stream too
         r.resultType = .dictionaries
         r.propertiesToFetch = ["seq"]
