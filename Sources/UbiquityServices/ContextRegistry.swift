@@ -194,6 +194,15 @@ public final class ContextRegistry: Sendable {
         }
     }
 
+    /// A store save made by a service: errors leave with the model's types in their conflict
+    /// details, and a committed save is announced to the store's auto-merging contexts.
+    func save(_ request: SaveRequest, on store: Store, model: ModelInfo?) async throws -> SaveResult {
+        let r: SaveResult
+        do { r = try await store.save(request) } catch { throw ServiceErrors.rpcError(error, model: model) }
+        if !r.dryRun && !r.replayed { await storeDidSave(store.id, token: r.token) }
+        return r
+    }
+
     /// Another client committed to `store`: contexts that merge automatically move their pin there.
     func storeDidSave(_ store: UUID, token: GenerationToken) async {
         let boxes = contexts.withLock { $0.values.filter { $0.storeID == store && $0.autoMerge } }

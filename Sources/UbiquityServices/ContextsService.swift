@@ -225,13 +225,11 @@ public struct ContextsService: Sendable {
                     s.clientTransactionID = req.clientTransactionID.isEmpty ? nil : req.clientTransactionID
                     s.dryRun = req.dryRun
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
-                    let r: SaveResult
-                    do { r = try await store.save(s) } catch { throw ServiceErrors.rpcError(error, model: model) }
+                    let r = try await reg.save(s, on: store, model: model)
                     if !r.dryRun {
                         box.pending = Pending()
                         // saving moves the pin to the new generation (§4.2)
                         if box.mode != .unpinned { try Self.movePin(box, store, to: r.token, lease: lease) }
-                        if !r.replayed { await reg.storeDidSave(store.id, token: r.token) }
                     }
                     res.result = Convert.saveResult(r, model: model)
                     res.state = Self.state(box)

@@ -126,11 +126,7 @@ public struct StoresService: Sendable {
                     s.clientTransactionID = req.clientTransactionID.isEmpty ? nil : req.clientTransactionID
                     s.dryRun = req.dryRun
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
-                    do {
-                        let r = try await store.save(s)
-                        if !r.dryRun && !r.replayed { await contexts.storeDidSave(store.id, token: r.token) }
-                        return Convert.saveResult(r, model: model)
-                    } catch { throw ServiceErrors.rpcError(error, model: model) }
+                    return Convert.saveResult(try await contexts.save(s, on: store, model: model), model: model)
                 }
             }
         }
@@ -151,15 +147,12 @@ public struct StoresService: Sendable {
                     s.author = req.author.isEmpty ? nil : req.author
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
                     let model = b.modelIfAny(of: store)
-                    do {
-                        let r = try await store.save(s)
-                        await contexts.storeDidSave(store.id, token: r.token)
-                        var res = Ubiquity_V1_BatchResponse()
-                        res.token = Data(r.token.bytes)
-                        res.count = Int64(req.objects.count)
-                        if req.returnObjectIds { res.objectIds = (0..<req.objects.count).compactMap { r.permanentIDs["b\($0)"]?.uri } }
-                        return res
-                    } catch { throw ServiceErrors.rpcError(error, model: model) }
+                    let r = try await contexts.save(s, on: store, model: model)
+                    var res = Ubiquity_V1_BatchResponse()
+                    res.token = Data(r.token.bytes)
+                    res.count = Int64(req.objects.count)
+                    if req.returnObjectIds { res.objectIds = (0..<req.objects.count).compactMap { r.permanentIDs["b\($0)"]?.uri } }
+                    return res
                 }
             }
         }
@@ -260,15 +253,12 @@ public struct StoresService: Sendable {
                     s.contextName = "seed"
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
                     let model = b.modelIfAny(of: store)
-                    do {
-                        let r = try await store.save(s)
-                        if !r.replayed { await contexts.storeDidSave(store.id, token: r.token) }
-                        var res = Ubiquity_V1_SeedResponse()
-                        res.token = Data(r.token.bytes)
-                        res.applied = !r.replayed
-                        for (k, v) in r.permanentIDs { res.permanentIds[k] = v.uri }
-                        return res
-                    } catch { throw ServiceErrors.rpcError(error, model: model) }
+                    let r = try await contexts.save(s, on: store, model: model)
+                    var res = Ubiquity_V1_SeedResponse()
+                    res.token = Data(r.token.bytes)
+                    res.applied = !r.replayed
+                    for (k, v) in r.permanentIDs { res.permanentIds[k] = v.uri }
+                    return res
                 }
             }
         }
@@ -345,15 +335,12 @@ public struct StoresService: Sendable {
                     s.author = req.author.isEmpty ? nil : req.author
                     s.contextName = "import"
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
-                    do {
-                        let r = try await store.save(s)
-                        await contexts.storeDidSave(store.id, token: r.token)
-                        var res = Ubiquity_V1_ImportStoreResponse()
-                        res.token = Data(r.token.bytes)
-                        res.imported = Int64(dump.objects.count)
-                        for (k, v) in r.permanentIDs { res.objectIDMap[k] = v.uri }
-                        return res
-                    } catch { throw ServiceErrors.rpcError(error, model: model) }
+                    let r = try await contexts.save(s, on: store, model: model)
+                    var res = Ubiquity_V1_ImportStoreResponse()
+                    res.token = Data(r.token.bytes)
+                    res.imported = Int64(dump.objects.count)
+                    for (k, v) in r.permanentIDs { res.objectIDMap[k] = v.uri }
+                    return res
                 }
             }
         }
