@@ -640,10 +640,30 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             nghttp2_session_consume(session, streamID, data.count)
             return
         }
-        stream.deframer.append(UnsafeRawBufferPointer(data))
         var consumeNow = data.count
-        while stream.deframer.count >= 5 {
-            let p = stream.deframer.base!.assumingMemoryBound(to: UInt8.self)
+        if stream.deframer.count == 0 {
+            // The common case: whole messages in this chunk are read in place (no deframer copy,
+            // no buffer allocation); only a partial tail is kept.
+            let input = UnsafeRawBufferPointer(data)
+            let used = deframe(stream, descriptor, input, consumeNow: &consumeNow)
+            if !stream.rejected && used < input.count {
+                stream.deframer.append(UnsafeRawBufferPointer(rebasing: input[used...]))
+            }
+        } else {
+            stream.deframer.append(UnsafeRawBufferPointer(data))
+            let used = deframe(stream, descriptor, stream.deframer.bytes, consumeNow: &consumeNow)
+            if !stream.rejected && used > 0 { stream.deframer.removeFirst(used) }
+        }
+        if consumeNow > 0 { nghttp2_session_consume(session, streamID, consumeNow) }
+    }
+
+    /// Hands every complete message in `input` to the call (or keeps it, for a synchronous call);
+    /// returns the bytes used. Stops at a partial message or after failing the stream.
+    private func deframe(_ stream: StreamState, _ descriptor: MethodDescriptor, _ input: UnsafeRawBufferPointer,
+                         consumeNow: inout Int) -> Int {
+        var offset = 0
+        while input.count - offset >= 5 {
+            let p = (input.baseAddress! + offset).assumingMemoryBound(to: UInt8.self)
             let compressed = p[0]
             let length = NGHTTP2Glue.messageLength(p)
             if compressed != 0 {
@@ -656,9 +676,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                     message: "received message of \(length) bytes exceeds the limit of \(config.maxReceiveMessageBytes) bytes"))
                 break
             }
-            guard stream.deframer.count >= 5 + length else { break }
+            guard input.count - offset >= 5 + length else { break }
             let message = [UInt8](UnsafeBufferPointer(start: p + 5, count: length))
-            stream.deframer.removeFirst(5 + length)
+            offset += 5 + length
             stream.messages += 1
             if !descriptor.kind.clientStreams && stream.messages > 1 {
                 failStream(stream, CallStatus(code: .internal,
@@ -676,7 +696,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                 consumeNow -= held
             }
         }
-        if consumeNow > 0 { nghttp2_session_consume(session, streamID, consumeNow) }
+        return offset
     }
 
     private func failStream(_ stream: StreamState, _ status: CallStatus) {
