@@ -48,6 +48,47 @@ final class StreamState {
     }
 }
 
+/// A connection's open streams. At most SETTINGS_MAX_CONCURRENT_STREAMS (plus a few nghttp2 has
+/// not closed yet), usually a handful: a linear scan of the ids beats hashing each lookup
+/// (SipHash was ~5 hashes and ~800 instructions per call). Loop thread only, like its owner.
+struct StreamTable {
+    private var ids: [Int32] = []
+    private(set) var all: [StreamState] = []
+
+    var isEmpty: Bool { ids.isEmpty }
+
+    func find(_ id: Int32) -> StreamState? {
+        ids.withUnsafeBufferPointer { p in
+            for i in 0..<p.count where p[i] == id { return all[i] }
+            return nil
+        }
+    }
+
+    mutating func insert(_ stream: StreamState) {
+        ids.append(stream.id)
+        all.append(stream)
+    }
+
+    /// Removes and returns the stream (order is not kept: the last one takes its slot).
+    mutating func remove(_ id: Int32) -> StreamState? {
+        guard let i = ids.firstIndex(of: id) else { return nil }
+        let s = all[i]
+        let last = ids.count - 1
+        if i != last {
+            ids[i] = ids[last]
+            all[i] = all[last]
+        }
+        ids.removeLast()
+        all.removeLast()
+        return s
+    }
+
+    mutating func removeAll() {
+        ids.removeAll()
+        all.removeAll()
+    }
+}
+
 /// Shared by all connections of a server: configuration, routes, counters, logger.
 final class ConnectionEnvironment: Sendable {
     let configuration: ServerConfiguration
@@ -79,7 +120,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     // @exclusivity(unchecked): loop-thread only and never accessed through overlapping accesses
     // (no callback re-enters while it is being modified); the dynamic check was a measurable
     // share of every call (docs/benchmarks.md, "Where the time goes").
-    @exclusivity(unchecked) private var streams: [Int32: StreamState] = [:]
+    @exclusivity(unchecked) private var streams = StreamTable()
     /// The stream the last lookup found: nghttp2's callbacks for one stream come in a run (its
     /// headers, DATA, frame-received), so this saves most dictionary lookups (~14 per call, each
     /// hashing the id). Same invariant as `streams`; cleared when that stream closes.
@@ -91,7 +132,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     @inline(__always)
     private func stream(_ id: Int32) -> StreamState? {
         if let s = lastStream, s.id == id { return s }
-        let s = streams[id]
+        let s = streams.find(id)
         if s != nil { lastStream = s }
         return s
     }
@@ -201,7 +242,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     func close(reason: CancelReason = .connectionClosed) {
         guard !tcp.isClosed else { return }
         closing = true
-        for stream in streams.values {
+        for stream in streams.all {
             if let call = stream.call, !stream.responseEnded {
                 if call.cancel(reason, overrideStatus: false) { env.counters.countStatus(.cancelled) }
             }
@@ -426,7 +467,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
         stream.blocking = nil
         // The stream may have ended meanwhile (deadline answered, reset, connection closed).
-        guard streams[stream.id] === stream else { return }
+        guard streams.find(stream.id) === stream else { return }
         completeSync(stream, outcome)
         sendPending()
     }
@@ -464,7 +505,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private func beginHeaders(_ streamID: Int32) {
         if stream(streamID) == nil {
             let s = StreamState(id: streamID)
-            streams[streamID] = s
+            streams.insert(s)
             lastStream = s
             env.counters.openStreams.wrappingAdd(1, ordering: .relaxed)
         }
@@ -819,7 +860,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     }
 
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
-        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        guard let stream = streams.remove(streamID) else { return }
         if lastStream === stream { lastStream = nil }
         env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
         if let call = stream.call {
