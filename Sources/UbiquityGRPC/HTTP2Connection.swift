@@ -542,7 +542,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             // Not metadata.
         } else {
             let key = recentMetadata.string(name)
-            if key.hasSuffix("-bin") {
+            // The "-bin" suffix checked on the bytes (String.hasSuffix is Unicode-aware and slow).
+            if name.count >= 4 && NGHTTP2Glue.equal(UnsafeBufferPointer(rebasing: name[(name.count - 4)...]), "-bin") {
                 if let bytes = Base64.decode(String(decoding: value, as: UTF8.self)) {
                     stream.metadata.append(lowercased: key, .binary(bytes))
                 } else {
