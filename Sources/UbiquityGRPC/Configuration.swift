@@ -52,20 +52,23 @@ public final class ServerCounters: Sendable {
     public let refusedConnections = Atomic<UInt64>(0)
     public let openStreams = Atomic<UInt64>(0)
     public let protocolErrors = Atomic<UInt64>(0)
-    private let byStatus = Mutex<[UInt64]>(Array(repeating: 0, count: 17))
+    /// Completed calls by status code (relaxed atomics: one increment per call, no lock).
+    private let byStatus: InlineArray<17, Atomic<UInt64>> = InlineArray { _ in Atomic(0) }
 
     public init() {}
 
     func countStatus(_ code: StatusCode) {
         let i = (0..<17).contains(code.rawValue) ? code.rawValue : 2
-        byStatus.withLock { $0[i] &+= 1 }
+        byStatus[i].wrappingAdd(1, ordering: .relaxed)
     }
 
     /// Completed calls by status code.
     public var callsByStatus: [Int: UInt64] {
-        let counts = byStatus.withLock { $0 }
         var out: [Int: UInt64] = [:]
-        for (i, v) in counts.enumerated() where v > 0 { out[i] = v }
+        for i in 0..<17 {
+            let v = byStatus[i].load(ordering: .relaxed)
+            if v > 0 { out[i] = v }
+        }
         return out
     }
 }

@@ -3,38 +3,41 @@ import Logging
 import UbiquityLoop
 
 /// Per-stream state, owned by its connection (loop thread only).
+// @exclusivity(unchecked) on every field: a StreamState is touched only on its loop thread and
+// never through overlapping accesses (callbacks do not re-enter while a field is being modified);
+// the dynamic checks were ~800 instructions per call (callgrind).
 final class StreamState {
     let id: Int32
-    var method = ""
-    var path = ""
-    var contentType = ""
-    var encoding: String?
-    var timeout: String?
-    var metadata = Metadata()
-    var headerBytes = 0
-    var headerOverflow = false
-    var badMetadata: String?
-    var deframer = ByteBuffer()
-    var descriptor: MethodDescriptor?
-    var call: ServerCall?
-    var messages = 0
-    var handlerStarted = false
+    @exclusivity(unchecked) var method = ""
+    @exclusivity(unchecked) var path = ""
+    @exclusivity(unchecked) var contentType = ""
+    @exclusivity(unchecked) var encoding: String?
+    @exclusivity(unchecked) var timeout: String?
+    @exclusivity(unchecked) var metadata = Metadata()
+    @exclusivity(unchecked) var headerBytes = 0
+    @exclusivity(unchecked) var headerOverflow = false
+    @exclusivity(unchecked) var badMetadata: String?
+    @exclusivity(unchecked) var deframer = ByteBuffer()
+    @exclusivity(unchecked) var descriptor: MethodDescriptor?
+    @exclusivity(unchecked) var call: ServerCall?
+    @exclusivity(unchecked) var messages = 0
+    @exclusivity(unchecked) var handlerStarted = false
     /// We answered without a call (an error): further request data is discarded.
-    var rejected = false
-    var responseStarted = false
-    var responseEnded = false
-    var dataDeferred = false
-    var timer: LoopTimer?
+    @exclusivity(unchecked) var rejected = false
+    @exclusivity(unchecked) var responseStarted = false
+    @exclusivity(unchecked) var responseEnded = false
+    @exclusivity(unchecked) var dataDeferred = false
+    @exclusivity(unchecked) var timer: LoopTimer?
     /// Synchronous (`.inline` / `.blocking`) unary calls have no `ServerCall`: the request, the
     /// deadline, the reply and its status live here, on the loop thread.
-    var deadline: ContinuousClock.Instant?
-    var request: [UInt8] = []
-    var reply: [UInt8] = []
+    @exclusivity(unchecked) var deadline: ContinuousClock.Instant?
+    @exclusivity(unchecked) var request: [UInt8] = []
+    @exclusivity(unchecked) var reply: [UInt8] = []
     /// Bytes of the framed reply (5-byte prefix + `reply`) already handed to nghttp2.
-    var replyRead = 0
-    var replyStatus: CallStatus?
+    @exclusivity(unchecked) var replyRead = 0
+    @exclusivity(unchecked) var replyStatus: CallStatus?
     /// A `.blocking` call handed to a worker and not yet answered.
-    var blocking: CallCancellation?
+    @exclusivity(unchecked) var blocking: CallCancellation?
 
     init(id: Int32) { self.id = id }
 
@@ -42,6 +45,47 @@ final class StreamState {
         timer?.close()
         timer = nil
         deframer.deallocate()
+    }
+}
+
+/// A connection's open streams. At most SETTINGS_MAX_CONCURRENT_STREAMS (plus a few nghttp2 has
+/// not closed yet), usually a handful: a linear scan of the ids beats hashing each lookup
+/// (SipHash was ~5 hashes and ~800 instructions per call). Loop thread only, like its owner.
+struct StreamTable {
+    private var ids: [Int32] = []
+    private(set) var all: [StreamState] = []
+
+    var isEmpty: Bool { ids.isEmpty }
+
+    func find(_ id: Int32) -> StreamState? {
+        ids.withUnsafeBufferPointer { p in
+            for i in 0..<p.count where p[i] == id { return all[i] }
+            return nil
+        }
+    }
+
+    mutating func insert(_ stream: StreamState) {
+        ids.append(stream.id)
+        all.append(stream)
+    }
+
+    /// Removes and returns the stream (order is not kept: the last one takes its slot).
+    mutating func remove(_ id: Int32) -> StreamState? {
+        guard let i = ids.firstIndex(of: id) else { return nil }
+        let s = all[i]
+        let last = ids.count - 1
+        if i != last {
+            ids[i] = ids[last]
+            all[i] = all[last]
+        }
+        ids.removeLast()
+        all.removeLast()
+        return s
+    }
+
+    mutating func removeAll() {
+        ids.removeAll()
+        all.removeAll()
     }
 }
 
@@ -76,7 +120,22 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     // @exclusivity(unchecked): loop-thread only and never accessed through overlapping accesses
     // (no callback re-enters while it is being modified); the dynamic check was a measurable
     // share of every call (docs/benchmarks.md, "Where the time goes").
-    @exclusivity(unchecked) private var streams: [Int32: StreamState] = [:]
+    @exclusivity(unchecked) private var streams = StreamTable()
+    /// The stream the last lookup found: nghttp2's callbacks for one stream come in a run (its
+    /// headers, DATA, frame-received), so this saves most dictionary lookups (~14 per call, each
+    /// hashing the id). Same invariant as `streams`; cleared when that stream closes.
+    @exclusivity(unchecked) private var lastStream: StreamState?
+    /// Recently routed paths (the path strings come from `recentPaths`, so comparing is cheap)
+    /// with their methods: saves hashing the path for every call. Same invariant as `streams`.
+    @exclusivity(unchecked) private var recentRoutes: [(path: String, method: MethodDescriptor)] = []
+
+    @inline(__always)
+    private func stream(_ id: Int32) -> StreamState? {
+        if let s = lastStream, s.id == id { return s }
+        let s = streams.find(id)
+        if s != nil { lastStream = s }
+        return s
+    }
     private let onClosed: (HTTP2Connection) -> Void
     private var pausedForWrites = false
     private var closing = false
@@ -183,7 +242,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     func close(reason: CancelReason = .connectionClosed) {
         guard !tcp.isClosed else { return }
         closing = true
-        for stream in streams.values {
+        for stream in streams.all {
             if let call = stream.call, !stream.responseEnded {
                 if call.cancel(reason, overrideStatus: false) { env.counters.countStatus(.cancelled) }
             }
@@ -192,6 +251,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
         }
         streams.removeAll()
+        lastStream = nil
+        recentRoutes.removeAll()
         drainTimer?.close()
         drainTimer = nil
         if let session { nghttp2_session_del(session) }
@@ -225,14 +286,14 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     // MARK: CallOwner (loop thread)
 
     func callNeedsService(_ call: ServerCall) {
-        guard let stream = streams[call.streamID], stream.call === call, !stream.responseEnded else { return }
+        guard let stream = stream(call.streamID), stream.call === call, !stream.responseEnded else { return }
         service(stream, call)
         sendPending()
     }
 
     func consumeInbound(streamID: Int32, bytes: Int) {
         guard let session, bytes > 0 else { return }
-        if streams[streamID] != nil {
+        if stream(streamID) != nil {
             nghttp2_session_consume(session, streamID, bytes)
         } else {
             nghttp2_session_consume_connection(session, bytes)
@@ -302,7 +363,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     }
 
     private func readData(streamID: Int32, buf: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
-        guard let stream = streams[streamID] else {
+        guard let stream = stream(streamID) else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
         guard let call = stream.call else {
@@ -406,7 +467,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
         stream.blocking = nil
         // The stream may have ended meanwhile (deadline answered, reset, connection closed).
-        guard streams[stream.id] === stream else { return }
+        guard streams.find(stream.id) === stream else { return }
         completeSync(stream, outcome)
         sendPending()
     }
@@ -442,15 +503,17 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     // MARK: input (nghttp2 callbacks)
 
     private func beginHeaders(_ streamID: Int32) {
-        if streams[streamID] == nil {
-            streams[streamID] = StreamState(id: streamID)
+        if stream(streamID) == nil {
+            let s = StreamState(id: streamID)
+            streams.insert(s)
+            lastStream = s
             env.counters.openStreams.wrappingAdd(1, ordering: .relaxed)
         }
     }
 
     /// Returns false to make nghttp2 fail the whole connection (abuse far over the limit).
     private func header(_ streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let stream = streams[streamID] else { return true }
+        guard let stream = stream(streamID) else { return true }
         stream.headerBytes += name.count + value.count + 32
         if stream.headerBytes > config.maxHeaderListBytes {
             stream.headerOverflow = true
@@ -479,7 +542,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             // Not metadata.
         } else {
             let key = recentMetadata.string(name)
-            if key.hasSuffix("-bin") {
+            // The "-bin" suffix checked on the bytes (String.hasSuffix is Unicode-aware and slow).
+            if name.count >= 4 && NGHTTP2Glue.equal(UnsafeBufferPointer(rebasing: name[(name.count - 4)...]), "-bin") {
                 if let bytes = Base64.decode(String(decoding: value, as: UTF8.self)) {
                     stream.metadata.append(lowercased: key, .binary(bytes))
                 } else {
@@ -535,7 +599,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
         }
         let descriptor: MethodDescriptor
-        switch env.router.lookup(stream.path) {
+        switch route(stream.path) {
         case .failure(let error):
             respondTrailersOnly(stream, CallStatus(code: error.code, message: error.message))
             stream.rejected = true
@@ -570,8 +634,19 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         if descriptor.kind.clientStreams { startHandler(stream) }
     }
 
+    /// `Router.lookup` behind a small per-connection cache of the paths routed last.
+    private func route(_ path: String) -> Result<MethodDescriptor, RPCError> {
+        for r in recentRoutes where r.path == path { return .success(r.method) }
+        let result = env.router.lookup(path)
+        if case .success(let m) = result {
+            if recentRoutes.count >= 8 { recentRoutes.removeFirst() }
+            recentRoutes.append((path, m))
+        }
+        return result
+    }
+
     private func deadlineExpired(_ streamID: Int32) {
-        guard let stream = streams[streamID], !stream.responseEnded else { return }
+        guard let stream = stream(streamID), !stream.responseEnded else { return }
         stream.timer?.close()
         stream.timer = nil
         if let call = stream.call {
@@ -602,15 +677,35 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
 
     private func dataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
         guard let session else { return }
-        guard let stream = streams[streamID], let descriptor = stream.descriptor, !stream.rejected, !stream.responseEnded else {
+        guard let stream = stream(streamID), let descriptor = stream.descriptor, !stream.rejected, !stream.responseEnded else {
             // Nobody will read it: give the flow-control credit back right away.
             nghttp2_session_consume(session, streamID, data.count)
             return
         }
-        stream.deframer.append(UnsafeRawBufferPointer(data))
         var consumeNow = data.count
-        while stream.deframer.count >= 5 {
-            let p = stream.deframer.base!.assumingMemoryBound(to: UInt8.self)
+        if stream.deframer.count == 0 {
+            // The common case: whole messages in this chunk are read in place (no deframer copy,
+            // no buffer allocation); only a partial tail is kept.
+            let input = UnsafeRawBufferPointer(data)
+            let used = deframe(stream, descriptor, input, consumeNow: &consumeNow)
+            if !stream.rejected && used < input.count {
+                stream.deframer.append(UnsafeRawBufferPointer(rebasing: input[used...]))
+            }
+        } else {
+            stream.deframer.append(UnsafeRawBufferPointer(data))
+            let used = deframe(stream, descriptor, stream.deframer.bytes, consumeNow: &consumeNow)
+            if !stream.rejected && used > 0 { stream.deframer.removeFirst(used) }
+        }
+        if consumeNow > 0 { nghttp2_session_consume(session, streamID, consumeNow) }
+    }
+
+    /// Hands every complete message in `input` to the call (or keeps it, for a synchronous call);
+    /// returns the bytes used. Stops at a partial message or after failing the stream.
+    private func deframe(_ stream: StreamState, _ descriptor: MethodDescriptor, _ input: UnsafeRawBufferPointer,
+                         consumeNow: inout Int) -> Int {
+        var offset = 0
+        while input.count - offset >= 5 {
+            let p = (input.baseAddress! + offset).assumingMemoryBound(to: UInt8.self)
             let compressed = p[0]
             let length = NGHTTP2Glue.messageLength(p)
             if compressed != 0 {
@@ -623,9 +718,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                     message: "received message of \(length) bytes exceeds the limit of \(config.maxReceiveMessageBytes) bytes"))
                 break
             }
-            guard stream.deframer.count >= 5 + length else { break }
+            guard input.count - offset >= 5 + length else { break }
             let message = [UInt8](UnsafeBufferPointer(start: p + 5, count: length))
-            stream.deframer.removeFirst(5 + length)
+            offset += 5 + length
             stream.messages += 1
             if !descriptor.kind.clientStreams && stream.messages > 1 {
                 failStream(stream, CallStatus(code: .internal,
@@ -643,7 +738,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                 consumeNow -= held
             }
         }
-        if consumeNow > 0 { nghttp2_session_consume(session, streamID, consumeNow) }
+        return offset
     }
 
     private func failStream(_ stream: StreamState, _ status: CallStatus) {
@@ -683,7 +778,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         let endStream = hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch type {
         case NGHTTP2_HEADERS.rawValue:
-            guard let stream = streams[hd.stream_id] else { return 0 }
+            guard let stream = stream(hd.stream_id) else { return 0 }
             if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
                 requestHeadersComplete(stream)
             }
@@ -692,7 +787,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             if hd.length == 0 && !endStream {
                 if !withinRate(.emptyData) { return abuse("empty DATA frame flood") }
             }
-            if endStream, let stream = streams[hd.stream_id] { endOfRequest(stream) }
+            if endStream, let stream = stream(hd.stream_id) { endOfRequest(stream) }
         case NGHTTP2_PING.rawValue:
             if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !withinRate(.ping) {
                 return abuse("PING flood")
@@ -766,7 +861,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     }
 
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
-        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        guard let stream = streams.remove(streamID) else { return }
+        if lastStream === stream { lastStream = nil }
         env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
         if let call = stream.call {
             if !stream.responseEnded, call.cancel(.reset, overrideStatus: false) {

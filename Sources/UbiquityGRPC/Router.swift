@@ -4,14 +4,23 @@ import SwiftProtobuf
 /// or by throwing (the error becomes the status; see `CallStatus(error:)`).
 public typealias RawHandler = @Sendable (ServerCall) async throws -> Void
 
-/// One method: its shape and its handler.
-public struct MethodDescriptor: Sendable {
+/// One method: its shape and its handler. A class so each call's stream holds it with one
+/// reference instead of copying (and retaining) every field.
+public final class MethodDescriptor: Sendable {
     public let path: String
     public let kind: RPCKind
     public let handler: RawHandler
     /// Where the handler runs; `.inline` and `.blocking` are unary methods with `syncHandler`.
     public let execution: HandlerExecution
     public let syncHandler: SyncUnaryHandler?
+
+    init(path: String, kind: RPCKind, handler: @escaping RawHandler, execution: HandlerExecution, syncHandler: SyncUnaryHandler?) {
+        self.path = path
+        self.kind = kind
+        self.handler = handler
+        self.execution = execution
+        self.syncHandler = syncHandler
+    }
 }
 
 /// Maps `/package.Service/Method` to handlers. Filled before the server starts, read-only after.

@@ -36,9 +36,10 @@ public final class TCPConnection {
     @exclusivity(unchecked) public private(set) var pending = ByteBuffer()
     /// Bytes of the write in flight.
     @exclusivity(unchecked) private var inFlight = ByteBuffer()
-    private var writeInFlight = false
-    public private(set) var isReading = false
-    public private(set) var isClosed = false
+    // @exclusivity(unchecked), as above: flags read on every write (3 per call).
+    @exclusivity(unchecked) private var writeInFlight = false
+    @exclusivity(unchecked) public private(set) var isReading = false
+    @exclusivity(unchecked) public private(set) var isClosed = false
     public let peerDescription: String
     /// Keeps self alive while the libuv handle is open (released in the close callback).
     private var selfRetain: Unmanaged<TCPConnection>?
