@@ -236,8 +236,12 @@ enum Convert {
         var r = Ubiquity_V1_SaveResult()
         r.token = Data(s.token.bytes)
         r.generation = s.token.generation
-        for (k, v) in s.permanentIDs { r.permanentIds[k] = v.uri }
-        for (k, v) in s.versions { r.versions[k.uri] = v }
+        var ids = [String: String](minimumCapacity: s.permanentIDs.count)
+        for (k, v) in s.permanentIDs { ids[k] = v.uri }
+        r.permanentIds = ids
+        var versions = [String: Int64](minimumCapacity: s.versions.count)
+        for (k, v) in s.versions { versions[k.uri] = v }
+        r.versions = versions
         r.resolvedConflicts = s.resolvedConflicts.map { conflict($0, model: model) }
         r.skippedObjectIds = s.skipped.map(\.uri)
         r.dryRun = s.dryRun

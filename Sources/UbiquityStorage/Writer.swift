@@ -460,6 +460,10 @@ final class SaveTxn {
             }
         }
         nextPK = try Meta.int(conn, "next_pk")
+        // one entry per inserted object: no rehashing while a large save fills them
+        let n = req.inserts.count + req.updates.count
+        tempMap.reserveCapacity(req.inserts.count); versions.reserveCapacity(n); touched.reserveCapacity(n)
+        changes.reserveCapacity(n); changeOrder.reserveCapacity(n)
 
         try applyInserts()
         try applyUpdates()
