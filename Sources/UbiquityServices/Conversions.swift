@@ -45,7 +45,7 @@ struct ModelInfo: Sendable {
 enum Convert {
     // MARK: Values
 
-    static func storageValue(_ v: Ubiquity_V1_Value, field: String) throws -> StorageValue {
+    static func storageValue(_ v: Ubiquity_V1_Value, field: @autoclosure () -> String) throws -> StorageValue {
         switch v.kind {
         case .none, .nullValue: return .null
         case .stringValue(let s): return .string(s)
@@ -56,23 +56,27 @@ enum Convert {
         case .doubleValue(let d): return .double(d)
         case .decimalValue(let s):
             guard Decimal(string: s, locale: Locale(identifier: "en_US_POSIX")) != nil, !s.isEmpty else {
-                throw ServiceError.invalid(field, "\"\(s)\" is not a decimal number (write it like \"12.50\")", reason: "BAD_VALUE")
+                throw ServiceError.invalid(field(), "\"\(s)\" is not a decimal number (write it like \"12.50\")", reason: "BAD_VALUE")
             }
             return .decimal(s)
         case .dateValue(let t): return .date(Double(t.seconds) + Double(t.nanos) / 1e9)
         case .binaryValue(let d): return .binary(d)
         case .uuidValue(let s):
             guard let u = UUID(uuidString: s) else {
-                throw ServiceError.invalid(field, "\"\(s)\" is not a UUID (expected e.g. 1b4e28ba-2fa1-11d2-883f-0016d3cca427)", reason: "BAD_VALUE")
+                throw ServiceError.invalid(field(), "\"\(s)\" is not a UUID (expected e.g. 1b4e28ba-2fa1-11d2-883f-0016d3cca427)", reason: "BAD_VALUE")
             }
             return .uuid(u)
         case .uriValue(let s): return .uri(s)
         }
     }
 
-    static func values(_ m: [String: Ubiquity_V1_Value], field: String) throws -> [String: StorageValue] {
+    /// `field` is only evaluated for an error message.
+    static func values(_ m: [String: Ubiquity_V1_Value], field: @autoclosure () -> String) throws -> [String: StorageValue] {
+        // mapValues keeps the map's hash table (no rehash per key); on a failure, the loop finds
+        // the first bad value in the same order as before, for its field name.
+        if let out = try? m.mapValues({ try storageValue($0, field: "") }) { return out }
         var out: [String: StorageValue] = [:]
-        for (k, v) in m { out[k] = try storageValue(v, field: "\(field).\(k)") }
+        for (k, v) in m { out[k] = try storageValue(v, field: "\(field()).\(k)") }
         return out
     }
 
@@ -166,12 +170,12 @@ enum Convert {
         return out
     }
 
-    static func insert(_ i: Ubiquity_V1_Insert, field: String, store: UUID) throws -> InsertOperation {
-        guard !i.temporaryID.isEmpty else { throw ServiceError.invalid("\(field).temporary_id", "every insert needs a temporary_id (any label unique in the request)", reason: "MISSING_FIELD") }
-        guard !i.entity.isEmpty else { throw ServiceError.invalid("\(field).entity", "every insert needs an entity", reason: "MISSING_FIELD") }
+    static func insert(_ i: Ubiquity_V1_Insert, field: @autoclosure () -> String, store: UUID) throws -> InsertOperation {
+        guard !i.temporaryID.isEmpty else { throw ServiceError.invalid("\(field()).temporary_id", "every insert needs a temporary_id (any label unique in the request)", reason: "MISSING_FIELD") }
+        guard !i.entity.isEmpty else { throw ServiceError.invalid("\(field()).entity", "every insert needs an entity", reason: "MISSING_FIELD") }
         return InsertOperation(temporaryID: i.temporaryID, entity: i.entity,
-                               values: try values(i.values, field: "\(field).values"),
-                               relationships: try references(i.relationships, field: "\(field).relationships", store: store))
+                               values: try values(i.values, field: "\(field()).values"),
+                               relationships: i.relationships.isEmpty ? [:] : try references(i.relationships, field: "\(field()).relationships", store: store))
     }
 
     static func update(_ u: Ubiquity_V1_Update, field: String, store: UUID) throws -> UpdateOperation {
@@ -232,8 +236,12 @@ enum Convert {
         var r = Ubiquity_V1_SaveResult()
         r.token = Data(s.token.bytes)
         r.generation = s.token.generation
-        for (k, v) in s.permanentIDs { r.permanentIds[k] = v.uri }
-        for (k, v) in s.versions { r.versions[k.uri] = v }
+        var ids = [String: String](minimumCapacity: s.permanentIDs.count)
+        for (k, v) in s.permanentIDs { ids[k] = v.uri }
+        r.permanentIds = ids
+        var versions = [String: Int64](minimumCapacity: s.versions.count)
+        for (k, v) in s.versions { versions[k.uri] = v }
+        r.versions = versions
         r.resolvedConflicts = s.resolvedConflicts.map { conflict($0, model: model) }
         r.skippedObjectIds = s.skipped.map(\.uri)
         r.dryRun = s.dryRun

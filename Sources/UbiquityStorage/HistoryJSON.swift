@@ -4,36 +4,55 @@ import Foundation
 /// The output decodes with JSONDecoder as `[HistoryChange]` (tested against it).
 enum HistoryJSON {
     static func encode(_ changes: [HistoryChange]) -> String {
-        var out = "["
-        out.reserveCapacity(changes.count * 120)
-        var uriPrefix: (UUID, String)?
+        // Built as UTF-8 bytes (one String at the end): String appends were most of the cost.
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        out.reserveCapacity(changes.count * 140)
         for (i, c) in changes.enumerated() {
-            if i > 0 { out += "," }
-            out += "{\"changedProperties\":["
-            for (j, p) in c.changedProperties.enumerated() { if j > 0 { out += "," }; string(p, into: &out) }
-            out += "],\"entity\":"
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: "{\"changedProperties\":[".utf8)
+            for (j, p) in c.changedProperties.enumerated() { if j > 0 { out.append(UInt8(ascii: ",")) }; string(p, into: &out) }
+            out.append(contentsOf: "],\"entity\":".utf8)
             string(c.entity, into: &out)
-            out += ",\"kind\":\"\(c.kind.rawValue)\",\"objectID\":"
-            let prefix: String
-            if let u = uriPrefix, u.0 == c.objectID.storeID { prefix = u.1 } else {
-                prefix = "x-ubiquity://\(c.objectID.storeID.uuidString.lowercased())/"
-                uriPrefix = (c.objectID.storeID, prefix)
+            out.append(contentsOf: ",\"kind\":\"".utf8)
+            out.append(contentsOf: c.kind.rawValue.utf8)
+            out.append(contentsOf: "\",\"objectID\":".utf8)
+            if c.objectID.entity.utf8.contains(where: needsEscape) {
+                string(c.objectID.uri, into: &out)
+            } else {
+                out.append(UInt8(ascii: "\""))
+                c.objectID.appendURI(to: &out)
+                out.append(UInt8(ascii: "\""))
             }
-            string(prefix + c.objectID.entity + "/p" + String(c.objectID.pk), into: &out)
             if let t = c.tombstone {
-                out += ",\"tombstone\":{"
+                out.append(contentsOf: ",\"tombstone\":{".utf8)
                 for (j, k) in t.keys.sorted().enumerated() {
-                    if j > 0 { out += "," }
+                    if j > 0 { out.append(UInt8(ascii: ",")) }
                     string(k, into: &out)
-                    out += ":"
-                    value(t[k]!, into: &out)
+                    out.append(UInt8(ascii: ":"))
+                    var v = ""
+                    value(t[k]!, into: &v)
+                    out.append(contentsOf: v.utf8)
                 }
-                out += "}"
+                out.append(UInt8(ascii: "}"))
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
-        out += "]"
-        return out
+        out.append(UInt8(ascii: "]"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always) static func needsEscape(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5c }
+
+    static func string(_ s: String, into out: inout [UInt8]) {
+        if s.utf8.contains(where: needsEscape) {
+            var t = ""
+            string(s, into: &t)
+            out.append(contentsOf: t.utf8)
+        } else {
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: s.utf8)
+            out.append(UInt8(ascii: "\""))
+        }
     }
 
     static func value(_ v: StorageValue, into out: inout String) {

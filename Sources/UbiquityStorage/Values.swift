@@ -87,8 +87,53 @@ public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Co
     public init(storeID: UUID, entity: String, pk: Int64) { self.storeID = storeID; self.entity = entity; self.pk = pk }
 
     public var uri: String {
-        "x-ubiquity://\(storeID.uuidString.lowercased())/\(entity)/" + (pk < 0 ? "t\(-pk)" : "p\(pk)")
+        let n = uriByteCount
+        return String(unsafeUninitializedCapacity: n) { writeURI(into: $0.baseAddress!) }
     }
+
+    /// Appends the URI's UTF-8 bytes (the same text as `uri`).
+    func appendURI(to out: inout [UInt8]) {
+        let start = out.count, n = uriByteCount
+        out.append(contentsOf: repeatElement(UInt8(0), count: n))
+        out.withUnsafeMutableBufferPointer { _ = writeURI(into: $0.baseAddress! + start) }
+    }
+
+    // The URI is written byte by byte, without Foundation's UUID formatting: a save's result
+    // names every object twice, and `uuidString.lowercased()` was most of that conversion's cost.
+
+    private static func digitCount(_ v: UInt64) -> Int {
+        var n = 1, t = v
+        while t >= 10 { t /= 10; n += 1 }
+        return n
+    }
+
+    private var uriByteCount: Int { 13 + 36 + 1 + entity.utf8.count + 2 + ObjectID.digitCount(pk.magnitude) }
+
+    /// Writes exactly `uriByteCount` bytes at `p`; returns that count.
+    private func writeURI(into p: UnsafeMutablePointer<UInt8>) -> Int {
+        var i = 0
+        for b in "x-ubiquity://".utf8 { p[i] = b; i += 1 }
+        @inline(__always) func hex(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
+        withUnsafeBytes(of: storeID.uuid) { u in
+            for j in 0..<16 {
+                if j == 4 || j == 6 || j == 8 || j == 10 { p[i] = UInt8(ascii: "-"); i += 1 }
+                p[i] = hex(u[j] >> 4); p[i + 1] = hex(u[j] & 0xf); i += 2
+            }
+        }
+        p[i] = UInt8(ascii: "/"); i += 1
+        if entity.utf8.withContiguousStorageIfAvailable({ (e: UnsafeBufferPointer<UInt8>) -> Void in
+            if let b = e.baseAddress { (p + i).update(from: b, count: e.count) }
+            i += e.count
+        }) == nil {
+            for b in entity.utf8 { p[i] = b; i += 1 }
+        }
+        p[i] = UInt8(ascii: "/"); p[i + 1] = UInt8(ascii: pk < 0 ? "t" : "p"); i += 2
+        var x = pk.magnitude
+        let d = ObjectID.digitCount(x)
+        for k in stride(from: i + d - 1, through: i, by: -1) { p[k] = 48 + UInt8(x % 10); x /= 10 }
+        return i + d
+    }
+
     /// True for a context's temporary ID (an object not saved yet).
     public var isTemporary: Bool { pk < 0 }
     public var description: String { uri }

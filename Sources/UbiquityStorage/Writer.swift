@@ -253,6 +253,31 @@ final class SaveTxn {
         return r
     }
 
+    /// Per entity: for each column of its root table, the attribute it stores for that entity
+    /// (nil: another entity's column or a relationship column, NULL on insert).
+    var insertColumns: [String: [(name: String, type: AttributeType)?]] = [:]
+
+    /// Inserts version 1 of a new object straight from its attribute values (no Row or column
+    /// dictionary per object).
+    func insertNew(_ root: String, pk: Int64, entity: String, values: [String: StorageValue]) throws {
+        let plan: [(name: String, type: AttributeType)?]
+        if let p = insertColumns[entity] { plan = p } else {
+            let attrs = model.attributes[entity] ?? [:]
+            plan = (model.columns[root] ?? []).map { c in
+                guard c.hasPrefix("a_") else { return nil }
+                let n = String(c.dropFirst(2))
+                return attrs[n].map { (n, $0.type) }
+            }
+            insertColumns[entity] = plan
+        }
+        var args: [SQLValue] = [.integer(pk), .integer(gen), .integer(SaveTxn.live), .integer(1), .text(entity)]
+        args.reserveCapacity(5 + plan.count)
+        for c in plan {
+            if let c, let v = values[c.name] { args.append(ResolvedModel.toSQL(v, c.type)) } else { args.append(.null) }
+        }
+        try conn.run(model.insertSQL[root]!, args)
+    }
+
     func insertRow(_ root: String, _ r: Row) throws {
         let cols = model.columns[root] ?? []
         let args: [SQLValue] = [.integer(r.pk), .integer(gen), .integer(SaveTxn.live), .integer(r.version), .text(r.ent)] + cols.map { r.cols[$0] ?? .null }
@@ -344,9 +369,22 @@ final class SaveTxn {
 
     // MARK: values
 
-    func checkValues(_ entity: String, _ values: [String: StorageValue], object: String, allowRelationshipNames: Set<String> = []) {
-        let attrs = model.attributes[entity]!
-        for (k, v) in values.sorted(by: { $0.key < $1.key }) {
+    func checkValues(_ entity: String, _ values: [String: StorageValue], object: String, allowRelationshipNames: Set<String> = [],
+                     attributes: [String: AttributeDefinition]? = nil) {
+        let attrs = attributes ?? model.attributes[entity]!
+        let before = issues.count
+        // Issues come out in property-name order (each property's issues stay together in the
+        // order they were found), without sorting every object's values first.
+        defer {
+            if issues.count > before + 1 {
+                let mine = issues[before...].enumerated().sorted { a, b in
+                    let (ka, kb) = (a.element.property ?? "", b.element.property ?? "")
+                    return ka != kb ? ka < kb : a.offset < b.offset
+                }.map(\.element)
+                issues.replaceSubrange(before..., with: mine)
+            }
+        }
+        for (k, v) in values {
             guard let a = attrs[k] else {
                 issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k,
                                               model.relationships[entity]![k] != nil ? "\(k) is a relationship: set it through relationships" : "\(entity) has no attribute \(k)"))
@@ -360,18 +398,23 @@ final class SaveTxn {
                 issues.append(ValidationIssue(err.contains("range") ? .outOfRange : .wrongType, object: object, entity: entity, property: k, err)); continue
             }
             var size: Int?
-            var measure: Double?
             switch v {
-            case .string(let s): size = s.utf8.count; measure = Double(s.count)
-            case .uri(let s): size = s.utf8.count
-            case .binary(let d): size = d.count; measure = Double(d.count)
-            case .int(let i): measure = Double(i)
-            case .double(let d), .date(let d): measure = d
-            case .decimal(let s): measure = Double(s)
+            case .string(let s), .uri(let s): size = s.utf8.count
+            case .binary(let d): size = d.count
             default: break
             }
             if let size, size > config.maxValueBytes {
                 issues.append(ValidationIssue(.tooLarge, object: object, entity: entity, property: k, "\(size) bytes exceeds the limit of \(config.maxValueBytes)")); continue
+            }
+            if a.minimum == nil && a.maximum == nil { continue }  // no bound: nothing to measure (string length counts characters, which is slow)
+            var measure: Double?
+            switch v {
+            case .string(let s): measure = Double(s.count)
+            case .binary(let d): measure = Double(d.count)
+            case .int(let i): measure = Double(i)
+            case .double(let d), .date(let d): measure = d
+            case .decimal(let s): measure = Double(s)
+            default: break
             }
             if let m = measure {
                 let what = (a.type == .string || a.type == .binary) ? "length " : ""
@@ -417,6 +460,10 @@ final class SaveTxn {
             }
         }
         nextPK = try Meta.int(conn, "next_pk")
+        // one entry per inserted object: no rehashing while a large save fills them
+        let n = req.inserts.count + req.updates.count
+        tempMap.reserveCapacity(req.inserts.count); versions.reserveCapacity(n); touched.reserveCapacity(n)
+        changes.reserveCapacity(n); changeOrder.reserveCapacity(n)
 
         try applyInserts()
         try applyUpdates()
@@ -449,32 +496,50 @@ final class SaveTxn {
         return result
     }
 
+    /// What inserts need of an entity, looked up once per entity and save.
+    struct InsertEntity {
+        let isAbstract: Bool
+        let attributes: [String: AttributeDefinition]
+        /// Own and inherited uniqueness constraints, in the order they are checked.
+        let constraints: [[String]]
+        let root: String
+    }
+
     func applyInserts() throws {
         var seen = Set<String>()
+        seen.reserveCapacity(req.inserts.count)
+        var infos: [String: InsertEntity] = [:]
+        var last: (String, InsertEntity)?
         for ins in req.inserts {
             let obj = ins.temporaryID
             if !seen.insert(obj).inserted { issues.append(ValidationIssue(.duplicateTemporaryID, object: obj, "temporary ID used twice")); continue }
-            guard let ent = model.entities[ins.entity] else {
-                issues.append(ValidationIssue(.unknownEntity, object: obj, entity: ins.entity, "no entity \(ins.entity)")); continue
+            let ent: InsertEntity
+            if let l = last, l.0 == ins.entity { ent = l.1 } else if let e = infos[ins.entity] { ent = e; last = (ins.entity, e) } else {
+                guard let def = model.entities[ins.entity] else {
+                    issues.append(ValidationIssue(.unknownEntity, object: obj, entity: ins.entity, "no entity \(ins.entity)")); continue
+                }
+                let e = InsertEntity(isAbstract: def.isAbstract, attributes: model.attributes[ins.entity]!,
+                                     constraints: model.chain[ins.entity]!.flatMap { model.entities[$0]!.uniquenessConstraints }, root: model.root[ins.entity] ?? "")
+                infos[ins.entity] = e; last = (ins.entity, e); ent = e
             }
             if ent.isAbstract { issues.append(ValidationIssue(.abstractEntity, object: obj, entity: ins.entity, "\(ins.entity) is abstract")); continue }
             let before = issues.count
-            checkValues(ins.entity, ins.values, object: obj)
-            checkRelationshipNames(ins.entity, ins.relationships, object: obj)
+            checkValues(ins.entity, ins.values, object: obj, attributes: ent.attributes)
+            if !ins.relationships.isEmpty { checkRelationshipNames(ins.entity, ins.relationships, object: obj) }
             var full = ins.values
-            for (k, a) in model.attributes[ins.entity]! where full[k] == nil || full[k]!.isNull {
+            for (k, a) in ent.attributes where full[k]?.isNull ?? true {
                 if let d = a.defaultValue, !d.isNull { full[k] = d }
                 else if !a.optional { issues.append(ValidationIssue(.missingRequired, object: obj, entity: ins.entity, property: k, "\(k) is required")) }
             }
             if issues.count > before { continue }
             // uniqueness constraints (own and inherited)
             var clash: (Row, [String])?
-            for e in model.chain[ins.entity]! {
-                for u in model.entities[e]!.uniquenessConstraints where clash == nil {
+            do {
+                for u in ent.constraints where clash == nil {
                     var args: [SQLValue] = []
                     var anyNull = false
                     for p in u {
-                        if let a = model.attributes[ins.entity]![p] {
+                        if let a = ent.attributes[p] {
                             let v = ResolvedModel.toSQL(full[p] ?? .null, a.type)
                             if v == .null { anyNull = true }
                             args.append(v)
@@ -518,11 +583,12 @@ final class SaveTxn {
             let pk = nextPK; nextPK += 1
             let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
             tempMap[obj] = oid
-            let root = model.root[ins.entity]!
-            try insertRow(root, Row(pk: pk, version: 1, ent: ins.entity, created: gen, cols: sqlValues(ins.entity, full)))
+            try insertNew(ent.root, pk: pk, entity: ins.entity, values: full)
             versions[oid] = 1
             touched.insert(oid)
-            record(oid, .insert, Array(full.keys) + Array(ins.relationships.keys))
+            // a new pk: no change recorded for it yet
+            changes[oid] = HistoryChange(kind: .insert, objectID: oid, entity: ins.entity, changedProperties: (Array(full.keys) + Array(ins.relationships.keys)).sorted(), tombstone: nil)
+            changeOrder.append(oid)
         }
     }
 
@@ -817,7 +883,8 @@ final class SaveTxn {
 
     /// Relationship counts and required relationships of every live object this save touched.
     func validateCounts() throws {
-        for id in touched.sorted() where !deleted.contains(id) && model.countChecked.contains(id.entity) {
+        if model.countChecked.isEmpty { return }
+        for id in touched.filter({ model.countChecked.contains($0.entity) }).sorted() where !deleted.contains(id) {
             guard try row(id) != nil, let rels = model.relationships[id.entity] else { continue }
             for (name, rel) in rels.sorted(by: { $0.key < $1.key }) {
                 let needsCheck = !rel.optional || rel.minCount != nil || rel.maxCount != nil

@@ -370,6 +370,42 @@ final class SaveTests: StorageTestCase {
         XCTAssertThrowsError(try JSONDecoder().decode(SaveRequest.self, from: Data(#"{"inserts":[{"temporaryID":"a","entity":"N","values":{"n":{"int":1,"string":"x"}}}]}"#.utf8)))
     }
 
+    /// `ObjectID.uri` is written byte by byte; it must stay the documented text.
+    func testObjectIDURIText() throws {
+        let sid = UUID()
+        for (entity, pk) in [("Person", Int64(1)), ("Note", 0), ("Employee", 1234567890123), ("Café", -42), ("E", Int64.max), ("E", Int64.min + 1)] {
+            let id = ObjectID(storeID: sid, entity: entity, pk: pk)
+            let expected = "x-ubiquity://\(sid.uuidString.lowercased())/\(entity)/" + (pk < 0 ? "t\(-pk)" : "p\(pk)")
+            XCTAssertEqual(id.uri, expected)
+            var bytes: [UInt8] = Array("pre".utf8)
+            id.appendURI(to: &bytes)
+            XCTAssertEqual(String(decoding: bytes, as: UTF8.self), "pre" + expected)
+            if pk > 0 || entity == "Café" { XCTAssertEqual(ObjectID(uri: id.uri, allowTemporary: true), id) }
+        }
+    }
+
+    /// Validation issues of one object come out in property-name order, whatever the order of
+    /// its values; an insert of a subentity stores its own and inherited attributes.
+    func testIssueOrderAndSubentityInsert() async throws {
+        let s = try open()
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Person", values: ["zz": "x", "age": 200, "name": .int(5), "colour": "red", "email": .int(1)])]
+        let e = await storageError { _ = try await s.save(r) }
+        guard case .validationFailed(let issues)? = e?.reason else { return XCTFail("expected validation failure") }
+        XCTAssertEqual(issues.map(\.property), ["age", "colour", "email", "name", "zz"])
+        XCTAssertEqual(issues.map(\.code), [.aboveMaximum, .unknownProperty, .wrongType, .wrongType, .unknownProperty])
+
+        r.inserts = [InsertOperation(temporaryID: "e", entity: "Employee", values: ["name": "Ann", "salary": .decimal("12.50"), "age": 30]),
+                     InsertOperation(temporaryID: "p", entity: "Person", values: ["name": "Bob"]),
+                     InsertOperation(temporaryID: "e2", entity: "Employee", values: ["name": "Cy"])]
+        let res = try await s.save(r)
+        let got = try await s.objects([res.permanentIDs["e"]!, res.permanentIDs["p"]!, res.permanentIDs["e2"]!], at: .current)
+        XCTAssertEqual(got[0]?.values["name"], "Ann"); XCTAssertNotEqual(got[0]?.values["salary"] ?? .null, .null); XCTAssertEqual(got[0]?.values["age"], .int(30))
+        XCTAssertEqual(got[0]?.values["score"], .double(1.5))
+        XCTAssertEqual(got[1]?.values["name"], "Bob"); XCTAssertEqual(got[1]?.values["salary"] ?? .null, .null)
+        XCTAssertEqual(got[2]?.values["name"], "Cy"); XCTAssertEqual(got[2]?.id.entity, "Employee")
+    }
+
     func testHistoryJSONDecodesAsHistoryChanges() throws {
         let sid = UUID()
         let changes = [
