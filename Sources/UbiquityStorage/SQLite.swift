@@ -155,6 +155,8 @@ final class Connection {
 
     /// Statements run through `query` on this connection (tests: set-based loads run a bounded number).
     var statementCount = 0
+    /// Per-model read data of the last model read through this connection (`ReadShapes.of`).
+    var readShapes: ReadShapes?
     /// Names of the function sets installed on this connection (`ReadContext.installFunctions`).
     var installedFunctionSets: Set<String> = []
 
@@ -258,7 +260,10 @@ struct Statement {
 }
 
 /// SQL identifier quoting (identifiers are also validated against the model before use).
-func q(_ ident: String) -> String { "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+func q(_ ident: String) -> String {
+    // Foundation's replacingOccurrences only when there is a quote to double (never for model names in practice)
+    ident.utf8.contains(34) ? "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : "\"" + ident + "\""
+}
 
 /// Fault injection through the "ubq-fault" wrapping VFS (tests). Open a store with
 /// `StorageConfiguration.vfsName = FaultInjection.vfsName` and arm a fault.
