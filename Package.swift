@@ -96,7 +96,12 @@ let package = Package(
             ]),
 
         .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "CSQLite"]),
-        .testTarget(name: "UbiquityGRPCTests", dependencies: ["UbiquityGRPC", "UbiquityLoop"]),
+        .testTarget(
+            name: "UbiquityGRPCTests",
+            dependencies: [
+                "UbiquityGRPC", "UbiquityLoop", "UbiquityGRPCClient", "UbiquityProtos",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "UbiquityGRPCClientTests",
             dependencies: [

@@ -29,6 +29,9 @@ public struct ServerConfiguration: Sendable {
     public var initialWindowSize = 1024 * 1024
     /// Connection-level receive window.
     public var connectionWindowSize = 16 * 1024 * 1024
+    /// Worker threads for `.blocking` handlers (started only when the router has such a method);
+    /// 0 means one per available core.
+    public var blockingThreads = 0
     /// After shutdown begins, in-flight calls get this long to finish before they are cancelled.
     public var shutdownGraceSeconds = 10.0
     /// Abuse guards, per connection per second: empty DATA frames, PING frames, SETTINGS frames.

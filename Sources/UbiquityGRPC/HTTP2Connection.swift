@@ -25,6 +25,16 @@ final class StreamState {
     var responseEnded = false
     var dataDeferred = false
     var timer: LoopTimer?
+    /// Synchronous (`.inline` / `.blocking`) unary calls have no `ServerCall`: the request, the
+    /// deadline, the reply and its status live here, on the loop thread.
+    var deadline: ContinuousClock.Instant?
+    var request: [UInt8] = []
+    var reply: [UInt8] = []
+    /// Bytes of the framed reply (5-byte prefix + `reply`) already handed to nghttp2.
+    var replyRead = 0
+    var replyStatus: CallStatus?
+    /// A `.blocking` call handed to a worker and not yet answered.
+    var blocking: CallCancellation?
 
     init(id: Int32) { self.id = id }
 
@@ -41,11 +51,15 @@ final class ConnectionEnvironment: Sendable {
     let router: Router
     let counters: ServerCounters
     let logger: Logger
-    init(configuration: ServerConfiguration, router: Router, counters: ServerCounters, logger: Logger) {
+    /// Workers for `.blocking` handlers; nil when the router has none.
+    let blockingPool: BlockingPool?
+    init(configuration: ServerConfiguration, router: Router, counters: ServerCounters, logger: Logger,
+         blockingPool: BlockingPool? = nil) {
         self.configuration = configuration
         self.router = router
         self.counters = counters
         self.logger = logger
+        self.blockingPool = blockingPool
     }
 }
 
@@ -173,6 +187,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             if let call = stream.call, !stream.responseEnded {
                 if call.cancel(reason, overrideStatus: false) { env.counters.countStatus(.cancelled) }
             }
+            if let b = stream.blocking, !stream.responseEnded, b.cancel() { env.counters.countStatus(.cancelled) }
             stream.release()
             env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
         }
@@ -287,23 +302,21 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     }
 
     private func readData(streamID: Int32, buf: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
-        guard let stream = streams[streamID], let call = stream.call else {
+        guard let stream = streams[streamID] else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        guard let call = stream.call else {
+            guard let status = stream.replyStatus else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+            let n = copyReply(stream, into: buf, length: length)
+            if stream.replyRead == stream.reply.count + 5 {
+                endResponse(stream, status, flags: flags)
+                stream.reply = []
+            }
+            return n
         }
         let (n, status) = call.takeOutbound(into: buf, length: length)
         if let status {
-            // Everything is out: end DATA without END_STREAM, then trailers end the stream.
-            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
-            stream.responseEnded = true
-            if status.code == .ok && status.message.isEmpty && status.details == nil && status.trailingMetadata.isEmpty {
-                let block = StaticHeaders.okTrailers
-                nghttp2_submit_trailer(session, streamID, block.nva, block.count)
-            } else {
-                _ = withHeaderArray(statusHeaders(status)) { nva, count in nghttp2_submit_trailer(session, streamID, nva, count) }
-            }
-            env.counters.countStatus(status.code)
-            stream.timer?.close()
-            stream.timer = nil
+            endResponse(stream, status, flags: flags)
             return n
         }
         if n == 0 {
@@ -311,6 +324,119 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
         }
         return n
+    }
+
+    /// Everything is out: end DATA without END_STREAM, then trailers end the stream.
+    private func endResponse(_ stream: StreamState, _ status: CallStatus, flags: UnsafeMutablePointer<UInt32>) {
+        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+        stream.responseEnded = true
+        if status.code == .ok && status.message.isEmpty && status.details == nil && status.trailingMetadata.isEmpty {
+            let block = StaticHeaders.okTrailers
+            nghttp2_submit_trailer(session, stream.id, block.nva, block.count)
+        } else {
+            _ = withHeaderArray(statusHeaders(status)) { nva, count in nghttp2_submit_trailer(session, stream.id, nva, count) }
+        }
+        env.counters.countStatus(status.code)
+        stream.timer?.close()
+        stream.timer = nil
+    }
+
+    /// Copies the next bytes of a synchronous call's framed reply (prefix, then message).
+    private func copyReply(_ stream: StreamState, into buf: UnsafeMutablePointer<UInt8>, length: Int) -> Int {
+        let count = stream.reply.count
+        var off = stream.replyRead
+        var written = 0
+        while written < length && off < 5 {
+            let n = UInt32(count)
+            buf[written] = off == 0 ? 0 : UInt8(truncatingIfNeeded: n >> (8 * UInt32(4 - off)))
+            written += 1
+            off += 1
+        }
+        let take = min(length - written, count + 5 - off)
+        if take > 0 {
+            stream.reply.withUnsafeBufferPointer { p in
+                (buf + written).update(from: p.baseAddress! + (off - 5), count: take)
+            }
+            written += take
+            off += take
+        }
+        stream.replyRead = off
+        return written
+    }
+
+    // MARK: synchronous unary calls (.inline, .blocking)
+
+    /// Runs or queues a synchronous unary handler; its single request message is in `stream.request`.
+    private func startSync(_ stream: StreamState, _ descriptor: MethodDescriptor) {
+        let handler = descriptor.syncHandler!
+        let request = stream.request
+        stream.request = []
+        if descriptor.execution == .inline {
+            // Rule 4's exception: pure, bounded CPU work, run right here on the loop thread.
+            let context = SyncCallContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline,
+                                          peer: tcp.peerDescription, cancellation: .never)
+            do {
+                completeSync(stream, .success(try handler(request, context)))
+            } catch {
+                completeSync(stream, .failure(CallStatusError(status: CallStatus(error: error))))
+            }
+            return
+        }
+        guard let pool = env.blockingPool else {
+            respondTrailersOnly(stream, CallStatus(code: .internal, message: "no blocking worker pool"))
+            return
+        }
+        let cancellation = CallCancellation()
+        stream.blocking = cancellation
+        let context = SyncCallContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline,
+                                      peer: tcp.peerDescription, cancellation: cancellation)
+        let target = LoopBound((self, stream), loop: tcp.loop)
+        let loop = tcp.loop
+        pool.submit(BlockingJob(handler: handler, request: request, context: context) { outcome in
+            cancellation.complete {
+                loop.execute {
+                    let (conn, stream) = target.get
+                    conn.blockingFinished(stream, outcome)
+                }
+            }
+        })
+    }
+
+    /// A worker finished a `.blocking` call (loop thread, from `EventLoop.execute`).
+    private func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
+        stream.blocking = nil
+        // The stream may have ended meanwhile (deadline answered, reset, connection closed).
+        guard streams[stream.id] === stream else { return }
+        completeSync(stream, outcome)
+        sendPending()
+    }
+
+    /// Submits a synchronous call's outcome: response headers, then DATA from `reply` and the
+    /// trailers (via `readData`), or Trailers-Only for an error — the same wire form and status
+    /// as an async handler's `finish(message:)` or throw.
+    private func completeSync(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
+        guard let session, !stream.responseEnded else { return }
+        switch outcome {
+        case .failure(let e):
+            respondTrailersOnly(stream, e.status)
+        case .success(let reply):
+            if reply.message.count > config.maxSendMessageBytes {
+                respondTrailersOnly(stream, CallStatus(code: .resourceExhausted,
+                    message: "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes"))
+                return
+            }
+            stream.reply = reply.message
+            stream.replyRead = 0
+            stream.replyStatus = CallStatus(code: .ok, trailingMetadata: reply.trailingMetadata)
+            stream.responseStarted = true
+            var provider = nghttp2_data_provider()
+            provider.source.ptr = nil
+            provider.read_callback = HTTP2Connection.readCallback
+            let block = StaticHeaders.response
+            if nghttp2_submit_response(session, stream.id, block.nva, block.count, &provider) != 0 {
+                stream.responseEnded = true
+            }
+        }
     }
 
     // MARK: input (nghttp2 callbacks)
@@ -423,11 +549,15 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             return
         }
         stream.descriptor = descriptor
-        let context = CallContext(path: stream.path, metadata: stream.metadata, deadline: deadline, peer: tcp.peerDescription)
-        stream.call = ServerCall(context: context, kind: descriptor.kind, streamID: stream.id, loop: tcp.loop, owner: self,
-                                 outboundHighWater: config.streamOutboundHighWater,
-                                 inboundHighWater: config.streamInboundHighWater,
-                                 maxSendMessageBytes: config.maxSendMessageBytes)
+        if descriptor.execution == .task {
+            let context = CallContext(path: stream.path, metadata: stream.metadata, deadline: deadline, peer: tcp.peerDescription)
+            stream.call = ServerCall(context: context, kind: descriptor.kind, streamID: stream.id, loop: tcp.loop, owner: self,
+                                     outboundHighWater: config.streamOutboundHighWater,
+                                     inboundHighWater: config.streamInboundHighWater,
+                                     maxSendMessageBytes: config.maxSendMessageBytes)
+        } else {
+            stream.deadline = deadline
+        }
         if let nanos = timeoutNanos {
             let timer = LoopTimer(loop: tcp.loop)
             stream.timer = timer
@@ -448,14 +578,16 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             call.cancel(.deadline, overrideStatus: true)
             service(stream, call)
         } else {
+            _ = stream.blocking?.cancel()
             respondTrailersOnly(stream, CancelReason.deadline.status)
         }
         sendPending()
     }
 
     private func startHandler(_ stream: StreamState) {
-        guard let call = stream.call, let descriptor = stream.descriptor, !stream.handlerStarted else { return }
+        guard let descriptor = stream.descriptor, !stream.handlerStarted else { return }
         stream.handlerStarted = true
+        guard let call = stream.call else { return startSync(stream, descriptor) }
         let handler = descriptor.handler
         let task = Task {
             do {
@@ -470,7 +602,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
 
     private func dataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
         guard let session else { return }
-        guard let stream = streams[streamID], let call = stream.call, !stream.rejected, !stream.responseEnded else {
+        guard let stream = streams[streamID], let descriptor = stream.descriptor, !stream.rejected, !stream.responseEnded else {
             // Nobody will read it: give the flow-control credit back right away.
             nghttp2_session_consume(session, streamID, data.count)
             return
@@ -482,12 +614,12 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             let compressed = p[0]
             let length = NGHTTP2Glue.messageLength(p)
             if compressed != 0 {
-                failStream(stream, call, CallStatus(code: .internal,
+                failStream(stream, CallStatus(code: .internal,
                     message: "compressed message received but no grpc-encoding was negotiated"))
                 break
             }
             if length > config.maxReceiveMessageBytes {
-                failStream(stream, call, CallStatus(code: .resourceExhausted,
+                failStream(stream, CallStatus(code: .resourceExhausted,
                     message: "received message of \(length) bytes exceeds the limit of \(config.maxReceiveMessageBytes) bytes"))
                 break
             }
@@ -495,10 +627,14 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             let message = [UInt8](UnsafeBufferPointer(start: p + 5, count: length))
             stream.deframer.removeFirst(5 + length)
             stream.messages += 1
-            if !stream.descriptor!.kind.clientStreams && stream.messages > 1 {
-                failStream(stream, call, CallStatus(code: .internal,
-                    message: "\(stream.descriptor!.kind == .unary ? "unary" : "server-streaming") call received more than one request message"))
+            if !descriptor.kind.clientStreams && stream.messages > 1 {
+                failStream(stream, CallStatus(code: .internal,
+                    message: "\(descriptor.kind == .unary ? "unary" : "server-streaming") call received more than one request message"))
                 break
+            }
+            guard let call = stream.call else {
+                stream.request = message // a synchronous call: kept until END_STREAM
+                continue
             }
             if !call.deliver(message, wireBytes: length + 5) {
                 // The handler is behind: hold back credit for this message until it reads.
@@ -510,24 +646,30 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         if consumeNow > 0 { nghttp2_session_consume(session, streamID, consumeNow) }
     }
 
-    private func failStream(_ stream: StreamState, _ call: ServerCall, _ status: CallStatus) {
+    private func failStream(_ stream: StreamState, _ status: CallStatus) {
         stream.rejected = true
         stream.deframer.removeAll()
+        guard let call = stream.call else {
+            // A synchronous call fails before its handler starts: nothing was sent yet.
+            stream.request = []
+            respondTrailersOnly(stream, status)
+            return
+        }
         call.failFromLoop(status)
         service(stream, call)
     }
 
     private func endOfRequest(_ stream: StreamState) {
-        guard let call = stream.call, !stream.rejected, !stream.responseEnded else { return }
+        guard stream.descriptor != nil, !stream.rejected, !stream.responseEnded else { return }
         if stream.deframer.count > 0 {
-            failStream(stream, call, CallStatus(code: .internal,
+            failStream(stream, CallStatus(code: .internal,
                 message: "request ended inside a message (\(stream.deframer.count) bytes of an incomplete frame)"))
             return
         }
-        call.finishInbound()
+        stream.call?.finishInbound()
         if !stream.descriptor!.kind.clientStreams {
             if stream.messages != 1 {
-                failStream(stream, call, CallStatus(code: .internal,
+                failStream(stream, CallStatus(code: .internal,
                     message: "\(stream.descriptor!.kind == .unary ? "unary" : "server-streaming") call received no request message"))
                 return
             }
@@ -633,6 +775,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             let held = call.takeDeferredConsume()
             if held > 0, let session { nghttp2_session_consume_connection(session, held) }
         }
+        if let b = stream.blocking, !stream.responseEnded, b.cancel() { env.counters.countStatus(.cancelled) }
         stream.release()
     }
 

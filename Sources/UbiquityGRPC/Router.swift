@@ -9,6 +9,9 @@ public struct MethodDescriptor: Sendable {
     public let path: String
     public let kind: RPCKind
     public let handler: RawHandler
+    /// Where the handler runs; `.inline` and `.blocking` are unary methods with `syncHandler`.
+    public let execution: HandlerExecution
+    public let syncHandler: SyncUnaryHandler?
 }
 
 /// Maps `/package.Service/Method` to handlers. Filled before the server starts, read-only after.
@@ -19,9 +22,14 @@ public struct Router: Sendable {
     public init() {}
 
     public mutating func register(_ path: String, kind: RPCKind, _ handler: @escaping RawHandler) {
+        register(path, kind: kind, execution: .task, sync: nil, handler)
+    }
+
+    mutating func register(_ path: String, kind: RPCKind, execution: HandlerExecution, sync: SyncUnaryHandler?,
+                           _ handler: @escaping RawHandler) {
         precondition(path.hasPrefix("/") && path.dropFirst().contains("/"), "method path must be /Service/Method: \(path)")
         precondition(methods[path] == nil, "method registered twice: \(path)")
-        methods[path] = MethodDescriptor(path: path, kind: kind, handler: handler)
+        methods[path] = MethodDescriptor(path: path, kind: kind, handler: handler, execution: execution, syncHandler: sync)
         let service = String(path.dropFirst().split(separator: "/")[0])
         if !services.contains(service) { services.append(service) }
     }

@@ -7,8 +7,9 @@ import Synchronization
 import UbiquityLoop
 
 /// A gRPC server: `eventLoops` loop threads, each with its own listener (SO_REUSEPORT when more
-/// than one) and its own connections. Handlers run on Swift concurrency's executors, never on a
-/// loop thread.
+/// than one) and its own connections. Handlers run on Swift concurrency's executors, except the
+/// opt-in `.inline` (on the loop thread) and `.blocking` (on a fixed worker pool) unary kinds
+/// (docs/threading.md, rule 4).
 public final class GRPCServer: Sendable {
     public let configuration: ServerConfiguration
     public let counters: ServerCounters
@@ -25,7 +26,13 @@ public final class GRPCServer: Sendable {
     public init(configuration: ServerConfiguration, router: Router, logger: Logger, counters: ServerCounters = ServerCounters()) {
         self.configuration = configuration
         self.counters = counters
-        env = ConnectionEnvironment(configuration: configuration, router: router, counters: counters, logger: logger)
+        var pool: BlockingPool?
+        if router.methods.values.contains(where: { $0.execution == .blocking }) {
+            let n = configuration.blockingThreads > 0 ? configuration.blockingThreads : Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+            pool = BlockingPool(threads: n)
+        }
+        env = ConnectionEnvironment(configuration: configuration, router: router, counters: counters, logger: logger,
+                                    blockingPool: pool)
         var loops: [EventLoopThread] = []
         var states: [LoopBound<LoopState>] = []
         for i in 0..<max(1, configuration.eventLoops) {
@@ -83,6 +90,7 @@ public final class GRPCServer: Sendable {
                 port = p
             case .failure(let e):
                 for t in loops.prefix(i + 1) { t.loop.stop(); t.join() }
+                env.blockingPool?.shutdown()
                 throw e
             }
         }
@@ -148,6 +156,9 @@ public final class GRPCServer: Sendable {
     public func waitUntilFinished() {
         finished.wait()
         for t in loops { t.join() }
+        // Every call is over (connections closed), so no job still wants a loop; queued ones see
+        // their cancellation and skip the handler.
+        env.blockingPool?.shutdown()
         env.logger.info("shutdown complete")
     }
 }

@@ -18,7 +18,9 @@ public struct AdminService: Sendable {
     }
 
     public func register(into router: inout Router) {
-        router.unary("/ubiquity.v1.Admin/Ping") { (req: Ubiquity_V1_PingRequest, _) in
+        // Inline (docs/threading.md, rule 4): decode, copy the payload, read the clock, encode —
+        // bounded CPU work with no I/O or waiting, so it runs on the loop thread without a Task.
+        router.inlineUnary("/ubiquity.v1.Admin/Ping") { (req: Ubiquity_V1_PingRequest, _) in
             var res = Ubiquity_V1_PingResponse()
             res.payload = req.payload
             res.serverTimeMicros = Self.nowMicros()

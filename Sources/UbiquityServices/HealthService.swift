@@ -49,7 +49,9 @@ public final class HealthService: Sendable {
     }
 
     public func register(into router: inout Router) {
-        router.unary("/grpc.health.v1.Health/Check") { [self] (req: Grpc_Health_V1_HealthCheckRequest, _) in
+        // Inline (docs/threading.md, rule 4): one dictionary lookup under a lock that is only ever
+        // held for dictionary updates (never across a wait), so it runs on the loop thread.
+        router.inlineUnary("/grpc.health.v1.Health/Check") { [self] (req: Grpc_Health_V1_HealthCheckRequest, _) in
             guard let status = state.withLock({ $0.statuses[req.service] }) else {
                 throw RPCError(.notFound, "unknown service \"\(req.service)\"")
             }

@@ -22,6 +22,8 @@ struct Ubiquityd: ParsableCommand {
     var dataDir = "./data"
     @Option(help: "Event-loop threads (more than one shares the port with SO_REUSEPORT).")
     var eventLoops = 1
+    @Option(help: "Worker threads for blocking (synchronous) handlers; 0 = one per core.")
+    var blockingThreads = 0
     @Option(help: "Largest request message accepted, in bytes.")
     var maxReceiveMessageBytes = 4 * 1024 * 1024
     @Option(help: "Largest response message sent, in bytes.")
@@ -60,6 +62,7 @@ struct Ubiquityd: ParsableCommand {
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard eventLoops >= 1 && eventLoops <= 64 else { throw ValidationError("--event-loops must be 1...64") }
+        guard blockingThreads >= 0 && blockingThreads <= 256 else { throw ValidationError("--blocking-threads must be 0...256") }
         guard maxReceiveMessageBytes >= 1024 else { throw ValidationError("--max-receive-message-bytes must be at least 1024") }
         guard maxConcurrentStreams >= 1 else { throw ValidationError("--max-concurrent-streams must be at least 1") }
         guard maxHeaderListBytes >= 1024 else { throw ValidationError("--max-header-list-bytes must be at least 1024") }
@@ -90,6 +93,7 @@ struct Ubiquityd: ParsableCommand {
         config.host = host
         config.port = port
         config.eventLoops = eventLoops
+        config.blockingThreads = blockingThreads
         config.maxReceiveMessageBytes = maxReceiveMessageBytes
         config.maxSendMessageBytes = maxSendMessageBytes
         config.maxConcurrentStreams = maxConcurrentStreams

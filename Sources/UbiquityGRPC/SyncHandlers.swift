@@ -1,0 +1,240 @@
+import CLibUV
+import Dispatch
+import Synchronization
+import SwiftProtobuf
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a method's handler runs (docs/threading.md, rule 4).
+public enum HandlerExecution: Sendable {
+    /// An async handler in its own Swift `Task` (the default; any shape, may await).
+    case task
+    /// A synchronous unary handler run on the loop thread, inside the request's processing. Only
+    /// for pure, bounded, non-blocking CPU work: no I/O, no waiting on locks, no sleeping.
+    case inline
+    /// A synchronous unary handler run on the server's fixed pool of blocking worker threads
+    /// (`ServerConfiguration.blockingThreads`): may block briefly (a synchronous SQLite read).
+    case blocking
+}
+
+/// Cancellation of a synchronous call, shared by the loop (which cancels) and the worker (which
+/// polls and completes). Deadline expiry, RST_STREAM, a closed connection and the end of the
+/// shutdown grace period cancel it; a cancelled call's response is dropped.
+public final class CallCancellation: Sendable {
+    private static let running: UInt8 = 0, cancelled: UInt8 = 1, completed: UInt8 = 2
+    private let state = Mutex<UInt8>(0)
+
+    init() {}
+
+    /// Never cancelled: inline handlers run to completion inside one loop turn.
+    static let never = CallCancellation()
+
+    /// True once the transport cancelled the call. Handlers doing long work poll it.
+    public var isCancelled: Bool { state.withLock { $0 == Self.cancelled } }
+
+    /// Loop side: cancels unless the handler already completed. True if this call did it.
+    func cancel() -> Bool {
+        state.withLock { s in
+            guard s == Self.running else { return false }
+            s = Self.cancelled
+            return true
+        }
+    }
+
+    /// Worker side: runs `post` (which hands the result to the loop) under the lock, unless
+    /// cancelled. Holding the lock makes "cancelled, then the loop stops" and "posted" exclusive, so
+    /// nothing is posted to a loop that may already have stopped.
+    func complete(_ post: () -> Void) {
+        state.withLock { s in
+            guard s == Self.running else { return }
+            s = Self.completed
+            post()
+        }
+    }
+}
+
+/// What a synchronous handler knows about its call.
+public struct SyncCallContext: Sendable {
+    /// `/package.Service/Method`.
+    public let path: String
+    /// Request metadata (custom headers; `-bin` values decoded).
+    public let metadata: Metadata
+    /// When the client's `grpc-timeout` runs out, if it sent one.
+    public let deadline: ContinuousClock.Instant?
+    /// The peer's address, "ip:port".
+    public let peer: String
+    /// Set by the transport when the call is cancelled (deadline, reset, connection closed).
+    public let cancellation: CallCancellation
+
+    /// True once the call was cancelled; its response will be dropped.
+    public var isCancelled: Bool { cancellation.isCancelled }
+
+    /// Throws `CancellationError` once the call was cancelled.
+    public func checkCancellation() throws {
+        if cancellation.isCancelled { throw CancellationError() }
+    }
+}
+
+/// The response of a synchronous unary handler: one message (unframed) and trailing metadata.
+public struct SyncUnaryReply: Sendable {
+    public var message: [UInt8]
+    public var trailingMetadata: Metadata
+    public init(_ message: [UInt8], trailingMetadata: Metadata = Metadata()) {
+        self.message = message
+        self.trailingMetadata = trailingMetadata
+    }
+}
+
+/// A synchronous unary handler over raw message bytes. Returning ends the call with OK and the
+/// reply; throwing ends it with `CallStatus(error:)`, exactly as an async handler's throw does.
+public typealias SyncUnaryHandler = @Sendable (_ request: [UInt8], _ context: SyncCallContext) throws -> SyncUnaryReply
+
+extension Router {
+    /// Registers a raw synchronous unary method run `execution` (`.inline` or `.blocking`).
+    public mutating func registerSync(_ path: String, execution: HandlerExecution, _ handler: @escaping SyncUnaryHandler) {
+        precondition(execution != .task, "registerSync takes .inline or .blocking")
+        // The async form is what a transport without sync support would run; this server never
+        // calls it for these methods, but it keeps the descriptor complete and honest.
+        let fallback: RawHandler = { call in
+            let (bytes, _) = call.takeSingleRequest()
+            let ctx = SyncCallContext(path: call.context.path, metadata: call.context.metadata,
+                                      deadline: call.context.deadline, peer: call.context.peer,
+                                      cancellation: .never)
+            let reply = try handler(bytes ?? [], ctx)
+            call.finish(message: reply.message, trailingMetadata: reply.trailingMetadata)
+        }
+        register(path, kind: .unary, execution: execution, sync: handler, fallback)
+    }
+
+    /// Registers a unary method whose handler runs on the loop thread (rule 4's exception): for
+    /// pure, bounded, non-blocking CPU work only (see docs/threading.md for the criteria).
+    public mutating func inlineUnary<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> Res
+    ) {
+        registerSync(path, execution: .inline) { bytes, ctx in
+            SyncUnaryReply(try body(try decode(Req.self, bytes), ctx).serializedBytes())
+        }
+    }
+
+    /// Registers a unary method whose synchronous handler runs on a blocking worker thread.
+    public mutating func blockingUnary<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> Res
+    ) {
+        registerSync(path, execution: .blocking) { bytes, ctx in
+            SyncUnaryReply(try body(try decode(Req.self, bytes), ctx).serializedBytes())
+        }
+    }
+
+    /// Registers a blocking unary method that also sets trailing metadata.
+    public mutating func blockingUnaryWithMetadata<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> UnaryResponse<Res>
+    ) {
+        registerSync(path, execution: .blocking) { bytes, ctx in
+            let r = try body(try decode(Req.self, bytes), ctx)
+            return SyncUnaryReply(try r.message.serializedBytes(), trailingMetadata: r.trailingMetadata)
+        }
+    }
+}
+
+/// One blocking call queued for a worker.
+struct BlockingJob: Sendable {
+    let handler: SyncUnaryHandler
+    let request: [UInt8]
+    let context: SyncCallContext
+    /// Runs on the worker after the handler; hands the outcome to the loop (via `EventLoop.execute`).
+    let done: @Sendable (Result<SyncUnaryReply, CallStatusError>) -> Void
+}
+
+/// A `CallStatus` carried through `Result`.
+struct CallStatusError: Error {
+    let status: CallStatus
+}
+
+/// A fixed pool of worker threads for `.blocking` handlers: loop → worker (one queue append and at
+/// most one futex wake) → loop (`EventLoop.execute`, which batches). Threads live until `shutdown()`.
+final class BlockingPool: Sendable {
+    private struct Queue {
+        var jobs: [BlockingJob] = []
+        var head = 0
+    }
+    private let queue = Mutex(Queue())
+    private let available = DispatchSemaphore(value: 0)
+    private let threads = Mutex<[pthread_t]>([])
+    let size: Int
+
+    init(threads count: Int) {
+        size = max(1, count)
+        for i in 0..<size {
+            let box = Unmanaged.passRetained(WorkerStart(pool: self, name: "ubq-blocking-\(i)"))
+            var tid = pthread_t()
+            let rc = pthread_create(&tid, nil, { arg in
+                let start = Unmanaged<WorkerStart>.fromOpaque(arg!).takeRetainedValue()
+                ubq_set_thread_name_grpc(start.name)
+                start.pool.work()
+                return nil
+            }, box.toOpaque())
+            precondition(rc == 0, "pthread_create failed: \(rc)")
+            threads.withLock { $0.append(tid) }
+        }
+    }
+
+    /// Queues a job (any thread).
+    func submit(_ job: BlockingJob) {
+        queue.withLock { $0.jobs.append(job) }
+        available.signal()
+    }
+
+    private func next() -> BlockingJob? {
+        queue.withLock { q -> BlockingJob? in
+            guard q.head < q.jobs.count else { return nil }
+            let job = q.jobs[q.head]
+            q.head += 1
+            if q.head == q.jobs.count {
+                q.jobs.removeAll(keepingCapacity: true)
+                q.head = 0
+            } else if q.head >= 1024 && q.head * 2 >= q.jobs.count {
+                q.jobs.removeFirst(q.head)
+                q.head = 0
+            }
+            return job
+        }
+    }
+
+    private func work() {
+        while true {
+            available.wait()
+            guard let job = next() else { return } // only a shutdown signal finds the queue empty
+            Self.run(job)
+        }
+    }
+
+    private static func run(_ job: BlockingJob) {
+        if job.context.isCancelled { return } // cancelled while queued: nobody wants the answer
+        let outcome: Result<SyncUnaryReply, CallStatusError>
+        do {
+            outcome = .success(try job.handler(job.request, job.context))
+        } catch {
+            outcome = .failure(CallStatusError(status: CallStatus(error: error)))
+        }
+        job.done(outcome)
+    }
+
+    /// Lets queued jobs run, then ends and joins every worker.
+    func shutdown() {
+        let tids = threads.withLock { t -> [pthread_t] in defer { t.removeAll() }; return t }
+        guard !tids.isEmpty else { return }
+        for _ in tids { available.signal() }
+        for tid in tids { pthread_join(tid, nil) }
+    }
+}
+
+private final class WorkerStart {
+    let pool: BlockingPool
+    let name: String
+    init(pool: BlockingPool, name: String) { self.pool = pool; self.name = name }
+}
+
+private func ubq_set_thread_name_grpc(_ name: String) {
+    ubq_set_thread_name(String(name.prefix(15)))
+}
