@@ -13,6 +13,12 @@ extension Store {
         try await read(at: g, minimumGeneration: minimumGeneration) { ctx in try ctx.fetch(request, pending: pending, limits: limits) }
     }
 
+    /// `fetch` for synchronous callers (a blocking worker thread), without pending changes.
+    public func fetchSync(_ request: FetchRequest, at g: ReadGeneration = .current, minimumGeneration: Int64? = nil,
+                          limits: QueryLimits = QueryLimits(), isCancelled: (@Sendable () -> Bool)? = nil) throws -> FetchResult {
+        try readSync(at: g, minimumGeneration: minimumGeneration, isCancelled: isCancelled) { ctx in try ctx.fetch(request, limits: limits) }
+    }
+
     /// The results in batches of `fetchBatchSize`, all read at one generation. A pin lease
     /// (`QueryLimits.batchPinLease`, renewed per batch) keeps that generation from GC while the
     /// stream is consumed; each batch is its own short read job, run when the consumer asks for

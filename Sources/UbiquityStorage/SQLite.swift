@@ -15,11 +15,17 @@ enum SQLValue: Equatable, Hashable, Sendable {
 /// Flag a request's owner sets when the request is cancelled; the progress handler of the
 /// connection running the request reads it.
 final class CancelFlag: @unchecked Sendable {
-    // Invariant: `value` is only read and written while holding `lock`.
+    // Invariant: `value` is only read and written while holding `lock`; `poll` is set at init.
     private let lock = NSLock()
     private var value = false
+    /// Another source of cancellation, asked too (a synchronous caller's call cancellation).
+    private let poll: (@Sendable () -> Bool)?
+    init(poll: (@Sendable () -> Bool)? = nil) { self.poll = poll }
     func cancel() { lock.lock(); value = true; lock.unlock() }
-    var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return value }
+    var isCancelled: Bool {
+        lock.lock(); let v = value; lock.unlock()
+        return v || (poll?() ?? false)
+    }
 }
 
 /// One SQLite connection. Not thread-safe: owned by exactly one pool thread (rule 1 in
