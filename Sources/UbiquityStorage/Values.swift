@@ -150,14 +150,19 @@ public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Co
 
     /// Parses the URI form (`p<pk>`, or with `allowTemporary` also `t<n>`); nil if malformed.
     public init?(uri: String, allowTemporary: Bool = false) {
-        if let fast = ObjectID.parseASCII(uri, allowTemporary: allowTemporary) { self = fast; return }
+        guard let id = ObjectID.parseASCII(uri, allowTemporary: allowTemporary) ?? ObjectID.parseGeneral(uri, allowTemporary: allowTemporary) else { return nil }
+        self = id
+    }
+
+    /// The general parser (any text): what `parseASCII` must agree with.
+    static func parseGeneral(_ uri: String, allowTemporary: Bool) -> ObjectID? {
         let prefix = "x-ubiquity://"
         guard uri.hasPrefix(prefix) else { return nil }
         let parts = uri.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 3, let sid = UUID(uuidString: String(parts[0])), let kind = parts[2].first,
               kind == "p" || (allowTemporary && kind == "t"),
               let n = Int64(parts[2].dropFirst()), n > 0, !parts[1].isEmpty else { return nil }
-        self.init(storeID: sid, entity: String(parts[1]), pk: kind == "t" ? -n : n)
+        return ObjectID(storeID: sid, entity: String(parts[1]), pk: kind == "t" ? -n : n)
     }
 
     /// The common case of `init?(uri:)` without `split` and Foundation's UUID parser: an all-ASCII

@@ -5,16 +5,8 @@ import XCTest
 /// The fast paths for object URIs and UUID text must read and write exactly what the general
 /// (Foundation, `split`) code does.
 final class ObjectIDTests: XCTestCase {
-    /// The general parser as it was before the ASCII fast path (the reference).
-    func reference(_ uri: String, allowTemporary: Bool) -> ObjectID? {
-        let prefix = "x-ubiquity://"
-        guard uri.hasPrefix(prefix) else { return nil }
-        let parts = uri.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, let sid = UUID(uuidString: String(parts[0])), let kind = parts[2].first,
-              kind == "p" || (allowTemporary && kind == "t"),
-              let n = Int64(parts[2].dropFirst()), n > 0, !parts[1].isEmpty else { return nil }
-        return ObjectID(storeID: sid, entity: String(parts[1]), pk: kind == "t" ? -n : n)
-    }
+    /// The general parser (the code from before the ASCII fast path) is the reference.
+    func reference(_ uri: String, allowTemporary: Bool) -> ObjectID? { ObjectID.parseGeneral(uri, allowTemporary: allowTemporary) }
 
     func testURIParsingAgreesWithTheGeneralParser() {
         let u = "0f8fad5b-d9cb-469f-a165-70867728950e"
