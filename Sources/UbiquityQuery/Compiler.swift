@@ -6,7 +6,10 @@ import Foundation
 import UbiquityStorage
 
 /// SQL identifier quoting. Identifiers come from the model's mapping, never from request text.
-func q(_ ident: String) -> String { "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+func q(_ ident: String) -> String {
+    // Foundation's replacingOccurrences only when there is a quote to double (never for model names in practice)
+    ident.utf8.contains(34) ? "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : "\"" + ident + "\""
+}
 
 /// One query level (the main query or an EXISTS / scalar subquery): its alias and the LEFT JOINs
 /// its to-one key paths need (one per distinct path, shared by all references).

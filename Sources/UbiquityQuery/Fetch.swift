@@ -13,6 +13,12 @@ extension Store {
         try await read(at: g, minimumGeneration: minimumGeneration) { ctx in try ctx.fetch(request, pending: pending, limits: limits) }
     }
 
+    /// `fetch` for synchronous callers (a blocking worker thread), without pending changes.
+    public func fetchSync(_ request: FetchRequest, at g: ReadGeneration = .current, minimumGeneration: Int64? = nil,
+                          limits: QueryLimits = QueryLimits(), isCancelled: (@Sendable () -> Bool)? = nil) throws -> FetchResult {
+        try readSync(at: g, minimumGeneration: minimumGeneration, isCancelled: isCancelled) { ctx in try ctx.fetch(request, limits: limits) }
+    }
+
     /// The results in batches of `fetchBatchSize`, all read at one generation. A pin lease
     /// (`QueryLimits.batchPinLease`, renewed per batch) keeps that generation from GC while the
     /// stream is consumed; each batch is its own short read job, run when the consumer asks for
@@ -350,14 +356,16 @@ struct FetchExecutor {
     }
 
     /// The id query: pk, entity and sort keys, ordered like the results.
-    func idStatement(limit: Int?, offset: Int, extraCondition: ((SQLBuilder) -> String)? = nil) throws -> (String, [StorageValue]) {
+    /// `select`: another select list (e.g. whole objects) instead of pk, entity and sort keys.
+    func idStatement(limit: Int?, offset: Int, select: String? = nil, extraCondition: ((SQLBuilder) -> String)? = nil) throws -> (String, [StorageValue]) {
         let b = SQLBuilder(schema: schema, storeID: ctx.token.storeID, generation: ctx.generation)
         let scope = SQLScope(entity: request.entity, alias: "t0", parent: nil)
         var whereSQL = try base(b, scope)
         if let extra = extraCondition { whereSQL += " AND " + extra(b) }
         let keys = sortExpressions(b, scope, aggregates: [])
         let order = zip(keys, sorts).map { "\($0) \($1.ascending ? "ASC" : "DESC")" } + ["t0.pk"]
-        var sql = "SELECT t0.pk, t0.z_ent" + keys.map { ", " + $0 }.joined() + " \(from(scope)) WHERE \(whereSQL) ORDER BY " + order.joined(separator: ", ")
+        let selected: String = select ?? ("t0.pk, t0.z_ent" + keys.map { ", " + $0 }.joined())
+        var sql = "SELECT " + selected + " \(from(scope)) WHERE \(whereSQL) ORDER BY " + order.joined(separator: ", ")
         if let limit { sql += " LIMIT \(b.bind(.int(Int64(limit)))) OFFSET \(b.bind(.int(Int64(offset))))" }
         else if offset > 0 { sql += " LIMIT -1 OFFSET \(b.bind(.int(Int64(offset))))" }
         return (sql, b.arguments)
@@ -433,6 +441,13 @@ struct FetchExecutor {
         switch request.resultType {
         case .count: return try count()
         case .dictionaries: return try dictionaries()
+        case .objects where pending == nil:
+            // one statement selects and loads the objects (no second lookup by ID)
+            let limit = request.fetchLimit > 0 ? min(request.fetchLimit, limits.maxFetchResults + 1) : limits.maxFetchResults + 1
+            let (sql, args) = try idStatement(limit: limit, offset: request.fetchOffset, select: ctx.objectColumns(entity: request.entity, alias: "t0"))
+            let objects = try ctx.objects(entity: request.entity, selecting: sql, args)
+            try cap(objects.count)
+            return try materialize(objects.map(\.id), loaded: objects)
         case .objects, .objectIDs:
             let rows = try orderedRows()
             if request.resultType == .objectIDs {
@@ -563,13 +578,19 @@ struct FetchExecutor {
     }
 
     /// Loads objects by ID (set-based), applies propertiesToFetch, and prefetches relationships.
-    func materialize(_ ids: [ObjectID]) throws -> FetchResult {
+    /// `loaded`: the stored objects of `ids`, in order, already loaded (no pending changes).
+    func materialize(_ ids: [ObjectID], loaded preloaded: [ObjectSnapshot]? = nil) throws -> FetchResult {
         var r = FetchResult(token: ctx.token)
         let pendingMap = pending.map { PendingResolver(ctx, $0) }
-        let stored = try ctx.objects(ids.filter { id in id.pk > 0 && pendingMap?.pending[id] == nil })
-        var byID: [ObjectID: ObjectSnapshot] = [:]
-        for case let o? in stored { byID[o.id] = o }
-        var objects: [ObjectSnapshot] = ids.compactMap { pendingMap?.pending[$0] ?? byID[$0] }
+        var objects: [ObjectSnapshot]
+        if let preloaded, pendingMap == nil {
+            objects = preloaded
+        } else {
+            let stored = try ctx.objects(ids.filter { id in id.pk > 0 && pendingMap?.pending[id] == nil })
+            var byID: [ObjectID: ObjectSnapshot] = [:]
+            for case let o? in stored { byID[o.id] = o }
+            objects = ids.compactMap { pendingMap?.pending[$0] ?? byID[$0] }
+        }
         // prefetch: per key-path level, one set-based load of every destination not loaded yet
         var loaded: [ObjectID: ObjectSnapshot] = [:]
         for o in objects { loaded[o.id] = o }

@@ -59,7 +59,7 @@ public final class Backend: Sendable {
     /// for another account's store as for none, so IDs leak nothing).
     func record(_ id: String, account: Account, field: String = "store_id") throws -> Catalog.StoreRecord {
         guard !id.isEmpty else { throw ServiceError.invalid(field, "a store_id is required (OpenStore returns it)", reason: "MISSING_FIELD") }
-        guard let uuid = UUID(uuidString: id) else { throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: "BAD_STORE_ID") }
+        guard let uuid = UUID.parse(id) else { throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: "BAD_STORE_ID") }
         guard let r = catalog.store(id: uuid), r.account == account.id else {
             throw ServiceError.notFound("no store \(id.lowercased()) in this account", reason: "STORE_NOT_FOUND")
         }

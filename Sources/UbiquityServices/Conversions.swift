@@ -286,7 +286,7 @@ enum Convert {
         switch type {
         case .objects:
             out.objects = r.objects.map { managedObject($0, model: model) }
-            out.objectIds = r.objects.map(\.id.uri)
+            out.objectIds = out.objects.map(\.objectID)
         case .objectIDs:
             out.objectIds = r.objectIDs.map(\.uri)
         case .dictionaries:

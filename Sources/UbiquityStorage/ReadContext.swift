@@ -48,6 +48,25 @@ public struct ReadContext {
         return out
     }
 
+    /// The select list that loads whole objects of `entity`'s table from the table alias `alias`
+    /// (the first columns of a statement for `objects(entity:selecting:_:)`).
+    public func objectColumns(entity: String, alias: String) -> String {
+        let root = model.root[entity] ?? entity
+        return (["pk", "version", "z_ent", "created_gen"] + (model.columns[root] ?? []).map(q)).map { "\(alias).\($0)" }.joined(separator: ", ")
+    }
+
+    /// Objects from a statement whose first columns are `objectColumns(entity:alias:)` (rows of
+    /// versions visible at this generation; later columns are ignored), in row order, with
+    /// relationships loaded set-based as `objects(_:)` does: a query selects and loads the objects
+    /// it finds in one statement instead of selecting IDs and loading them by ID afterwards.
+    public func objects(entity: String, selecting sql: String, _ arguments: [StorageValue]) throws -> [ObjectSnapshot] {
+        guard let root = model.root[entity] else { return [] }
+        let width = 4 + (model.columns[root] ?? []).count
+        var rows: [[SQLValue]] = []
+        try conn.query(sql, arguments.map(ReadContext.bindable)) { st in rows.append((0..<width).map { st.value($0) }) }
+        return try RowReader(conn: conn, model: model, storeID: storeID, gen: generation).snapshots(root: root, rows: rows)
+    }
+
     /// Runs a parameterized statement (values are always bound); rows come back as untyped values
     /// (`.int`, `.double`, `.string`, `.binary`, `.null`).
     public func rows(_ sql: String, _ arguments: [StorageValue] = []) throws -> [[StorageValue]] {

@@ -11,6 +11,9 @@ struct RowReader {
 
     func selectSQL(root: String) -> String { model.selectPrefixSQL[root]! }
 
+    /// This model's read shapes, cached on the connection.
+    var shapes: ReadShapes { ReadShapes.of(model, on: conn) }
+
     func object(_ id: ObjectID) throws -> ObjectSnapshot? {
         guard id.storeID == storeID, let root = model.root[id.entity] else { return nil }
         var row: [SQLValue]?
@@ -27,32 +30,31 @@ struct RowReader {
     /// Snapshots of rows of one root table (as selected by `selectSQL`), loading relationships
     /// set-based: one query per relationship per chunk of objects, never one per object.
     func snapshots(root: String, rows: [[SQLValue]]) throws -> [ObjectSnapshot] {
-        let cols = model.columns[root] ?? []
-        var colIndex: [String: Int] = [:]
-        for (i, c) in cols.enumerated() { colIndex[c] = i + 4 }
+        let shapes = self.shapes
+        let colIndex = shapes.columnIndex[root] ?? [:]
         var out: [ObjectSnapshot] = []
         out.reserveCapacity(rows.count)
         for row in rows {
-            guard case .integer(let pk) = row[0], case .integer(let version) = row[1], case .text(let ent) = row[2], model.entities[ent] != nil else {
+            guard case .integer(let pk) = row[0], case .integer(let version) = row[1], case .text(let ent) = row[2], let slots = shapes.attributes[ent] else {
                 throw StorageError(.corrupt, "malformed row")
             }
-            var values: [String: StorageValue] = [:]
-            for (name, a) in model.attributes[ent]! {
-                values[name] = ResolvedModel.fromSQL(row[colIndex[ResolvedModel.attrColumn(name)]!], a.type)
-            }
+            var values: [String: StorageValue] = Dictionary(minimumCapacity: slots.count)
+            for a in slots { values[a.name] = ResolvedModel.fromSQL(row[a.index], a.type) }
             out.append(ObjectSnapshot(id: ObjectID(storeID: storeID, entity: ent, pk: pk), version: version, values: values, relationships: [:]))
         }
         var byEntity: [String: [Int]] = [:]
         for (i, o) in out.enumerated() { byEntity[o.id.entity, default: []].append(i) }
         for (ent, idxs) in byEntity.sorted(by: { $0.key < $1.key }) {
+            let rels = shapes.relationships[ent]!
+            if rels.isEmpty { continue }
             let pks = idxs.map { out[$0].id.pk }
-            for (name, r) in model.relationships[ent]!.sorted(by: { $0.key < $1.key }) {
+            for (name, destination, storage) in rels {
                 var targets: [Int64: [ObjectID]] = [:]
-                switch model.storage(entity: ent, relationship: name) {
+                switch storage {
                 case .column(_, let column):
                     var dst: [Int: Int64] = [:]
                     for i in idxs { if case .integer(let d) = rows[i][colIndex[column]!] { dst[i] = d } }
-                    let ids = try resolveAll(Array(Set(dst.values)), entity: r.destination)
+                    let ids = try resolveAll(Array(Set(dst.values)), entity: destination)
                     for i in idxs { out[i].relationships[name] = dst[i].flatMap { ids[$0] }.map { [$0] } ?? [] }
                     continue
                 case .inverseColumn(let table, let column):
@@ -69,7 +71,7 @@ struct RowReader {
                             raw[st.int(0), default: []].append(st.int(1))
                         }
                     }
-                    let ids = try resolveAll(Array(Set(raw.values.joined())), entity: r.destination)
+                    let ids = try resolveAll(Array(Set(raw.values.joined())), entity: destination)
                     for (k, v) in raw { targets[k] = v.compactMap { ids[$0] } }
                 }
                 for i in idxs { out[i].relationships[name] = targets[out[i].id.pk] ?? [] }
@@ -85,14 +87,23 @@ struct RowReader {
     /// arguments (`?1` is this reader's generation). Lists are padded to a few fixed lengths by
     /// repeating the last pk, so the statement cache sees a handful of texts, not one per length.
     func forChunks(_ pks: [Int64], _ body: (String, [SQLValue]) throws -> Void) throws {
+        try forSizedChunks(pks) { i, args in try body(RowReader.inLists[i].1, args) }
+    }
+
+    /// `forChunks` passing the index of the IN-list size in `inLists` instead of its text.
+    func forSizedChunks(_ pks: [Int64], _ body: (Int, [SQLValue]) throws -> Void) throws {
         var start = 0
         while start < pks.count {
             let chunk = pks[start..<min(start + 500, pks.count)]
             start += chunk.count
-            let (size, list) = RowReader.inLists.first { $0.0 >= chunk.count }!
-            var args: [SQLValue] = [.integer(gen)] + chunk.map { .integer($0) }
+            let i = RowReader.inLists.firstIndex { $0.0 >= chunk.count }!
+            let size = RowReader.inLists[i].0
+            var args: [SQLValue] = []
+            args.reserveCapacity(size + 1)
+            args.append(.integer(gen))
+            for p in chunk { args.append(.integer(p)) }
             while args.count < size + 1 { args.append(args.last!) }
-            try body(list, args)
+            try body(i, args)
         }
     }
 
@@ -118,10 +129,11 @@ struct RowReader {
         var found: [Int64: ObjectSnapshot] = [:]  // pks are unique store-wide
         var byRoot: [String: [Int64]] = [:]
         for id in ids where id.storeID == storeID { if let r = model.root[id.entity] { byRoot[r, default: []].append(id.pk) } }
+        let batchSQL = shapes.batchSQL
         for (root, pks) in byRoot.sorted(by: { $0.key < $1.key }) {
             var rows: [[SQLValue]] = []
-            try forChunks(Array(Set(pks)).sorted()) { list, args in
-                try conn.query(selectSQL(root: root) + "WHERE pk IN (\(list)) AND created_gen <= ?1 AND ended_gen > ?1 ORDER BY pk", args) { st in
+            try forSizedChunks(pks.count == 1 ? pks : Array(Set(pks)).sorted()) { size, args in
+                try conn.query(batchSQL[root]![size], args) { st in
                     rows.append((0..<st.columnCount).map { st.value($0) })
                 }
             }
@@ -144,5 +156,51 @@ struct RowReader {
             out += try snapshots(root: root, rows: rows)
         }
         return out.sorted { $0.id < $1.id }
+    }
+}
+
+/// What reads of one model need, computed once per model and reader connection (cached in
+/// `Connection.readShapes`, replaced when the store's model changes) instead of on every read.
+final class ReadShapes {
+    let model: ResolvedModel
+    /// Entity → its attributes with their type and index in a row selected by `selectPrefixSQL`.
+    let attributes: [String: [(name: String, type: AttributeType, index: Int)]]
+    /// Root → column → index in a selected row.
+    let columnIndex: [String: [String: Int]]
+    /// Entity → its relationships sorted by name, with destination and storage.
+    let relationships: [String: [(name: String, destination: String, storage: RelationshipStorage)]]
+    /// Root → the batched select by ID, one text per `RowReader.inLists` size.
+    let batchSQL: [String: [String]]
+
+    /// The shapes for `model` on `conn` (the connection's thread only, rule 2). The cache holds
+    /// the model itself and compares identity, so a migrated model never meets old shapes.
+    static func of(_ model: ResolvedModel, on conn: Connection) -> ReadShapes {
+        if let s = conn.readShapes, s.model === model { return s }
+        let s = ReadShapes(model)
+        conn.readShapes = s
+        return s
+    }
+
+    init(_ m: ResolvedModel) {
+        model = m
+        var colIndex: [String: [String: Int]] = [:]
+        var sql: [String: [String]] = [:]
+        for (root, cols) in m.columns {
+            var ix: [String: Int] = [:]
+            for (i, c) in cols.enumerated() { ix[c] = i + 4 }
+            colIndex[root] = ix
+            sql[root] = RowReader.inLists.map { m.selectPrefixSQL[root]! + "WHERE pk IN (\($0.1)) AND created_gen <= ?1 AND ended_gen > ?1 ORDER BY pk" }
+        }
+        columnIndex = colIndex
+        batchSQL = sql
+        var attrs: [String: [(name: String, type: AttributeType, index: Int)]] = [:]
+        var rels: [String: [(name: String, destination: String, storage: RelationshipStorage)]] = [:]
+        for ent in m.entities.keys {
+            let ix = colIndex[m.root[ent]!] ?? [:]
+            attrs[ent] = m.attributes[ent]!.map { ($0.key, $0.value.type, ix[ResolvedModel.attrColumn($0.key)]!) }
+            rels[ent] = m.relationships[ent]!.sorted { $0.key < $1.key }.map { ($0.key, $0.value.destination, m.storage(entity: ent, relationship: $0.key)) }
+        }
+        attributes = attrs
+        relationships = rels
     }
 }

@@ -15,11 +15,17 @@ enum SQLValue: Equatable, Hashable, Sendable {
 /// Flag a request's owner sets when the request is cancelled; the progress handler of the
 /// connection running the request reads it.
 final class CancelFlag: @unchecked Sendable {
-    // Invariant: `value` is only read and written while holding `lock`.
+    // Invariant: `value` is only read and written while holding `lock`; `poll` is set at init.
     private let lock = NSLock()
     private var value = false
+    /// Another source of cancellation, asked too (a synchronous caller's call cancellation).
+    private let poll: (@Sendable () -> Bool)?
+    init(poll: (@Sendable () -> Bool)? = nil) { self.poll = poll }
     func cancel() { lock.lock(); value = true; lock.unlock() }
-    var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return value }
+    var isCancelled: Bool {
+        lock.lock(); let v = value; lock.unlock()
+        return v || (poll?() ?? false)
+    }
 }
 
 /// One SQLite connection. Not thread-safe: owned by exactly one pool thread (rule 1 in
@@ -155,6 +161,8 @@ final class Connection {
 
     /// Statements run through `query` on this connection (tests: set-based loads run a bounded number).
     var statementCount = 0
+    /// Per-model read data of the last model read through this connection (`ReadShapes.of`).
+    var readShapes: ReadShapes?
     /// Names of the function sets installed on this connection (`ReadContext.installFunctions`).
     var installedFunctionSets: Set<String> = []
 
@@ -258,7 +266,10 @@ struct Statement {
 }
 
 /// SQL identifier quoting (identifiers are also validated against the model before use).
-func q(_ ident: String) -> String { "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+func q(_ ident: String) -> String {
+    // Foundation's replacingOccurrences only when there is a quote to double (never for model names in practice)
+    ident.utf8.contains(34) ? "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : "\"" + ident + "\""
+}
 
 /// Fault injection through the "ubq-fault" wrapping VFS (tests). Open a store with
 /// `StorageConfiguration.vfsName = FaultInjection.vfsName` and arm a fault.

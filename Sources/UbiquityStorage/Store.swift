@@ -268,6 +268,48 @@ public final class Store: Sendable {
         } onCancel: { flag.cancel() }
     }
 
+    /// `onReader` for synchronous callers (a blocking worker thread, never a task): the job runs
+    /// on a reader thread (rule 2) while the caller waits; `isCancelled` interrupts its SQL like
+    /// a task's cancellation does.
+    func onReaderSync<T: Sendable>(isCancelled: (@Sendable () -> Bool)?, _ body: @escaping @Sendable (Connection) throws -> T) throws -> T {
+        let flag = CancelFlag(poll: isCancelled)
+        let done = DispatchSemaphore(value: 0)
+        let result = Locked<Result<T, Error>?>(nil)
+        readers.submit(ReaderJob { conn in
+            defer { done.signal() }
+            guard let conn else { result.withLock { $0 = .failure(StorageError(.storeClosed, "store is closed")) }; return }
+            if flag.isCancelled { result.withLock { $0 = .failure(StorageError(.cancelled, "request cancelled")) }; return }
+            conn.currentCancel = flag
+            defer { conn.currentCancel = nil }
+            let r = Result<T, Error> {
+                do {
+                    try conn.run("BEGIN")
+                    let v = try body(conn)
+                    try conn.run("COMMIT")
+                    return v
+                } catch {
+                    if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
+                    throw error
+                }
+            }
+            result.withLock { $0 = r }
+        })
+        done.wait()
+        return try result.withLock { $0! }.get()
+    }
+
+    /// `read` for synchronous callers (see `onReaderSync`): same generation checks, same
+    /// registration of the active read, same read transaction.
+    public func readSync<T: Sendable>(at g: ReadGeneration = .current, minimumGeneration: Int64? = nil, isCancelled: (@Sendable () -> Bool)? = nil,
+                                      _ body: @escaping @Sendable (ReadContext) throws -> T) throws -> T {
+        let (gen, model) = try beginRead(g, minimumGeneration: minimumGeneration)
+        defer { endRead(gen) }
+        let (sid, epoch) = (id, state.withLock { $0.epoch })
+        return try onReaderSync(isCancelled: isCancelled) { conn in
+            try body(ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen)))
+        }
+    }
+
     /// Runs `body` alone on the writer thread (not grouped with saves).
     func onWriter<T: Sendable>(_ body: @escaping @Sendable (Connection, WriterEngine) throws -> T) async throws -> T {
         let flag = CancelFlag()

@@ -6,14 +6,17 @@ import Foundation
 /// one process owns the directory (an exclusive `flock` on `<root>/ubiquity.lock`).
 public actor StoreDirectory {
     public nonisolated let root: String
-    private let configuration: StorageConfiguration
-    private let maxOpenStores: Int
-    private let lockFD: Int32
-    private var open: [UUID: Entry] = [:]
-    private var tick: UInt64 = 0
-    private var closed = false
+    private nonisolated let configuration: StorageConfiguration
+    private nonisolated let maxOpenStores: Int
+    private nonisolated let lockFD: Int32
+    /// The open stores. A lock, not actor isolation, guards them so that `withStore` (once per
+    /// request) resolves a store on the caller's thread without an actor hop. Everything that
+    /// changes which stores are open (open, evict, idle close, destroy, replace, shutdown) runs
+    /// under this lock from start to end, as it ran exclusively on the actor before.
+    private nonisolated let state = Locked(OpenStores())
 
     private struct Entry { var store: Store; var lastUse: UInt64; var leases: Int; var lastUseTime: Double }
+    private struct OpenStores { var open: [UUID: Entry] = [:]; var tick: UInt64 = 0; var closed = false }
 
     /// Takes the directory lock; throws `.directoryLocked` if another process holds it.
     public init(root: String, configuration: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256) throws {
@@ -35,12 +38,16 @@ public actor StoreDirectory {
 
     /// Closes every store and releases the directory lock.
     public func shutdown() {
-        if closed { return }
-        closed = true
+        let first = state.withLock { d -> Bool in
+            if d.closed { return false }
+            d.closed = true
+            for (_, e) in d.open { e.store.close() }
+            d.open.removeAll()
+            return true
+        }
+        if !first { return }
         sweeper?.cancel()
         sweeper = nil
-        for (_, e) in open { e.store.close() }
-        open.removeAll()
         flock(lockFD, LOCK_UN)
         Glibc.close(lockFD)
     }
@@ -56,53 +63,67 @@ public actor StoreDirectory {
         }.sorted { $0.uuidString < $1.uuidString }
     }
 
-    public var openCount: Int { open.count }
+    public nonisolated var openCount: Int { state.withLock { $0.open.count } }
 
     /// Runs `body` with the store open (creating it with `model` if missing and `create`).
     /// The store is not closed by eviction while `body` runs.
-    public func withStore<T: Sendable>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
-                                       _ body: @Sendable (Store) async throws -> T) async throws -> T {
+    /// Runs on the caller's executor: the store is resolved under a lock, with no actor hop.
+    public nonisolated func withStore<T: Sendable>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
+                                                   _ body: @Sendable (Store) async throws -> T) async throws -> T {
         let store = try acquire(id, create: create, model: model)
         defer { release(id) }
         return try await body(store)
     }
 
-    private func acquire(_ id: UUID, create: Bool, model: ModelDefinition?) throws -> Store {
-        if closed { throw StorageError(.storeClosed, "directory is shut down") }
-        tick += 1
-        if var e = open[id] {
-            e.lastUse = tick; e.leases += 1; e.lastUseTime = configuration.clock()
-            open[id] = e
-            return e.store
-        }
-        let p = path(for: id)
-        if !create && !FileManager.default.fileExists(atPath: p) { throw StorageError(.notFound, "no store \(id)") }
-        evict(toAdmit: 1)
-        let s = try Store.open(path: p, id: id, model: model, configuration: configuration)
-        open[id] = Entry(store: s, lastUse: tick, leases: 1, lastUseTime: configuration.clock())
-        return s
+    /// `withStore` for synchronous callers (e.g. a blocking request handler on a worker thread).
+    public nonisolated func withStoreSync<T>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
+                                             _ body: (Store) throws -> T) throws -> T {
+        let store = try acquire(id, create: create, model: model)
+        defer { release(id) }
+        return try body(store)
     }
 
-    private func release(_ id: UUID) {
-        if var e = open[id] { e.leases -= 1; open[id] = e }
+    private nonisolated func acquire(_ id: UUID, create: Bool, model: ModelDefinition?) throws -> Store {
+        try state.withLock { d in
+            if d.closed { throw StorageError(.storeClosed, "directory is shut down") }
+            d.tick += 1
+            let now = configuration.clock()
+            if var e = d.open[id] {
+                e.lastUse = d.tick; e.leases += 1; e.lastUseTime = now
+                d.open[id] = e
+                return e.store
+            }
+            let p = path(for: id)
+            if !create && !FileManager.default.fileExists(atPath: p) { throw StorageError(.notFound, "no store \(id)") }
+            Self.evict(&d, toAdmit: 1, max: maxOpenStores)
+            let s = try Store.open(path: p, id: id, model: model, configuration: configuration)
+            d.open[id] = Entry(store: s, lastUse: d.tick, leases: 1, lastUseTime: now)
+            return s
+        }
+    }
+
+    private nonisolated func release(_ id: UUID) {
+        state.withLock { d in if var e = d.open[id] { e.leases -= 1; d.open[id] = e } }
     }
 
     /// Closes least recently used stores with no lease until there is room.
-    private func evict(toAdmit n: Int) {
-        while open.count + n > maxOpenStores {
-            guard let victim = open.filter({ $0.value.leases == 0 }).min(by: { $0.value.lastUse < $1.value.lastUse }) else { return }
+    private static func evict(_ d: inout OpenStores, toAdmit n: Int, max: Int) {
+        while d.open.count + n > max {
+            guard let victim = d.open.filter({ $0.value.leases == 0 }).min(by: { $0.value.lastUse < $1.value.lastUse }) else { return }
             victim.value.store.close()
-            open[victim.key] = nil
+            d.open[victim.key] = nil
         }
     }
 
     /// Closes stores unused for `idleSeconds` (by the configuration's clock). Returns how many.
     @discardableResult
     public func closeIdle(idleSeconds: Double) -> Int {
-        let now = configuration.clock()
-        let idle = open.filter { $0.value.leases == 0 && now - $0.value.lastUseTime >= idleSeconds }
-        for (k, e) in idle { e.store.close(); open[k] = nil }
-        return idle.count
+        state.withLock { d in
+            let now = configuration.clock()
+            let idle = d.open.filter { $0.value.leases == 0 && now - $0.value.lastUseTime >= idleSeconds }
+            for (k, e) in idle { e.store.close(); d.open[k] = nil }
+            return idle.count
+        }
     }
 
     private var sweeper: Task<Void, Never>?
@@ -119,17 +140,25 @@ public actor StoreDirectory {
         }
     }
 
-    private func closeForFileOperation(_ id: UUID) throws {
-        if let e = open[id] {
-            if e.leases > 0 { throw StorageError(.busy, "store \(id) is in use") }
-            e.store.close()
-            open[id] = nil
+    /// Closes the store for a file operation and runs `body` still holding the lock, so no
+    /// `withStore` can reopen the store while its files change.
+    private func closedForFileOperation<T>(_ id: UUID, _ body: () throws -> T) throws -> T {
+        try state.withLock { d in
+            if let e = d.open[id] {
+                if e.leases > 0 { throw StorageError(.busy, "store \(id) is in use") }
+                e.store.close()
+                d.open[id] = nil
+            }
+            return try body()
         }
     }
 
     /// Destroys a store: pool closed first, then its files removed (database, WAL, shared memory).
     public func destroy(_ id: UUID) throws {
-        try closeForFileOperation(id)
+        try closedForFileOperation(id) { try removeFiles(id) }
+    }
+
+    private func removeFiles(_ id: UUID) throws {
         let p = path(for: id)
         for suffix in ["-wal", "-shm", ""] {
             let f = p + suffix
@@ -140,7 +169,10 @@ public actor StoreDirectory {
     /// Replaces a store's contents with another store file (copied with SQLite's backup API into
     /// the closed store, then given a new epoch: older tokens fail with STORE_REPLACED).
     public func replace(_ id: UUID, from sourcePath: String) throws {
-        try closeForFileOperation(id)
+        try closedForFileOperation(id) { try copyReplacement(id, from: sourcePath) }
+    }
+
+    private func copyReplacement(_ id: UUID, from sourcePath: String) throws {
         var src: OpaquePointer?
         guard sqlite3_open_v2(sourcePath, &src, SQLITE_OPEN_READONLY, nil) == SQLITE_OK, let src else {
             if let src { sqlite3_close_v2(src) }

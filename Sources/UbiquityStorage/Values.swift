@@ -77,6 +77,65 @@ public enum StorageValue: Codable, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension UUID {
+    /// A UUID from its canonical 36-character text (hex digits in either case, dashes at 8, 13,
+    /// 18 and 23); nil for anything else.
+    init?(canonical b: UnsafeBufferPointer<UInt8>) {
+        guard b.count == 36 else { return nil }
+        var t: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let ok = withUnsafeMutableBytes(of: &t) { out -> Bool in
+            @inline(__always) func nibble(_ c: UInt8) -> UInt8? {
+                switch c {
+                case 48...57: c - 48
+                case 97...102: c - 87
+                case 65...70: c - 55
+                default: nil
+                }
+            }
+            var o = 0, i = 0
+            while i < 36 {
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    guard b[i] == UInt8(ascii: "-") else { return false }
+                    i += 1; continue
+                }
+                guard let h = nibble(b[i]), let l = nibble(b[i + 1]) else { return false }
+                out[o] = h << 4 | l
+                o += 1; i += 2
+            }
+            return true
+        }
+        guard ok else { return nil }
+        self.init(uuid: t)
+    }
+
+    /// `UUID(uuidString:)`, reading the canonical form without Foundation's sscanf.
+    public static func parse(_ s: String) -> UUID? {
+        var s = s
+        if let u = s.withUTF8({ UUID(canonical: $0) }) { return u }
+        return UUID(uuidString: s)
+    }
+
+    /// `uuidString.lowercased()` without Foundation's formatting and Unicode case mapping (every
+    /// object URI carries one).
+    public var lowercasedString: String {
+        String(unsafeUninitializedCapacity: 36) { writeLowercased(into: $0.baseAddress!) }
+    }
+
+    /// Writes the 36 bytes of the lowercase canonical form at `p`; returns 36.
+    @inline(__always)
+    func writeLowercased(into p: UnsafeMutablePointer<UInt8>) -> Int {
+        @inline(__always) func hex(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
+        return withUnsafeBytes(of: uuid) { raw in
+            var o = 0
+            for j in 0..<16 {
+                if j == 4 || j == 6 || j == 8 || j == 10 { p[o] = UInt8(ascii: "-"); o += 1 }
+                p[o] = hex(raw[j] >> 4); p[o + 1] = hex(raw[j] & 15); o += 2
+            }
+            return o
+        }
+    }
+}
+
 /// An object ID. URI form `x-ubiquity://<store-uuid>/<Entity>/p<pk>` for permanent IDs; a
 /// negative `pk` is a context's temporary ID for an unsaved object, `…/<Entity>/t<-pk>`.
 public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Comparable {
@@ -113,13 +172,7 @@ public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Co
     private func writeURI(into p: UnsafeMutablePointer<UInt8>) -> Int {
         var i = 0
         for b in "x-ubiquity://".utf8 { p[i] = b; i += 1 }
-        @inline(__always) func hex(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
-        withUnsafeBytes(of: storeID.uuid) { u in
-            for j in 0..<16 {
-                if j == 4 || j == 6 || j == 8 || j == 10 { p[i] = UInt8(ascii: "-"); i += 1 }
-                p[i] = hex(u[j] >> 4); p[i + 1] = hex(u[j] & 0xf); i += 2
-            }
-        }
+        i += storeID.writeLowercased(into: p + i)
         p[i] = UInt8(ascii: "/"); i += 1
         if entity.utf8.withContiguousStorageIfAvailable({ (e: UnsafeBufferPointer<UInt8>) -> Void in
             if let b = e.baseAddress { (p + i).update(from: b, count: e.count) }
@@ -140,13 +193,49 @@ public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Co
 
     /// Parses the URI form (`p<pk>`, or with `allowTemporary` also `t<n>`); nil if malformed.
     public init?(uri: String, allowTemporary: Bool = false) {
+        guard let id = ObjectID.parseASCII(uri, allowTemporary: allowTemporary) ?? ObjectID.parseGeneral(uri, allowTemporary: allowTemporary) else { return nil }
+        self = id
+    }
+
+    /// The general parser (any text): what `parseASCII` must agree with.
+    static func parseGeneral(_ uri: String, allowTemporary: Bool) -> ObjectID? {
         let prefix = "x-ubiquity://"
         guard uri.hasPrefix(prefix) else { return nil }
         let parts = uri.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 3, let sid = UUID(uuidString: String(parts[0])), let kind = parts[2].first,
               kind == "p" || (allowTemporary && kind == "t"),
               let n = Int64(parts[2].dropFirst()), n > 0, !parts[1].isEmpty else { return nil }
-        self.init(storeID: sid, entity: String(parts[1]), pk: kind == "t" ? -n : n)
+        return ObjectID(storeID: sid, entity: String(parts[1]), pk: kind == "t" ? -n : n)
+    }
+
+    /// The common case of `init?(uri:)` without `split` and Foundation's UUID parser: an all-ASCII
+    /// URI (where characters are bytes, so this reads it exactly as the general path does) with a
+    /// canonical UUID. nil means "not this case": the general path decides.
+    static func parseASCII(_ uri: String, allowTemporary: Bool) -> ObjectID? {
+        var uri = uri
+        return uri.withUTF8 { b -> ObjectID? in
+            let prefix: StaticString = "x-ubiquity://"
+            let pn = prefix.utf8CodeUnitCount
+            guard b.count > pn + 36 + 3, memcmp(b.baseAddress!, prefix.utf8Start, pn) == 0, b[pn + 36] == UInt8(ascii: "/") else { return nil }
+            var slash2 = -1
+            for i in (pn + 37)..<b.count {
+                let c = b[i]
+                if c >= 128 { return nil }
+                if c == UInt8(ascii: "/") { if slash2 >= 0 { return nil }; slash2 = i }
+            }
+            guard slash2 > pn + 37, slash2 + 2 < b.count, let sid = UUID(canonical: UnsafeBufferPointer(rebasing: b[pn..<(pn + 36)])) else { return nil }
+            let kind = b[slash2 + 1]
+            guard kind == UInt8(ascii: "p") || (allowTemporary && kind == UInt8(ascii: "t")) else { return nil }
+            var n: Int64 = 0
+            for i in (slash2 + 2)..<b.count {
+                let d = b[i] &- 48
+                guard d < 10, n < (Int64.max - 9) / 10 else { return nil }  // anything unusual: the general path
+                n = n * 10 + Int64(d)
+            }
+            guard n > 0 else { return nil }
+            let entity = String(decoding: UnsafeBufferPointer(rebasing: b[(pn + 37)..<slash2]), as: UTF8.self)
+            return ObjectID(storeID: sid, entity: entity, pk: kind == UInt8(ascii: "t") ? -n : n)
+        }
     }
 
     public init(from decoder: Decoder) throws {

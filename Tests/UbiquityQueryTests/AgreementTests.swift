@@ -132,14 +132,23 @@ final class AgreementTests: QueryTestCase, @unchecked Sendable {
                                              "photo": .scalar(.binary(Data([1])))]
         var gen = Gen(rng: SplitMix(state: 7), ids: people.map(\.id))
         let predicates = (0..<600).map { _ in gen.predicate() }
-        let sqlResults = try await s.read { ctx in
-            try predicates.map { p -> [ObjectID] in
+        // Object results select and load objects in one statement: every third predicate also
+        // fetches whole objects, which must be exactly the stored objects of the ID fetch, in order.
+        let fetched = try await s.read { ctx in
+            try predicates.enumerated().map { i, p -> ([ObjectID], [ObjectSnapshot]?) in
                 var r = FetchRequest(entity: "Person")
                 r.predicate = p
                 r.variables = vars
                 r.resultType = .objectIDs
-                return try ctx.fetch(r).objectIDs
+                let ids = try ctx.fetch(r).objectIDs
+                guard i % 3 == 0 else { return (ids, nil) }
+                r.resultType = .objects
+                return (ids, try ctx.fetch(r).objects)
             }
+        }
+        let sqlResults = fetched.map(\.0)
+        for (p, (ids, objects)) in zip(predicates, fetched) {
+            if let objects { XCTAssertEqual(objects, ids.map { byID[$0]! }, "objects of predicate: \(p)") }
         }
         var nonEmpty = 0, nonFull = 0
         for (p, sql) in zip(predicates, sqlResults) {

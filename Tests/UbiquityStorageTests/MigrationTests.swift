@@ -212,4 +212,28 @@ final class MigrationTests: StorageTestCase {
         XCTAssertEqual(issues(badIndex).first?.property, "nope")
         XCTAssertThrowsError(try Store.open(path: dir + "/bad.sqlite", id: UUID(), model: badIndex))
     }
+
+    /// Reader connections cache per-model read data (`ReadShapes`): after a migration the same
+    /// connections must read with the new model (new and renamed columns), never the cached old one.
+    func testBatchedReadsAfterMigrationUseTheNewModel() async throws {
+        let (s, ids) = try await seeded("shapes")
+        let notes = [ids["n1"]!, ids["n2"]!]
+        // warm every reader connection's cache with the old model
+        for _ in 0..<8 {
+            let before = try await s.read { ctx in try ctx.objects(notes) }
+            XCTAssertEqual(before.compactMap { $0?.values["text"] }, ["hello", "hello"])
+        }
+        _ = try await s.migrate(to: edit { es in
+            let i = self.idx(es, "Note"); let j = es[i].attributes.firstIndex { $0.name == "text" }!
+            es[i].attributes[j].name = "body"; es[i].attributes[j].renamingIdentifier = "text"
+            es[i].attributes.append(AttributeDefinition(name: "prio", type: .int32, optional: false, defaultValue: 3))
+        })
+        for _ in 0..<8 {
+            let after = try await s.read { ctx in try ctx.objects(notes) }
+            XCTAssertEqual(after.compactMap { $0?.values["body"] }, ["hello", "hello"])
+            XCTAssertEqual(after.compactMap { $0?.values["prio"] }, [3, 3])
+            XCTAssertEqual(after.compactMap { $0?.values["n"] }, [5, 2])
+            XCTAssertTrue(after.allSatisfy { $0?.values["text"] == nil })
+        }
+    }
 }
