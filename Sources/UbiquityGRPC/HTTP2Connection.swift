@@ -7,7 +7,9 @@ import UbiquityLoop
 // never through overlapping accesses (callbacks do not re-enter while a field is being modified);
 // the dynamic checks were ~800 instructions per call (callgrind).
 final class StreamState {
-    let id: Int32
+    /// Set when the object is taken for a stream; a connection reuses its StreamState objects
+    /// (`HTTP2Connection.spareStreams`), never across connections.
+    @exclusivity(unchecked) var id: Int32
     @exclusivity(unchecked) var method = ""
     @exclusivity(unchecked) var path = ""
     @exclusivity(unchecked) var contentType = ""
@@ -45,6 +47,40 @@ final class StreamState {
         timer?.close()
         timer = nil
         deframer.deallocate()
+    }
+
+    /// Whether this object may serve another stream once its stream closed: not while a
+    /// `.blocking` job may still post its result to it (`blocking` is cleared only when the
+    /// result arrived, in `blockingFinished`), so a recycled object never receives a stale result.
+    var reusable: Bool { blocking == nil }
+
+    /// Makes a closed stream's object fresh for stream `newID`, keeping buffer capacity (the
+    /// metadata array and a small deframer) so the next call allocates nothing for them.
+    func recycle(_ newID: Int32) {
+        id = newID
+        method = ""
+        path = ""
+        contentType = ""
+        encoding = nil
+        timeout = nil
+        metadata.removeAllKeepingCapacity()
+        headerBytes = 0
+        headerOverflow = false
+        badMetadata = nil
+        if deframer.capacity > 64 * 1024 { deframer.deallocate() } else { deframer.removeAll() }
+        descriptor = nil
+        call = nil
+        messages = 0
+        handlerStarted = false
+        rejected = false
+        responseStarted = false
+        responseEnded = false
+        dataDeferred = false
+        deadline = nil
+        request = []
+        reply = []
+        replyRead = 0
+        replyStatus = nil
     }
 }
 
@@ -128,6 +164,10 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     /// Recently routed paths (the path strings come from `recentPaths`, so comparing is cheap)
     /// with their methods: saves hashing the path for every call. Same invariant as `streams`.
     @exclusivity(unchecked) private var recentRoutes: [(path: String, method: MethodDescriptor)] = []
+    /// Closed streams' objects, reused for new streams (saves an allocation, ~25 field
+    /// initialisations and a deinit per call). Only objects no `.blocking` job can still answer
+    /// (`StreamState.reusable`). Same invariant as `streams`; freed with the connection.
+    @exclusivity(unchecked) private var spareStreams: [StreamState] = []
 
     @inline(__always)
     private func stream(_ id: Int32) -> StreamState? {
@@ -253,6 +293,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         streams.removeAll()
         lastStream = nil
         recentRoutes.removeAll()
+        for s in spareStreams { s.release() }
+        spareStreams.removeAll()
         drainTimer?.close()
         drainTimer = nil
         if let session { nghttp2_session_del(session) }
@@ -504,7 +546,13 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
 
     private func beginHeaders(_ streamID: Int32) {
         if stream(streamID) == nil {
-            let s = StreamState(id: streamID)
+            let s: StreamState
+            if let spare = spareStreams.popLast() {
+                spare.recycle(streamID)
+                s = spare
+            } else {
+                s = StreamState(id: streamID)
+            }
             streams.insert(s)
             lastStream = s
             env.counters.openStreams.wrappingAdd(1, ordering: .relaxed)
@@ -872,7 +920,14 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             if held > 0, let session { nghttp2_session_consume_connection(session, held) }
         }
         if let b = stream.blocking, !stream.responseEnded, b.cancel() { env.counters.countStatus(.cancelled) }
-        stream.release()
+        stream.timer?.close()
+        stream.timer = nil
+        if stream.reusable && spareStreams.count < 32 {
+            stream.call = nil
+            spareStreams.append(stream)
+        } else {
+            stream.release()
+        }
     }
 
     // MARK: session setup
