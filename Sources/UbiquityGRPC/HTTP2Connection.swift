@@ -182,6 +182,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private(set) var draining = false
     private var inCallback = false
     private var drainTimer: LoopTimer?
+    private var lingerTimer: LoopTimer?
     // Abuse guards: counts in the current one-second window.
     private var windowStart: UInt64 = 0
     private var emptyDataFrames = 0
@@ -241,7 +242,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
 
     func connectionDidDrainWrites(_ connection: TCPConnection) {
         if closing {
-            if tcp.queuedWriteBytes == 0 { close() }
+            if tcp.queuedWriteBytes == 0 { lingerThenClose() }
             return
         }
         sendPending()
@@ -274,8 +275,25 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
 
     private func closeAfterFlush() {
         closing = true
-        tcp.stopReading()
-        if tcp.queuedWriteBytes == 0 { close() }
+        if tcp.queuedWriteBytes == 0 { lingerThenClose() }
+    }
+
+    /// How long a connection we are done with waits for the peer to close after our FIN.
+    static let lingerMilliseconds: UInt64 = 500
+
+    /// Ends a connection whose last frames (the final GOAWAY) are out without resetting it: a
+    /// close() with unread input in the socket makes the kernel send RST, and the peer may then
+    /// lose responses it has not read yet (ECONNRESET). So: half-close (FIN after our data), keep
+    /// reading and discarding (`closing` makes didRead ignore it) until the peer closes or
+    /// `lingerMilliseconds` pass, then close.
+    private func lingerThenClose() {
+        guard !tcp.isClosed, lingerTimer == nil else { return }
+        tcp.shutdownWrites()
+        tcp.startReading()
+        let timer = LoopTimer(loop: tcp.loop)
+        lingerTimer = timer
+        // Strong capture: the timer drops its closure when closed (in close()).
+        timer.start(milliseconds: Self.lingerMilliseconds) { [self] in self.close() }
     }
 
     /// Closes at once: every open call is cancelled.
@@ -297,6 +315,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         spareStreams.removeAll()
         drainTimer?.close()
         drainTimer = nil
+        lingerTimer?.close()
+        lingerTimer = nil
         if let session { nghttp2_session_del(session) }
         session = nil
         tcp.close()
