@@ -168,6 +168,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     /// initialisations and a deinit per call). Only objects no `.blocking` job can still answer
     /// (`StreamState.reusable`). Same invariant as `streams`; freed with the connection.
     @exclusivity(unchecked) private var spareStreams: [StreamState] = []
+    /// `.blocking` jobs started during this read, submitted together after it (`sendPending`,
+    /// which every read ends with). Same invariant as `streams`.
+    @exclusivity(unchecked) private var pendingJobs: [BlockingJob] = []
 
     @inline(__always)
     private func stream(_ id: Int32) -> StreamState? {
@@ -260,6 +263,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
 
     /// Pulls frames from nghttp2 into the socket's write batch, up to the write-queue bound.
     func sendPending() {
+        submitPendingJobs()
         guard let session, !inCallback, !tcp.isClosed else { return }
         guard NGHTTP2Glue.pump(session, into: tcp, limit: config.maxWriteQueueBytes) else {
             countProtocolError()
@@ -313,6 +317,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         recentRoutes.removeAll()
         for s in spareStreams { s.release() }
         spareStreams.removeAll()
+        pendingJobs.removeAll() // their calls were cancelled above: nobody wants the answers
         drainTimer?.close()
         drainTimer = nil
         lingerTimer?.close()
@@ -515,7 +520,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                                       peer: tcp.peerDescription, cancellation: cancellation)
         let target = LoopBound((self, stream), loop: tcp.loop)
         let loop = tcp.loop
-        pool.submit(BlockingJob(handler: handler, request: request, context: context) { outcome in
+        // Queued here and handed to the pool once per read (submitPendingJobs): one lock of the
+        // pool's queue for all the calls a read completed.
+        pendingJobs.append(BlockingJob(handler: handler, request: request, context: context) { outcome in
             cancellation.complete {
                 loop.execute {
                     let (conn, stream) = target.get
@@ -523,6 +530,12 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                 }
             }
         })
+    }
+
+    private func submitPendingJobs() {
+        guard !pendingJobs.isEmpty, let pool = env.blockingPool else { return }
+        pool.submit(pendingJobs)
+        pendingJobs.removeAll(keepingCapacity: true)
     }
 
     /// A worker finished a `.blocking` call (loop thread, from `EventLoop.execute`).
