@@ -34,6 +34,11 @@ public struct Metadata: Sendable, Sequence {
         entries.append((key, value))
     }
 
+    /// Empties the list but keeps its storage (a reused stream's metadata array).
+    mutating func removeAllKeepingCapacity() {
+        entries.removeAll(keepingCapacity: true)
+    }
+
     /// First string value for `key`.
     public subscript(key: String) -> String? {
         for e in entries where e.key == key {

@@ -137,13 +137,21 @@ extension Router {
     }
 }
 
-/// One blocking call queued for a worker.
-struct BlockingJob: Sendable {
+/// One blocking call queued for a worker: a class, so the queue moves one reference across
+/// threads instead of copying (and retaining, on both threads) every field of the call.
+/// Immutable; `done` runs on the worker after the handler and hands the outcome to the loop.
+final class BlockingJob: Sendable {
     let handler: SyncUnaryHandler
     let request: [UInt8]
     let context: SyncCallContext
-    /// Runs on the worker after the handler; hands the outcome to the loop (via `EventLoop.execute`).
     let done: @Sendable (Result<SyncUnaryReply, CallStatusError>) -> Void
+    init(handler: @escaping SyncUnaryHandler, request: [UInt8], context: SyncCallContext,
+         done: @escaping @Sendable (Result<SyncUnaryReply, CallStatusError>) -> Void) {
+        self.handler = handler
+        self.request = request
+        self.context = context
+        self.done = done
+    }
 }
 
 /// A `CallStatus` carried through `Result`.
@@ -179,10 +187,10 @@ final class BlockingPool: Sendable {
         }
     }
 
-    /// Queues a job (any thread).
-    func submit(_ job: BlockingJob) {
-        queue.withLock { $0.jobs.append(job) }
-        available.signal()
+    /// Queues jobs in order under one lock (any thread).
+    func submit(_ jobs: [BlockingJob]) {
+        queue.withLock { $0.jobs.append(contentsOf: jobs) }
+        for _ in jobs { available.signal() }
     }
 
     private func next() -> BlockingJob? {

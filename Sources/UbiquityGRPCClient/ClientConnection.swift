@@ -28,30 +28,33 @@ public struct ClientCallResult {
 
 /// One call in flight. Pooled per connection and reused, so a call costs no allocation of ours
 /// once the pool is warm. Loop thread only.
+// @exclusivity(unchecked) on every field: a ClientStream is touched only on its connection's loop
+// thread and never through overlapping accesses (nghttp2 callbacks and completions do not re-enter
+// while a field is being modified); the dynamic checks were ~700 instructions per call (callgrind).
 final class ClientStream {
-    var streamID: Int32 = 0
-    var request: PreparedRequest?
-    var bodyOffset = 0
-    var tag: UInt64 = 0
-    var onComplete: ((ClientCallResult) -> Void)?
-    var onMessage: ((UnsafeRawBufferPointer) -> Void)?
-    var collectMetadata = false
-    var httpStatus = 0
-    var sawContentType = false
-    var grpcContentType = false
-    var grpcStatus = -1
-    var grpcMessage = ""
-    var details: [UInt8]?
-    var initialMetadata = Metadata()
-    var trailingMetadata = Metadata()
-    var receivedHeaders = false
-    @exclusivity(unchecked) var inbound = ByteBuffer()  // loop thread only, never overlapping
-    var responseCount = 0
+    @exclusivity(unchecked) var streamID: Int32 = 0
+    @exclusivity(unchecked) var request: PreparedRequest?
+    @exclusivity(unchecked) var bodyOffset = 0
+    @exclusivity(unchecked) var tag: UInt64 = 0
+    @exclusivity(unchecked) var onComplete: ((ClientCallResult) -> Void)?
+    @exclusivity(unchecked) var onMessage: ((UnsafeRawBufferPointer) -> Void)?
+    @exclusivity(unchecked) var collectMetadata = false
+    @exclusivity(unchecked) var httpStatus = 0
+    @exclusivity(unchecked) var sawContentType = false
+    @exclusivity(unchecked) var grpcContentType = false
+    @exclusivity(unchecked) var grpcStatus = -1
+    @exclusivity(unchecked) var grpcMessage = ""
+    @exclusivity(unchecked) var details: [UInt8]?
+    @exclusivity(unchecked) var initialMetadata = Metadata()
+    @exclusivity(unchecked) var trailingMetadata = Metadata()
+    @exclusivity(unchecked) var receivedHeaders = false
+    @exclusivity(unchecked) var inbound = ByteBuffer()
+    @exclusivity(unchecked) var responseCount = 0
     /// Set when we ended the call ourselves (cancel, deadline, limit): it wins over what follows.
-    var localStatus: (StatusCode, String)?
-    var timer: LoopTimer?
+    @exclusivity(unchecked) var localStatus: (StatusCode, String)?
+    @exclusivity(unchecked) var timer: LoopTimer?
     /// Index in the connection's `active` array, -1 when not active.
-    var activeIndex = -1
+    @exclusivity(unchecked) var activeIndex = -1
 
     func reset() {
         streamID = 0
@@ -107,24 +110,31 @@ public final class ClientConnection {
     public let loop: EventLoop
     public let authority: String
     let tcp: TCPConnection
-    private var session: OpaquePointer?
     private let options: ClientConnectionOptions
-    // @exclusivity(unchecked): loop-thread only and never accessed through overlapping accesses
-    // (no callback re-enters while it is being modified); the dynamic check was a measurable
-    // share of every call (docs/benchmarks.md, "Where the time goes").
+    // @exclusivity(unchecked) here and on the flags below: loop-thread only and never accessed
+    // through overlapping accesses (no callback re-enters while it is being modified); the
+    // dynamic check was a measurable share of every call (docs/benchmarks.md, "Where the time goes").
+    @exclusivity(unchecked) private var session: OpaquePointer?
     @exclusivity(unchecked) private var pool: [ClientStream] = []
     @exclusivity(unchecked) private var active: [ClientStream] = []
+    /// `active[i].streamID`, kept beside it so a lookup scans plain integers: at most
+    /// max-concurrent-streams entries, usually a handful, which beats hashing the id (nghttp2's
+    /// stream map) for each of the ~8 callbacks of a call. Same invariant as `active`.
+    @exclusivity(unchecked) private var activeIDs: [Int32] = []
+    /// The stream the last lookup found: a stream's callbacks (headers, DATA, trailers, close)
+    /// come in a run. Cleared when it leaves `active`. Same invariant as `active`.
+    @exclusivity(unchecked) private var lastStream: ClientStream?
     @exclusivity(unchecked) private var completed: [ClientStream] = []
     /// True while inside `mem_recv` or while running completions: `startCall` then leaves the
     /// flush to the end of the batch.
-    private var batching = false
-    private var flushScheduled = false
-    private var inRecv = false
-    private var closeRequested = false
-    private var closing = false
-    public private(set) var isClosed = false
+    @exclusivity(unchecked) private var batching = false
+    @exclusivity(unchecked) private var flushScheduled = false
+    @exclusivity(unchecked) private var inRecv = false
+    @exclusivity(unchecked) private var closeRequested = false
+    @exclusivity(unchecked) private var closing = false
+    @exclusivity(unchecked) public private(set) var isClosed = false
     /// The peer sent GOAWAY: no new calls on this connection.
-    public private(set) var receivedGoAway = false
+    @exclusivity(unchecked) public private(set) var receivedGoAway = false
     /// Called once when the connection is closed (by either side), after pending calls failed.
     public var onClose: ((UVError?) -> Void)?
 
@@ -156,6 +166,7 @@ public final class ClientConnection {
         self.options = options
         pool.reserveCapacity(64)
         active.reserveCapacity(64)
+        activeIDs.reserveCapacity(64)
         completed.reserveCapacity(64)
         tcp.delegate = ConnectionDelegate(self)
         session = Self.makeSession(self)
@@ -234,6 +245,7 @@ public final class ClientConnection {
         stream.streamID = id
         stream.activeIndex = active.count
         active.append(stream)
+        activeIDs.append(id)
         if request.timeoutMilliseconds > 0 {
             let timer = LoopTimer(loop: loop)
             stream.timer = timer
@@ -251,7 +263,7 @@ public final class ClientConnection {
         loop.assertInEventLoop()
         // A linear search, not nghttp2's stream user data: a request still queued behind
         // SETTINGS_MAX_CONCURRENT_STREAMS has no nghttp2 stream yet (RST_STREAM cancels it there).
-        guard streamID > 0, let stream = active.first(where: { $0.streamID == streamID }) else { return }
+        guard streamID > 0, let stream = activeStream(streamID) else { return }
         endLocally(stream, streamID, .cancelled, "the call was cancelled by the client")
     }
 
@@ -311,6 +323,8 @@ public final class ClientConnection {
         completed.append(contentsOf: active)
         for stream in active { stream.activeIndex = -1 }
         active.removeAll()
+        activeIDs.removeAll()
+        lastStream = nil
         if let session { nghttp2_session_del(session) }
         session = nil
         tcp.close()
@@ -458,9 +472,20 @@ public final class ClientConnection {
         return n
     }
 
+    /// The call in flight on stream `id` (nil once it completed).
+    @inline(__always)
     private func stream(_ id: Int32) -> ClientStream? {
-        guard let session, let p = nghttp2_session_get_stream_user_data(session, id) else { return nil }
-        return Unmanaged<ClientStream>.fromOpaque(p).takeUnretainedValue()
+        if let s = lastStream, s.streamID == id { return s }
+        let s = activeStream(id)
+        if s != nil { lastStream = s }
+        return s
+    }
+
+    private func activeStream(_ id: Int32) -> ClientStream? {
+        activeIDs.withUnsafeBufferPointer { ids in
+            for i in 0..<ids.count where ids[i] == id { return active[i] }
+            return nil
+        }
     }
 
     private func header(_ frame: UnsafePointer<nghttp2_frame>, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
@@ -559,7 +584,7 @@ public final class ClientConnection {
     /// follows. End the call here.
     private func frameNotSent(_ frame: UnsafePointer<nghttp2_frame>, errorCode: Int32) {
         guard UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue,
-              let stream = active.first(where: { $0.streamID == frame.pointee.hd.stream_id }) else { return }
+              let stream = activeStream(frame.pointee.hd.stream_id) else { return }
         if stream.localStatus == nil {
             stream.localStatus = (.unavailable, "the request was not sent: \(String(cString: nghttp2_strerror(errorCode)))")
         }
@@ -576,11 +601,14 @@ public final class ClientConnection {
         guard stream.activeIndex >= 0 else { return }
         let i = stream.activeIndex
         let last = active.removeLast()
+        let lastID = activeIDs.removeLast()
         if last !== stream {
             active[i] = last
+            activeIDs[i] = lastID
             last.activeIndex = i
         }
         stream.activeIndex = -1
+        if lastStream === stream { lastStream = nil }
         if stream.localStatus == nil && stream.grpcStatus < 0 && errorCode != NGHTTP2_NO_ERROR.rawValue {
             switch errorCode {
             case NGHTTP2_REFUSED_STREAM.rawValue:

@@ -15,10 +15,12 @@ import Glibc
 /// 3. `uv_async_send` calls coalesce, so the wake-up callback drains the whole queue each time.
 public final class EventLoop: @unchecked Sendable {
     // @unchecked: `uvLoop`, `wakeup`, `closing` and `onLoopThreadID` are written before `run()`
-    // starts or on the loop thread only; `queue` is guarded by its Mutex.
+    // starts or on the loop thread only; `queue` is guarded by its Mutex; `drained` (the spare
+    // buffer drainQueue swaps with the queue) is touched only on the loop thread.
     public let uvLoop: UnsafeMutablePointer<uv_loop_t>
     private let wakeup: UnsafeMutablePointer<uv_async_t>
     private let queue = Mutex<[@Sendable () -> Void]>([])
+    private var drained: [@Sendable () -> Void] = []
     private let loopThread = Atomic<UInt>(0)
     /// Reusable read buffer shared by all connections of this loop: a read callback consumes it
     /// synchronously before libuv allocates for the next read.
@@ -63,14 +65,20 @@ public final class EventLoop: @unchecked Sendable {
 
     private func drainQueue() {
         // Several uv_async_send calls may have coalesced into this one callback: take everything.
+        // The queue and `drained` swap buffers, so a drain allocates nothing (copying the queue
+        // out and emptying it "keeping capacity" allocated a new buffer every time, the copy
+        // still holding the old one).
         while true {
-            let batch = queue.withLock { q -> [@Sendable () -> Void] in
-                let b = q
-                q.removeAll(keepingCapacity: true)
-                return b
+            var batch = drained
+            drained = []
+            queue.withLock { q in swap(&q, &batch) }
+            if batch.isEmpty {
+                drained = batch
+                return
             }
-            if batch.isEmpty { return }
             for work in batch { work() }
+            batch.removeAll(keepingCapacity: true)
+            drained = batch
         }
     }
 

@@ -135,6 +135,18 @@ public final class TCPConnection {
 
     public var hasWriteInFlight: Bool { writeInFlight }
 
+    /// Half-closes: sends FIN once the writes libuv holds are out (`uv_shutdown`); reading goes
+    /// on. Call with nothing pending (`queuedWriteBytes == 0`), or bytes written later are lost.
+    /// Closing before the shutdown completes is fine (libuv then cancels it).
+    public func shutdownWrites() {
+        loop.assertInEventLoop()
+        guard !isClosed else { return }
+        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        if uv_shutdown(request, stream, { req, _ in req?.deallocate() }) != 0 {
+            request.deallocate()
+        }
+    }
+
     /// Closes the handle; `connectionDidClose` follows from the close callback.
     public func close() {
         loop.assertInEventLoop()
