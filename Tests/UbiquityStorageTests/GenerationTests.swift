@@ -119,8 +119,13 @@ final class GenerationTests: StorageTestCase {
     /// Short readers that overlap all the time: the WAL still restarts at every threshold
     /// crossing without the reader gate ever closing (the writer waits for the readers already
     /// in flight, checkpoints the whole WAL, waits for the readers from before, truncates).
+    /// (A restart can still be skipped now and then — a reader briefly holding a WAL lock — and
+    /// is retried after the next commit; the threshold is several saves' worth of WAL so one skip
+    /// does not reach the gate's 2x fallback. With async reader tasks there are gaps between
+    /// reads, so this is a guard against the gate closing, not a proof that the waits are needed:
+    /// it also passes with checkpointReaderWait = 0.)
     func testWALRestartsUnderContinuousReadsWithoutClosingTheGate() async throws {
-        let threshold = 64 << 10
+        let threshold = 256 << 10
         let s = try open {
             $0.synchronous = .normal
             $0.readerCount = 2
@@ -155,7 +160,7 @@ final class GenerationTests: StorageTestCase {
         XCTAssertGreaterThan(n, 0)
         let st = s.walStats
         XCTAssertGreaterThan(st.restarts, 0, "the WAL restarted")
-        XCTAssertEqual(st.gateClosures, 0, "no reader was held at the gate")
+        XCTAssertEqual(st.gateClosures, 0, "no reader was held at the gate (\(st))")
         XCTAssertLessThanOrEqual(maxWAL, 2 * threshold, "restarted at each threshold crossing")
         XCTAssertEqual(s.writerBusyWaits, 0)
         let ids = try await s.objectIDs(entity: "Note")
