@@ -69,7 +69,7 @@ final class ReaderPool: Sendable {
                 while true {
                     let jobs = queue.pop(max: 1)
                     if jobs.isEmpty { break }
-                    for j in jobs { gate.enter(); j.run(conn); gate.leave() }
+                    for j in jobs { let t = gate.enter(); j.run(conn); gate.leave(t) }
                 }
                 conn.close()
                 done.leave()
@@ -86,10 +86,18 @@ final class ReaderPool: Sendable {
     func shutdown() { queue.close(); done.wait() }
 }
 
-/// Lets the writer restart the WAL without waiting for readers (rule 5). When the WAL has grown
-/// past its bound, the writer closes the gate: reader jobs that have not started wait (at most
-/// `maxWait` seconds, then go ahead anyway), jobs in flight finish, and when the last one leaves,
-/// `onDrained` asks the writer to TRUNCATE-checkpoint (which then finds no reader) and reopen.
+/// Lets the writer restart the WAL without waiting for readers (rule 5).
+///
+/// Normal path (no reader ever waits): after a commit past the checkpoint threshold the writer
+/// calls `waitForReadersInside` (bounded): the readers already inside finish, new ones keep
+/// entering. Then its PASSIVE checkpoint can copy the whole WAL back, readers that start after
+/// that read the database file only (WAL read mark 0), and once the ones from before are gone
+/// (a second bounded wait) a TRUNCATE checkpoint needs nobody to wait.
+///
+/// Fallback, when the WAL has grown past twice its bound anyway: the writer closes the gate:
+/// reader jobs that have not started wait (at most `maxWait` seconds, then go ahead anyway),
+/// jobs in flight finish, and when the last one leaves, `onDrained` asks the writer to
+/// TRUNCATE-checkpoint (which then finds no reader) and reopen.
 final class ReaderGate: @unchecked Sendable {
     // Invariant: every field is accessed only while `cond` is locked; `onDrained` is set once
     // before any reader thread starts and only read afterwards.
@@ -98,27 +106,61 @@ final class ReaderGate: @unchecked Sendable {
     private var active = 0
     private var notified = false
     private let maxWait: Double
+    /// Tickets of the readers inside, oldest first (tickets are handed out in increasing order).
+    private var inside: [UInt64] = []
+    private var nextTicket: UInt64 = 0
+    private var waiters = 0
+    /// A reader a bounded wait gave up on: later waits do not wait for it again.
+    private var stuck: UInt64? = nil
+    private var closures = 0
     var onDrained: (@Sendable () -> Void)?
 
     init(maxWait: Double) { self.maxWait = maxWait }
 
-    func enter() {
+    /// Enters; pass the returned ticket to `leave`.
+    func enter() -> UInt64 {
         cond.lock()
         if closed {
             let deadline = Date(timeIntervalSinceNow: maxWait)
             while closed && cond.wait(until: deadline) {}
         }
         active += 1
+        let t = nextTicket
+        nextTicket += 1
+        inside.append(t)
         cond.unlock()
+        return t
     }
 
-    func leave() {
+    func leave(_ ticket: UInt64) {
         cond.lock()
         active -= 1
+        if let i = inside.firstIndex(of: ticket) { inside.remove(at: i) }
+        if waiters > 0 { cond.broadcast() }
         let fire = closed && active == 0 && !notified
         if fire { notified = true }
         cond.unlock()
         if fire { onDrained?() }
+    }
+
+    /// Waits until every reader inside at the call has left, at most `timeout` seconds; readers
+    /// may enter meanwhile (the gate stays open). False if one is still inside; a reader that
+    /// made a wait time out is not waited for again.
+    func waitForReadersInside(timeout: Double) -> Bool {
+        cond.lock(); defer { cond.unlock() }
+        let horizon = nextTicket
+        guard let first = inside.first, first < horizon else { return true }
+        if first == stuck { return false }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        waiters += 1
+        defer { waiters -= 1 }
+        while let f = inside.first, f < horizon {
+            if !cond.wait(until: deadline) {
+                if let f = inside.first, f < horizon { stuck = f; return false }
+                return true
+            }
+        }
+        return true
     }
 
     /// Closes the gate; true if no reader is in flight (the caller may restart right away).
@@ -126,6 +168,7 @@ final class ReaderGate: @unchecked Sendable {
         cond.lock(); defer { cond.unlock() }
         if closed { return false }
         closed = true
+        closures += 1
         notified = active == 0
         return active == 0
     }
@@ -135,6 +178,8 @@ final class ReaderGate: @unchecked Sendable {
     }
 
     var isClosed: Bool { cond.lock(); defer { cond.unlock() }; return closed }
+    /// Times the gate was closed (WAL past twice its bound).
+    var closeCount: Int { cond.lock(); defer { cond.unlock() }; return closures }
 }
 
 /// Hands a non-Sendable connection to the thread that will own it.

@@ -18,6 +18,10 @@ public struct StorageConfiguration: Sendable {
     /// Past twice the threshold the writer restarts the WAL: reader jobs not yet started wait up
     /// to this long (seconds) for the ones in flight to finish; the writer itself never waits.
     public var walRestartMaxReaderWait: Double = 0.5
+    /// Before its checkpoint (WAL past the threshold) the writer waits at most this long (seconds)
+    /// for the readers already in flight to finish, so the checkpoint copies the whole WAL back
+    /// and the WAL restarts without closing the reader gate. New readers are never held up.
+    public var checkpointReaderWait: Double = 0.01
     /// Past this WAL size the writer does wait for in-flight readers (up to the busy timeout) to
     /// restart the WAL: the one case where a reader can hold up the writer. Default 64 MiB.
     public var walHardLimitBytes: Int = 64 << 20
@@ -58,6 +62,9 @@ struct StoreState {
     var writerBusyWaits = 0
     var walRestarts = 0
     var walRestartsSkipped = 0
+    var checkpoints = 0
+    var checkpointSeconds = 0.0
+    var checkpointMaxSeconds = 0.0
 }
 
 /// One open store: a writer thread + connection and a pool of reader threads + connections.
@@ -168,6 +175,8 @@ public final class Store: Sendable {
         // checkpoint runs with nobody reading (rule 5).
         readers.shutdown()
         writer.shutdown()
+        let w = walStats
+        config.logger.debug("store \(id) closed: \(w.checkpoints) checkpoints (\(Int(w.seconds * 1000)) ms, longest \(Int(w.maxSeconds * 1000)) ms), WAL restarts \(w.restarts), skipped \(w.restartsSkipped), reader gate closed \(w.gateClosures) times")
         Store.openPaths.withLock { _ = $0.remove(canonicalPath) }
     }
 
@@ -452,6 +461,12 @@ public final class Store: Sendable {
     public var writerBusyWaits: Int { state.withLock { $0.writerBusyWaits } }
     /// WAL restarts (TRUNCATE checkpoints after the reader gate drained) done / skipped because busy.
     public var walRestartCounts: (done: Int, skipped: Int) { state.withLock { ($0.walRestarts, $0.walRestartsSkipped) } }
+    /// Checkpoint activity since open: threshold checkpoints (count, total and longest seconds,
+    /// bounded reader waits included), WAL restarts, reader-gate closures.
+    public var walStats: (checkpoints: Int, seconds: Double, maxSeconds: Double, restarts: Int, restartsSkipped: Int, gateClosures: Int) {
+        let g = readerGate.closeCount
+        return state.withLock { ($0.checkpoints, $0.checkpointSeconds, $0.checkpointMaxSeconds, $0.walRestarts, $0.walRestartsSkipped, g) }
+    }
 
     static func fileSize(_ p: String) -> Int {
         var st = stat()
@@ -527,8 +542,8 @@ public final class Store: Sendable {
         try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, Error>) in
             DispatchQueue.global().async {
                 // counted as a reader by the gate, so a WAL restart waits for it instead of failing
-                gate.enter()
-                defer { gate.leave() }
+                let ticket = gate.enter()
+                defer { gate.leave(ticket) }
                 cont.resume(with: Result {
                     let c = try Connection(path: src, readOnly: false, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, create: false)
                     defer { c.close() }

@@ -145,6 +145,12 @@ public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Co
 
     public init(storeID: UUID, entity: String, pk: Int64) { self.storeID = storeID; self.entity = entity; self.pk = pk }
 
+    /// Hashes the pk only: equal IDs have equal pks, so this agrees with `==` (all three fields).
+    /// A save hashes every new object's ID several times (temporary-ID map, versions, history);
+    /// the synthesized hash also fed the UUID's 16 bytes and the entity name each time. IDs of
+    /// different stores or root entities with the same pk only share a bucket.
+    public func hash(into hasher: inout Hasher) { hasher.combine(pk) }
+
     public var uri: String {
         let n = uriByteCount
         return String(unsafeUninitializedCapacity: n) { writeURI(into: $0.baseAddress!) }

@@ -19,12 +19,18 @@ final class WriterEngine: Sendable {
     /// drained, so normally no reader is in the WAL. Always reopens the gate.
     func restartWAL(_ conn: Connection) {
         defer { gate.open() }
+        _ = truncateWAL(conn)
+    }
+
+    /// TRUNCATE checkpoint with the busy handler off; counts the restart (or the skip).
+    func truncateWAL(_ conn: Connection) -> Bool {
         let saved = conn.busyPolls
         conn.busyPolls = 0
         defer { conn.busyPolls = saved }
         let r = conn.checkpoint(truncate: true)
         state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
         if r.rc != SQLITE_OK { config.logger.debug("WAL restart skipped: rc \(r.rc)") }
+        return r.rc == SQLITE_OK
     }
 
     func handle(_ conn: Connection, _ jobs: [WriterJob]) {
@@ -113,18 +119,32 @@ final class WriterEngine: Sendable {
         if committed > 0 && aborted == nil { afterCommit(conn) }
     }
 
-    /// Checkpoint policy (docs/storage.md): PASSIVE once the WAL passes the threshold; a complete
-    /// PASSIVE lets the next commit restart the WAL from its start (and journal_size_limit
-    /// truncates it). Periodic small GC batches.
+    /// Checkpoint policy (docs/storage.md): once the WAL passes the threshold, wait (bounded) for
+    /// the readers in flight, PASSIVE-checkpoint; if that copied the whole WAL back, wait again
+    /// for the readers from before it and TRUNCATE (nobody to wait for). Past twice the threshold
+    /// the reader gate is the fallback. Periodic small GC batches.
     func afterCommit(_ conn: Connection) {
         let wal = Store.fileSize(path + "-wal")
         if wal > config.checkpointThresholdBytes {
+            let t0 = DispatchTime.now().uptimeNanoseconds
+            // Readers that began before this commit hold WAL read marks below its last frame and
+            // would stop the checkpoint short of it.
+            _ = gate.waitForReadersInside(timeout: config.checkpointReaderWait)
             let r = conn.checkpoint(truncate: false)
             if r.rc != SQLITE_OK { config.logger.debug("passive checkpoint: rc \(r.rc)") }
-            // Readers that overlap continuously keep read marks in the WAL, so SQLite never gets a
-            // moment to restart it. Past twice the threshold, close the reader gate; once the
-            // readers in flight are done (each is one short transaction), the restart job runs.
-            if wal > 2 * config.checkpointThresholdBytes {
+            var restarted = false
+            if r.rc == SQLITE_OK && r.log > 0 && r.done == r.log {
+                // The whole WAL is in the database: readers starting now do not use it (read mark
+                // 0); once the ones that started before are gone, TRUNCATE waits for nobody.
+                if gate.waitForReadersInside(timeout: config.checkpointReaderWait) { restarted = truncateWAL(conn) }
+            }
+            let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+            state.withLock { $0.checkpoints += 1; $0.checkpointSeconds += dt; $0.checkpointMaxSeconds = max($0.checkpointMaxSeconds, dt) }
+            // Readers that overlap continuously and outlast the waits keep read marks in the WAL,
+            // so SQLite never gets a moment to restart it. Past twice the threshold, close the
+            // reader gate; once the readers in flight are done (each is one short transaction),
+            // the restart job runs.
+            if !restarted && wal > 2 * config.checkpointThresholdBytes {
                 if gate.close() {
                     restartWAL(conn)
                 } else if wal > config.walHardLimitBytes {
