@@ -159,12 +159,23 @@ struct CallStatusError: Error {
     let status: CallStatus
 }
 
-/// A fixed pool of worker threads for `.blocking` handlers: loop → worker (one queue append and at
-/// most one futex wake) → loop (`EventLoop.execute`, which batches). Threads live until `shutdown()`.
+/// A fixed pool of worker threads for `.blocking` handlers: loop → worker (one queue append and a
+/// futex wake only for a worker that is asleep) → loop (`EventLoop.execute`, which batches).
+/// Threads live until `shutdown()`.
+///
+/// Wake-ups: a worker drains the queue before it sleeps, and it registers as asleep (`sleeping`)
+/// under the queue lock before waiting. `submit` wakes at most one sleeper per job queued, and
+/// none when every worker is awake: an awake worker is bound to look at the queue (under the same
+/// lock) before it sleeps again, so no job is stranded. The semaphore counts, so a signal that
+/// arrives between "registered as asleep" and `wait()` is not lost. A woken worker that finds the
+/// queue already emptied by another one simply registers again.
 final class BlockingPool: Sendable {
     private struct Queue {
         var jobs: [BlockingJob] = []
         var head = 0
+        /// Workers that registered as asleep and were not yet chosen to be woken.
+        var sleeping = 0
+        var stopping = false
     }
     private let queue = Mutex(Queue())
     private let available = DispatchSemaphore(value: 0)
@@ -187,34 +198,46 @@ final class BlockingPool: Sendable {
         }
     }
 
-    /// Queues jobs in order under one lock (any thread).
+    /// Queues jobs in order under one lock (any thread); wakes only sleeping workers, at most one
+    /// per job.
     func submit(_ jobs: [BlockingJob]) {
-        queue.withLock { $0.jobs.append(contentsOf: jobs) }
-        for _ in jobs { available.signal() }
+        let wake = queue.withLock { q -> Int in
+            q.jobs.append(contentsOf: jobs)
+            let n = min(q.sleeping, jobs.count)
+            q.sleeping -= n
+            return n
+        }
+        for _ in 0..<wake { available.signal() }
     }
 
+    /// The next job, or nil once the pool is stopping and the queue is empty. Sleeps while there
+    /// is nothing to do.
     private func next() -> BlockingJob? {
-        queue.withLock { q -> BlockingJob? in
-            guard q.head < q.jobs.count else { return nil }
-            let job = q.jobs[q.head]
-            q.head += 1
-            if q.head == q.jobs.count {
-                q.jobs.removeAll(keepingCapacity: true)
-                q.head = 0
-            } else if q.head >= 1024 && q.head * 2 >= q.jobs.count {
-                q.jobs.removeFirst(q.head)
-                q.head = 0
+        while true {
+            let job = queue.withLock { q -> BlockingJob?? in
+                guard q.head < q.jobs.count else {
+                    if q.stopping { return .some(nil) }
+                    q.sleeping += 1
+                    return nil
+                }
+                let job = q.jobs[q.head]
+                q.head += 1
+                if q.head == q.jobs.count {
+                    q.jobs.removeAll(keepingCapacity: true)
+                    q.head = 0
+                } else if q.head >= 1024 && q.head * 2 >= q.jobs.count {
+                    q.jobs.removeFirst(q.head)
+                    q.head = 0
+                }
+                return .some(job)
             }
-            return job
+            if let job { return job }
+            available.wait()
         }
     }
 
     private func work() {
-        while true {
-            available.wait()
-            guard let job = next() else { return } // only a shutdown signal finds the queue empty
-            Self.run(job)
-        }
+        while let job = next() { Self.run(job) }
     }
 
     private static func run(_ job: BlockingJob) {
@@ -232,7 +255,12 @@ final class BlockingPool: Sendable {
     func shutdown() {
         let tids = threads.withLock { t -> [pthread_t] in defer { t.removeAll() }; return t }
         guard !tids.isEmpty else { return }
-        for _ in tids { available.signal() }
+        let wake = queue.withLock { q -> Int in
+            q.stopping = true
+            defer { q.sleeping = 0 }
+            return q.sleeping
+        }
+        for _ in 0..<wake { available.signal() }
         for tid in tids { pthread_join(tid, nil) }
     }
 }
