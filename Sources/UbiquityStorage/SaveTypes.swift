@@ -141,6 +141,9 @@ struct SaveJob {
     /// A planned save (`Store.save(planning:)`): builds its request on the writer thread, inside
     /// the save's savepoint, from the state it will apply to. nil result: nothing to do.
     var planner: (@Sendable (ReadContext) throws -> SaveRequest?)? = nil
+    /// The inserts' model-only work, done on the caller's thread (docs/storage.md concurrency rule 12); used
+    /// only when the writer's model is still `prepared.model` and there is no planner.
+    var prepared: PreparedSave? = nil
     let flag: CancelFlag
     let complete: (Result<SaveResult, Error>) -> Void
 }

@@ -410,10 +410,18 @@ public final class Store: Sendable {
     /// Applies a save (see `SaveRequest`). Concurrent saves are grouped into one SQLite transaction,
     /// each inside its own savepoint: each save is all-or-nothing on its own.
     public func save(_ request: SaveRequest) async throws -> SaveResult {
+        // The inserts' model-only work (validation, defaults, row values) on this thread, not the
+        // writer's (concurrency rule 12).
+        let prepared = request.inserts.isEmpty ? nil : state.withLock({ $0.model }).map { InsertPreparer.prepare(request, model: $0, config: config) }
+        return try await save(request, prepared: prepared)
+    }
+
+    /// Queues a save with its inserts prepared against some model (used only if it is still the store's).
+    func save(_ request: SaveRequest, prepared: PreparedSave?) async throws -> SaveResult {
         let flag = CancelFlag()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<SaveResult, Error>) in
-                let ok = writer.submit(.save(SaveJob(request: request, flag: flag, complete: { cont.resume(with: $0) })))
+                let ok = writer.submit(.save(SaveJob(request: request, prepared: prepared, flag: flag, complete: { cont.resume(with: $0) })))
                 if !ok { cont.resume(throwing: StorageError(.storeClosed, "store is closed")) }
             }
         } onCancel: { flag.cancel() }

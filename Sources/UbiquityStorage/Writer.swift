@@ -79,7 +79,8 @@ final class WriterEngine: Sendable {
                     }
                     request = planned
                 }
-                let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config)
+                let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config,
+                                  prepared: job.planner == nil && job.prepared?.model === model ? job.prepared?.inserts : nil)
                 let r = try txn.run()
                 if r.replayed || r.dryRun {
                     try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")
@@ -239,9 +240,14 @@ final class SaveTxn {
     var versions: [ObjectID: Int64] = [:]
     var upserted: Set<String> = []
 
-    init(conn: Connection, model: ResolvedModel, storeID: UUID, epoch: UInt64, gen: Int64, currentGen: Int64, request: SaveRequest, config: StorageConfiguration) {
+    /// The inserts' model-only work, done before the save was queued (`PreparedSave`); nil: done here.
+    let prepared: [PreparedInsert]?
+
+    init(conn: Connection, model: ResolvedModel, storeID: UUID, epoch: UInt64, gen: Int64, currentGen: Int64, request: SaveRequest, config: StorageConfiguration,
+         prepared: [PreparedInsert]? = nil) {
         self.conn = conn; self.model = model; self.storeID = storeID; self.epoch = epoch; self.gen = gen
         self.currentGen = currentGen; self.req = request; self.config = config
+        self.prepared = prepared.flatMap { $0.count == request.inserts.count ? $0 : nil }
     }
 
     static let live = Int64.max
@@ -273,28 +279,11 @@ final class SaveTxn {
         return r
     }
 
-    /// Per entity: for each column of its root table, the attribute it stores for that entity
-    /// (nil: another entity's column or a relationship column, NULL on insert).
-    var insertColumns: [String: [(name: String, type: AttributeType)?]] = [:]
-
-    /// Inserts version 1 of a new object straight from its attribute values (no Row or column
-    /// dictionary per object).
-    func insertNew(_ root: String, pk: Int64, entity: String, values: [String: StorageValue]) throws {
-        let plan: [(name: String, type: AttributeType)?]
-        if let p = insertColumns[entity] { plan = p } else {
-            let attrs = model.attributes[entity] ?? [:]
-            plan = (model.columns[root] ?? []).map { c in
-                guard c.hasPrefix("a_") else { return nil }
-                let n = String(c.dropFirst(2))
-                return attrs[n].map { (n, $0.type) }
-            }
-            insertColumns[entity] = plan
-        }
+    /// Inserts version 1 of a new object from its prepared column values (`PreparedInsert.columnArgs`).
+    func insertNew(_ root: String, pk: Int64, entity: String, columnArgs: [SQLValue]) throws {
         var args: [SQLValue] = [.integer(pk), .integer(gen), .integer(SaveTxn.live), .integer(1), .text(entity)]
-        args.reserveCapacity(5 + plan.count)
-        for c in plan {
-            if let c, let v = values[c.name] { args.append(ResolvedModel.toSQL(v, c.type)) } else { args.append(.null) }
-        }
+        args.reserveCapacity(5 + columnArgs.count)
+        args.append(contentsOf: columnArgs)
         try conn.run(model.insertSQL[root]!, args)
     }
 
@@ -389,68 +378,12 @@ final class SaveTxn {
 
     // MARK: values
 
-    func checkValues(_ entity: String, _ values: [String: StorageValue], object: String, allowRelationshipNames: Set<String> = [],
-                     attributes: [String: AttributeDefinition]? = nil) {
-        let attrs = attributes ?? model.attributes[entity]!
-        let before = issues.count
-        // Issues come out in property-name order (each property's issues stay together in the
-        // order they were found), without sorting every object's values first.
-        defer {
-            if issues.count > before + 1 {
-                let mine = issues[before...].enumerated().sorted { a, b in
-                    let (ka, kb) = (a.element.property ?? "", b.element.property ?? "")
-                    return ka != kb ? ka < kb : a.offset < b.offset
-                }.map(\.element)
-                issues.replaceSubrange(before..., with: mine)
-            }
-        }
-        for (k, v) in values {
-            guard let a = attrs[k] else {
-                issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k,
-                                              model.relationships[entity]![k] != nil ? "\(k) is a relationship: set it through relationships" : "\(entity) has no attribute \(k)"))
-                continue
-            }
-            if v.isNull {
-                if !a.optional { issues.append(ValidationIssue(.missingRequired, object: object, entity: entity, property: k, "\(k) is required")) }
-                continue
-            }
-            if let err = ResolvedModel.typeError(a, v) {
-                issues.append(ValidationIssue(err.contains("range") ? .outOfRange : .wrongType, object: object, entity: entity, property: k, err)); continue
-            }
-            var size: Int?
-            switch v {
-            case .string(let s), .uri(let s): size = s.utf8.count
-            case .binary(let d): size = d.count
-            default: break
-            }
-            if let size, size > config.maxValueBytes {
-                issues.append(ValidationIssue(.tooLarge, object: object, entity: entity, property: k, "\(size) bytes exceeds the limit of \(config.maxValueBytes)")); continue
-            }
-            if a.minimum == nil && a.maximum == nil { continue }  // no bound: nothing to measure (string length counts characters, which is slow)
-            var measure: Double?
-            switch v {
-            case .string(let s): measure = Double(s.count)
-            case .binary(let d): measure = Double(d.count)
-            case .int(let i): measure = Double(i)
-            case .double(let d), .date(let d): measure = d
-            case .decimal(let s): measure = Double(s)
-            default: break
-            }
-            if let m = measure {
-                let what = (a.type == .string || a.type == .binary) ? "length " : ""
-                if let lo = a.minimum, m < lo { issues.append(ValidationIssue(.belowMinimum, object: object, entity: entity, property: k, "\(what)\(m) < minimum \(lo)")) }
-                if let hi = a.maximum, m > hi { issues.append(ValidationIssue(.aboveMaximum, object: object, entity: entity, property: k, "\(what)\(m) > maximum \(hi)")) }
-            }
-        }
+    func checkValues(_ entity: String, _ values: [String: StorageValue], object: String) {
+        ValueChecker(model: model, config: config).checkValues(entity, values, object: object, into: &issues)
     }
 
     func checkRelationshipNames(_ entity: String, _ rels: [String: [ObjectReference]], object: String) {
-        for (k, v) in rels.sorted(by: { $0.key < $1.key }) {
-            guard let r = model.relationships[entity]![k] else {
-                issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k, "\(entity) has no relationship \(k)")); continue
-            }
-            if !r.toMany && v.count > 1 { issues.append(ValidationIssue(.tooManyObjects, object: object, entity: entity, property: k, "to-one relationship given \(v.count) objects")) }
-        }
+        ValueChecker(model: model, config: config).checkRelationshipNames(entity, rels, object: object, into: &issues)
     }
 
     func sqlValues(_ entity: String, _ values: [String: StorageValue]) -> [String: SQLValue] {
@@ -516,42 +449,17 @@ final class SaveTxn {
         return result
     }
 
-    /// What inserts need of an entity, looked up once per entity and save.
-    struct InsertEntity {
-        let isAbstract: Bool
-        let attributes: [String: AttributeDefinition]
-        /// Own and inherited uniqueness constraints, in the order they are checked.
-        let constraints: [[String]]
-        let root: String
-    }
-
     func applyInserts() throws {
         var seen = Set<String>()
         seen.reserveCapacity(req.inserts.count)
-        var infos: [String: InsertEntity] = [:]
-        var last: (String, InsertEntity)?
-        for ins in req.inserts {
+        var preparer = InsertPreparer(model: model, config: config)
+        for (index, ins) in req.inserts.enumerated() {
             let obj = ins.temporaryID
             if !seen.insert(obj).inserted { issues.append(ValidationIssue(.duplicateTemporaryID, object: obj, "temporary ID used twice")); continue }
-            let ent: InsertEntity
-            if let l = last, l.0 == ins.entity { ent = l.1 } else if let e = infos[ins.entity] { ent = e; last = (ins.entity, e) } else {
-                guard let def = model.entities[ins.entity] else {
-                    issues.append(ValidationIssue(.unknownEntity, object: obj, entity: ins.entity, "no entity \(ins.entity)")); continue
-                }
-                let e = InsertEntity(isAbstract: def.isAbstract, attributes: model.attributes[ins.entity]!,
-                                     constraints: model.chain[ins.entity]!.flatMap { model.entities[$0]!.uniquenessConstraints }, root: model.root[ins.entity] ?? "")
-                infos[ins.entity] = e; last = (ins.entity, e); ent = e
-            }
-            if ent.isAbstract { issues.append(ValidationIssue(.abstractEntity, object: obj, entity: ins.entity, "\(ins.entity) is abstract")); continue }
-            let before = issues.count
-            checkValues(ins.entity, ins.values, object: obj, attributes: ent.attributes)
-            if !ins.relationships.isEmpty { checkRelationshipNames(ins.entity, ins.relationships, object: obj) }
-            var full = ins.values
-            for (k, a) in ent.attributes where full[k]?.isNull ?? true {
-                if let d = a.defaultValue, !d.isNull { full[k] = d }
-                else if !a.optional { issues.append(ValidationIssue(.missingRequired, object: obj, entity: ins.entity, property: k, "\(k) is required")) }
-            }
-            if issues.count > before { continue }
+            let p = prepared?[index] ?? preparer.prepare(ins)
+            if !p.issues.isEmpty { issues.append(contentsOf: p.issues); continue }
+            guard let ent = p.info else { continue }
+            let full = p.full
             // uniqueness constraints (own and inherited)
             var clash: (Row, [String])?
             do {
@@ -603,11 +511,11 @@ final class SaveTxn {
             let pk = nextPK; nextPK += 1
             let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
             tempMap[obj] = oid
-            try insertNew(ent.root, pk: pk, entity: ins.entity, values: full)
+            try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
             versions[oid] = 1
             touched.insert(oid)
             // a new pk: no change recorded for it yet
-            changes[oid] = HistoryChange(kind: .insert, objectID: oid, entity: ins.entity, changedProperties: (Array(full.keys) + Array(ins.relationships.keys)).sorted(), tombstone: nil)
+            changes[oid] = HistoryChange(kind: .insert, objectID: oid, entity: ins.entity, changedProperties: p.changedProperties, tombstone: nil)
             changeOrder.append(oid)
         }
     }
@@ -922,5 +830,165 @@ final class SaveTxn {
                 }
             }
         }
+    }
+}
+
+/// Value checks that need only the model and the configuration (no store state).
+struct ValueChecker {
+    let model: ResolvedModel
+    let config: StorageConfiguration
+
+        func checkValues(_ entity: String, _ values: [String: StorageValue], object: String,
+                         attributes: [String: AttributeDefinition]? = nil, into issues: inout [ValidationIssue]) {
+            let attrs = attributes ?? model.attributes[entity]!
+            let before = issues.count
+            // Issues come out in property-name order (each property's issues stay together in the
+            // order they were found), without sorting every object's values first.
+            defer {
+                if issues.count > before + 1 {
+                    let mine = issues[before...].enumerated().sorted { a, b in
+                        let (ka, kb) = (a.element.property ?? "", b.element.property ?? "")
+                        return ka != kb ? ka < kb : a.offset < b.offset
+                    }.map(\.element)
+                    issues.replaceSubrange(before..., with: mine)
+                }
+            }
+            for (k, v) in values {
+                guard let a = attrs[k] else {
+                    issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k,
+                                                  model.relationships[entity]![k] != nil ? "\(k) is a relationship: set it through relationships" : "\(entity) has no attribute \(k)"))
+                    continue
+                }
+                if v.isNull {
+                    if !a.optional { issues.append(ValidationIssue(.missingRequired, object: object, entity: entity, property: k, "\(k) is required")) }
+                    continue
+                }
+                if let err = ResolvedModel.typeError(a, v) {
+                    issues.append(ValidationIssue(err.contains("range") ? .outOfRange : .wrongType, object: object, entity: entity, property: k, err)); continue
+                }
+                var size: Int?
+                switch v {
+                case .string(let s), .uri(let s): size = s.utf8.count
+                case .binary(let d): size = d.count
+                default: break
+                }
+                if let size, size > config.maxValueBytes {
+                    issues.append(ValidationIssue(.tooLarge, object: object, entity: entity, property: k, "\(size) bytes exceeds the limit of \(config.maxValueBytes)")); continue
+                }
+                if a.minimum == nil && a.maximum == nil { continue }  // no bound: nothing to measure (string length counts characters, which is slow)
+                var measure: Double?
+                switch v {
+                case .string(let s): measure = Double(s.count)
+                case .binary(let d): measure = Double(d.count)
+                case .int(let i): measure = Double(i)
+                case .double(let d), .date(let d): measure = d
+                case .decimal(let s): measure = Double(s)
+                default: break
+                }
+                if let m = measure {
+                    let what = (a.type == .string || a.type == .binary) ? "length " : ""
+                    if let lo = a.minimum, m < lo { issues.append(ValidationIssue(.belowMinimum, object: object, entity: entity, property: k, "\(what)\(m) < minimum \(lo)")) }
+                    if let hi = a.maximum, m > hi { issues.append(ValidationIssue(.aboveMaximum, object: object, entity: entity, property: k, "\(what)\(m) > maximum \(hi)")) }
+                }
+            }
+        }
+
+        func checkRelationshipNames(_ entity: String, _ rels: [String: [ObjectReference]], object: String, into issues: inout [ValidationIssue]) {
+            for (k, v) in rels.sorted(by: { $0.key < $1.key }) {
+                guard let r = model.relationships[entity]![k] else {
+                    issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k, "\(entity) has no relationship \(k)")); continue
+                }
+                if !r.toMany && v.count > 1 { issues.append(ValidationIssue(.tooManyObjects, object: object, entity: entity, property: k, "to-one relationship given \(v.count) objects")) }
+            }
+        }
+}
+
+/// What inserts need of an entity, looked up once per entity and save.
+struct InsertEntity: Sendable {
+    let isAbstract: Bool
+    let attributes: [String: AttributeDefinition]
+    /// Own and inherited uniqueness constraints, in the order they are checked.
+    let constraints: [[String]]
+    let root: String
+    /// For each column of the root table: the attribute it stores for this entity (nil: another
+    /// entity's column or a relationship column, NULL on insert).
+    let plan: [(name: String, type: AttributeType)?]
+}
+
+/// The part of an insert that depends only on the model, the configuration and the request, not
+/// on the store's contents: the issues found without the store, the values with defaults, the
+/// row's column values, the history's changed properties. Computed on the saving caller's thread
+/// before the save is queued (`Store.save`, docs/storage.md concurrency rule 12) so the writer thread only
+/// does what needs the current state; computed on the writer when the model changed meanwhile or
+/// a planner built the request.
+struct PreparedInsert: Sendable {
+    /// Unknown or abstract entity, value and relationship-name issues, missing required values, in
+    /// the order the save reports them. Non-empty: nothing else is set.
+    var issues: [ValidationIssue] = []
+    var info: InsertEntity?
+    var full: [String: StorageValue] = [:]
+    /// The insert's values for the root table's columns after the five fixed ones.
+    var columnArgs: [SQLValue] = []
+    var changedProperties: [String] = []
+}
+
+/// A save's prepared inserts and the model they were prepared against (used only if the writer
+/// still has that model).
+struct PreparedSave: Sendable {
+    let model: ResolvedModel
+    let inserts: [PreparedInsert]
+}
+
+struct InsertPreparer {
+    let model: ResolvedModel
+    let config: StorageConfiguration
+    var infos: [String: InsertEntity] = [:]
+    var last: (String, InsertEntity)?
+
+    init(model: ResolvedModel, config: StorageConfiguration) { self.model = model; self.config = config }
+
+    mutating func prepare(_ ins: InsertOperation) -> PreparedInsert {
+        let obj = ins.temporaryID
+        var p = PreparedInsert()
+        let ent: InsertEntity
+        if let l = last, l.0 == ins.entity { ent = l.1 } else if let e = infos[ins.entity] { ent = e; last = (ins.entity, e) } else {
+            guard let def = model.entities[ins.entity] else {
+                p.issues.append(ValidationIssue(.unknownEntity, object: obj, entity: ins.entity, "no entity \(ins.entity)")); return p
+            }
+            let attrs = model.attributes[ins.entity]!
+            let root = model.root[ins.entity] ?? ""
+            let plan: [(name: String, type: AttributeType)?] = (model.columns[root] ?? []).map { c in
+                guard c.hasPrefix("a_") else { return nil }
+                let n = String(c.dropFirst(2))
+                return attrs[n].map { (n, $0.type) }
+            }
+            let e = InsertEntity(isAbstract: def.isAbstract, attributes: attrs,
+                                 constraints: model.chain[ins.entity]!.flatMap { model.entities[$0]!.uniquenessConstraints }, root: root, plan: plan)
+            infos[ins.entity] = e; last = (ins.entity, e); ent = e
+        }
+        if ent.isAbstract { p.issues.append(ValidationIssue(.abstractEntity, object: obj, entity: ins.entity, "\(ins.entity) is abstract")); return p }
+        let checker = ValueChecker(model: model, config: config)
+        checker.checkValues(ins.entity, ins.values, object: obj, attributes: ent.attributes, into: &p.issues)
+        if !ins.relationships.isEmpty { checker.checkRelationshipNames(ins.entity, ins.relationships, object: obj, into: &p.issues) }
+        var full = ins.values
+        for (k, a) in ent.attributes where full[k]?.isNull ?? true {
+            if let d = a.defaultValue, !d.isNull { full[k] = d }
+            else if !a.optional { p.issues.append(ValidationIssue(.missingRequired, object: obj, entity: ins.entity, property: k, "\(k) is required")) }
+        }
+        if !p.issues.isEmpty { return p }
+        p.columnArgs.reserveCapacity(ent.plan.count)
+        for c in ent.plan {
+            if let c, let v = full[c.name] { p.columnArgs.append(ResolvedModel.toSQL(v, c.type)) } else { p.columnArgs.append(.null) }
+        }
+        p.changedProperties = (Array(full.keys) + Array(ins.relationships.keys)).sorted()
+        p.info = ent
+        p.full = full
+        return p
+    }
+
+    /// All of a request's inserts, in order.
+    static func prepare(_ req: SaveRequest, model: ResolvedModel, config: StorageConfiguration) -> PreparedSave {
+        var preparer = InsertPreparer(model: model, config: config)
+        return PreparedSave(model: model, inserts: req.inserts.map { preparer.prepare($0) })
     }
 }

@@ -236,4 +236,27 @@ final class MigrationTests: StorageTestCase {
             XCTAssertTrue(after.allSatisfy { $0?.values["text"] == nil })
         }
     }
+
+    /// Inserts prepared off the writer against the model of before a migration are not used:
+    /// the writer prepares them again with its model (with the old preparation, `body` would be
+    /// an unknown property and `prio` would get no default).
+    func testInsertsPreparedWithAnOldModelArePreparedAgain() async throws {
+        let (s, _) = try await seeded("prepared")
+        let old = try XCTUnwrap(s.state.withLock { $0.model })
+        _ = try await s.migrate(to: edit { es in
+            let i = self.idx(es, "Note"); let j = es[i].attributes.firstIndex { $0.name == "text" }!
+            es[i].attributes[j].name = "body"; es[i].attributes[j].renamingIdentifier = "text"
+            es[i].attributes.append(AttributeDefinition(name: "prio", type: .int32, optional: false, defaultValue: 3))
+        })
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "n", entity: "Note", values: ["body": "new", "n": 9])]
+        let stale = InsertPreparer.prepare(r, model: old, config: s.config)
+        XCTAssertFalse(stale.inserts[0].issues.isEmpty)
+        let res = try await s.save(r, prepared: stale)
+        let id = try XCTUnwrap(res.permanentIDs["n"])
+        let got = try await s.read { ctx in try ctx.objects([id]) }
+        XCTAssertEqual(got.first??.values["body"], "new")
+        XCTAssertEqual(got.first??.values["prio"], 3)
+        XCTAssertEqual(got.first??.values["n"], 9)
+    }
 }
