@@ -73,6 +73,15 @@ public final class Backend: Sendable {
         return try await directory.withStore(r.id, create: true, body)
     }
 
+    /// `withStore` for synchronous handlers (blocking worker threads).
+    func withStoreSync<T>(_ id: String, account: Account, field: String = "store_id", _ body: (Store) throws -> T) throws -> T {
+        let r = try record(id, account: account, field: field)
+        return try directory.withStoreSync(r.id, create: true, body)
+    }
+
+    /// The account of a synchronous call (the default account until authentication lands).
+    func account(_ context: SyncCallContext) throws -> Account { Account.defaultAccount }
+
     /// The store's model (NOT_FOUND-style error if none is registered yet).
     func model(of store: Store) throws -> ModelInfo {
         guard let hash = store.modelVersionHash, let def = store.modelDefinition else {

@@ -40,6 +40,11 @@ enum ServiceErrors {
         do { return try await body() } catch { throw rpcError(error, model: model, queryFields: queryFields) }
     }
 
+    /// `mapping` for synchronous handlers.
+    static func mappingSync<T>(model: ModelInfo? = nil, queryFields: String = "", _ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw rpcError(error, model: model, queryFields: queryFields) }
+    }
+
     static func rpcError(_ error: Error, model: ModelInfo? = nil, queryFields: String = "") -> Error {
         switch error {
         case let e as RPCError: return e

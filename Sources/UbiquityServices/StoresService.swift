@@ -50,15 +50,18 @@ public struct StoresService: Sendable {
             }
         }
 
-        router.unary(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
-            try await ServiceErrors.mapping(queryFields: "fetch.") {
+        // Fetch and GetObjects are blocking handlers: a worker thread reads synchronously (the
+        // read runs on a reader thread while the worker waits), with no Task per call.
+        router.blockingUnary(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
+            try ServiceErrors.mappingSync(queryFields: "fetch.") {
                 let account = try b.account(call)
                 let fr = try Convert.fetchRequest(req.fetch, field: "fetch")
                 let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
                 let limits = b.queryLimits()
-                return try await b.withStore(req.storeID, account: account) { store in
+                let cancellation = call.cancellation
+                return try b.withStoreSync(req.storeID, account: account) { store in
                     let model = try b.model(of: store)
-                    let r = try await store.fetch(fr, at: at, minimumGeneration: minGen, limits: limits)
+                    let r = try store.fetchSync(fr, at: at, minimumGeneration: minGen, limits: limits, isCancelled: { cancellation.isCancelled })
                     return Convert.fetchResults(r, type: fr.resultType, model: model)
                 }
             }
@@ -86,17 +89,18 @@ public struct StoresService: Sendable {
             }
         }
 
-        router.unary(p + "GetObjects") { (req: Ubiquity_V1_GetObjectsRequest, call) in
-            try await ServiceErrors.mapping {
+        router.blockingUnary(p + "GetObjects") { (req: Ubiquity_V1_GetObjectsRequest, call) in
+            try ServiceErrors.mappingSync {
                 let account = try b.account(call)
                 guard req.objectIds.count <= b.limits.maxFetchResults else {
                     throw ServiceError.exhausted("at most \(b.limits.maxFetchResults) object IDs per GetObjects call", reason: "LIMIT_EXCEEDED")
                 }
                 let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
-                return try await b.withStore(req.storeID, account: account) { store in
+                let cancellation = call.cancellation
+                return try b.withStoreSync(req.storeID, account: account) { store in
                     let ids = try req.objectIds.enumerated().map { try Convert.objectID($0.element, field: "object_ids[\($0.offset)]", store: store.id) }
                     let model = b.modelIfAny(of: store)
-                    let (token, found) = try await store.read(at: at, minimumGeneration: minGen) { ctx in (ctx.token, try ctx.objects(ids)) }
+                    let (token, found) = try store.readSync(at: at, minimumGeneration: minGen, isCancelled: { cancellation.isCancelled }) { ctx in (ctx.token, try ctx.objects(ids)) }
                     var res = Ubiquity_V1_GetObjectsResponse()
                     res.token = Data(token.bytes)
                     for (id, o) in zip(ids, found) {

@@ -46,32 +46,78 @@ final class JobQueue<Job>: @unchecked Sendable {
     func close() { cond.lock(); closed = true; cond.broadcast(); cond.unlock() }
 }
 
-/// A job for a reader thread: runs with the thread's connection.
+/// A job for a reader thread: runs with a connection the thread checked out.
 struct ReaderJob {
-    let run: (Connection?) -> Void   // nil connection: the pool is closing, fail the job
+    let run: (Connection?) -> Void   // nil connection: the store is closing, fail the job
 }
 
-/// N reader threads, each owning one read-only connection (rule 2). Jobs go to whichever
-/// thread is free.
+/// The store's read-only connections (rule 2). A thread checks one out, uses it alone, and checks
+/// it back in; the lock orders the hand-over, so each connection is used by one thread at a time
+/// (SQLite NOMUTEX connections allow that). Blocking request handlers read this way on their own
+/// thread; async callers go through `ReaderPool`, whose threads do the same.
+final class ReadConnections: @unchecked Sendable {
+    // Invariant: `free`, `out` and `closed` are only accessed while `cond` is locked. A connection
+    // in `free` is touched by no thread; a checked-out one only by the thread that checked it out,
+    // until it checks it back in.
+    private let cond = NSCondition()
+    private var free: [Connection]
+    private var out = 0
+    private var closed = false
+
+    init(count: Int, open: () throws -> Connection) throws {
+        var conns: [Connection] = []
+        do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
+        free = conns
+    }
+
+    /// Waits for a free connection; nil once closed.
+    func checkout() -> Connection? {
+        cond.lock(); defer { cond.unlock() }
+        while free.isEmpty && !closed { cond.wait() }
+        if closed { return nil }
+        out += 1
+        return free.removeLast()
+    }
+
+    func checkin(_ c: Connection) {
+        cond.lock(); defer { cond.unlock() }
+        free.append(c)
+        out -= 1
+        cond.signal()
+    }
+
+    /// Refuses further checkouts, waits for the checked-out connections to come back, closes all.
+    func close() {
+        cond.lock()
+        closed = true
+        cond.broadcast()
+        while out > 0 { cond.wait() }
+        let conns = free
+        free = []
+        cond.unlock()
+        conns.forEach { $0.close() }
+    }
+}
+
+/// N reader threads for async callers: each job checks a connection out of `ReadConnections`
+/// for its run. Jobs go to whichever thread is free.
 final class ReaderPool: Sendable {
     let queue = JobQueue<ReaderJob>()
     private let done = DispatchGroup()
 
-    init(count: Int, gate: ReaderGate, open: @escaping @Sendable () throws -> Connection) throws {
-        // Open all connections first so a failure leaves no thread behind.
-        var conns: [Connection] = []
-        do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
-        for (i, c) in conns.enumerated() {
-            let box = ConnectionBox(c)
+    init(count: Int, connections: ReadConnections, gate: ReaderGate) {
+        for i in 0..<count {
             done.enter()
             let t = Thread { [queue, done] in
-                let conn = box.take()
                 while true {
                     let jobs = queue.pop(max: 1)
                     if jobs.isEmpty { break }
-                    for j in jobs { let t = gate.enter(); j.run(conn); gate.leave(t) }
+                    for j in jobs {
+                        guard let conn = connections.checkout() else { j.run(nil); continue }
+                        let t = gate.enter(); j.run(conn); gate.leave(t)
+                        connections.checkin(conn)
+                    }
                 }
-                conn.close()
                 done.leave()
             }
             t.name = "ubq-reader-\(i)"
@@ -82,7 +128,7 @@ final class ReaderPool: Sendable {
 
     func submit(_ job: ReaderJob) { if !queue.push(job) { job.run(nil) } }
 
-    /// Closes the queue; threads finish queued jobs, close their connections and exit.
+    /// Closes the queue; threads finish queued jobs and exit.
     func shutdown() { queue.close(); done.wait() }
 }
 

@@ -28,8 +28,9 @@ final class CancelFlag: @unchecked Sendable {
     }
 }
 
-/// One SQLite connection. Not thread-safe: owned by exactly one pool thread (rule 1 in
-/// docs/storage.md); every method must be called on that thread.
+/// One SQLite connection. Not thread-safe: the writer's belongs to the writer thread, a reader's
+/// to whichever thread has it checked out (rules 1-2 in docs/storage.md); every method must be
+/// called on that thread.
 final class Connection {
     let db: OpaquePointer
     let path: String

@@ -76,6 +76,7 @@ public final class Store: Sendable {
     let config: StorageConfiguration
     let state: Locked<StoreState>
     let readers: ReaderPool
+    let readConnections: ReadConnections
     let writer: WriterThread<WriterJob>
     let writerState: WriterOwned
     let readerGate: ReaderGate
@@ -146,13 +147,14 @@ public final class Store: Sendable {
         readerGate = gate
         do {
             let cfg = config
-            readers = try ReaderPool(count: max(1, config.readerCount), gate: gate) {
+            readConnections = try ReadConnections(count: max(1, config.readerCount)) {
                 let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
                 try c.exec("PRAGMA query_only=1")
                 c.noCheckpointOnClose()
                 return c
             }
         } catch { w.close(); throw error }
+        readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate)
         let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, handler: { conn, jobs in engine.handle(conn, jobs) },
                                              onClose: { conn in _ = conn.checkpoint(truncate: true) })
@@ -174,6 +176,7 @@ public final class Store: Sendable {
         // Readers first: the writer is then the last connection, so its close-time TRUNCATE
         // checkpoint runs with nobody reading (rule 5).
         readers.shutdown()
+        readConnections.close()
         writer.shutdown()
         let w = walStats
         config.logger.debug("store \(id) closed: \(w.checkpoints) checkpoints (\(Int(w.seconds * 1000)) ms, longest \(Int(w.maxSeconds * 1000)) ms), WAL restarts \(w.restarts), skipped \(w.restartsSkipped), reader gate closed \(w.gateClosures) times")
@@ -260,57 +263,45 @@ public final class Store: Sendable {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
                 readers.submit(ReaderJob { conn in
                     guard let conn else { cont.resume(throwing: StorageError(.storeClosed, "store is closed")); return }
-                    if flag.isCancelled { cont.resume(throwing: StorageError(.cancelled, "request cancelled")); return }
-                    conn.currentCancel = flag
-                    defer { conn.currentCancel = nil }
-                    do {
-                        if transaction { try conn.run("BEGIN") }
-                        let v = try body(conn)
-                        if transaction { try conn.run("COMMIT") }
-                        cont.resume(returning: v)
-                    } catch {
-                        if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
-                        cont.resume(throwing: error)
-                    }
+                    cont.resume(with: Result { try Store.run(on: conn, flag: flag, transaction: transaction, body) })
                 })
             }
         } onCancel: { flag.cancel() }
     }
 
-    /// `onReader` for synchronous callers (a blocking worker thread, never a task): the job runs
-    /// on a reader thread (rule 2) while the caller waits; `isCancelled` interrupts its SQL like
-    /// a task's cancellation does.
-    func onReaderSync<T: Sendable>(isCancelled: (@Sendable () -> Bool)?, _ body: @escaping @Sendable (Connection) throws -> T) throws -> T {
+    /// One read job on a connection: the cancel check, the cancel flag for the progress handler,
+    /// and (if `transaction`) one `BEGIN … COMMIT` around `body` (rule 4).
+    static func run<T>(on conn: Connection, flag: CancelFlag, transaction: Bool, _ body: (Connection) throws -> T) throws -> T {
+        if flag.isCancelled { throw StorageError(.cancelled, "request cancelled") }
+        conn.currentCancel = flag
+        defer { conn.currentCancel = nil }
+        do {
+            if transaction { try conn.run("BEGIN") }
+            let v = try body(conn)
+            if transaction { try conn.run("COMMIT") }
+            return v
+        } catch {
+            if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// `onReader` for synchronous callers (a blocking worker thread, never a task): the caller
+    /// checks a read connection out and runs the read transaction on its own thread (rule 2);
+    /// `isCancelled` interrupts its SQL like a task's cancellation does.
+    func onReaderSync<T>(isCancelled: (@Sendable () -> Bool)?, _ body: (Connection) throws -> T) throws -> T {
         let flag = CancelFlag(poll: isCancelled)
-        let done = DispatchSemaphore(value: 0)
-        let result = Locked<Result<T, Error>?>(nil)
-        readers.submit(ReaderJob { conn in
-            defer { done.signal() }
-            guard let conn else { result.withLock { $0 = .failure(StorageError(.storeClosed, "store is closed")) }; return }
-            if flag.isCancelled { result.withLock { $0 = .failure(StorageError(.cancelled, "request cancelled")) }; return }
-            conn.currentCancel = flag
-            defer { conn.currentCancel = nil }
-            let r = Result<T, Error> {
-                do {
-                    try conn.run("BEGIN")
-                    let v = try body(conn)
-                    try conn.run("COMMIT")
-                    return v
-                } catch {
-                    if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
-                    throw error
-                }
-            }
-            result.withLock { $0 = r }
-        })
-        done.wait()
-        return try result.withLock { $0! }.get()
+        guard let conn = readConnections.checkout() else { throw StorageError(.storeClosed, "store is closed") }
+        defer { readConnections.checkin(conn) }
+        let ticket = readerGate.enter()
+        defer { readerGate.leave(ticket) }
+        return try Store.run(on: conn, flag: flag, transaction: true, body)
     }
 
     /// `read` for synchronous callers (see `onReaderSync`): same generation checks, same
     /// registration of the active read, same read transaction.
-    public func readSync<T: Sendable>(at g: ReadGeneration = .current, minimumGeneration: Int64? = nil, isCancelled: (@Sendable () -> Bool)? = nil,
-                                      _ body: @escaping @Sendable (ReadContext) throws -> T) throws -> T {
+    public func readSync<T>(at g: ReadGeneration = .current, minimumGeneration: Int64? = nil, isCancelled: (@Sendable () -> Bool)? = nil,
+                            _ body: (ReadContext) throws -> T) throws -> T {
         let (gen, model) = try beginRead(g, minimumGeneration: minimumGeneration)
         defer { endRead(gen) }
         let (sid, epoch) = (id, state.withLock { $0.epoch })
