@@ -44,6 +44,8 @@ struct Ubiquityd: ParsableCommand {
     var synchronous = "full"
     @Option(help: "Stores kept open at once (least recently used close first).")
     var maxOpenStores = 256
+    @Option(help: "Page cache of each open store's writer connection, in MiB (filled only as pages are used).")
+    var writerCacheMib = 32
     @Option(help: "Objects returned by one Fetch or GetObjects call.")
     var maxFetchResults = 10_000
     @Option(help: "Changes in one Save, objects in one BatchInsert, Seed or ImportStore.")
@@ -71,6 +73,7 @@ struct Ubiquityd: ParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         guard ["full", "normal"].contains(synchronous.lowercased()) else { throw ValidationError("--synchronous must be full or normal") }
         guard maxOpenStores >= 1 else { throw ValidationError("--max-open-stores must be at least 1") }
+        guard writerCacheMib >= 1 else { throw ValidationError("--writer-cache-mib must be at least 1") }
         guard maxFetchResults >= 1, maxChangesPerSave >= 1, maxContextsPerAccount >= 1, maxPendingChanges >= 1 else {
             throw ValidationError("--max-fetch-results, --max-changes-per-save, --max-contexts-per-account and --max-pending-changes must be at least 1")
         }
@@ -104,6 +107,7 @@ struct Ubiquityd: ParsableCommand {
 
         var storage = StorageConfiguration()
         storage.synchronous = synchronous.lowercased() == "normal" ? .normal : .full
+        storage.writerCacheKiB = writerCacheMib << 10
         storage.logger = Logger(label: "ubiquity.storage")
         var serviceLimits = ServiceLimits()
         serviceLimits.maxFetchResults = maxFetchResults
