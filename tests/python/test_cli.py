@@ -58,8 +58,10 @@ def test_port_in_use_fails_fast(server_binary, tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--no-such-flag"], ["--port", "not-a-number"],
-                                  ["--max-receive-message-bytes", "-5"]],
-                         ids=["unknown-flag", "bad-port", "negative-limit"])
+                                  ["--max-receive-message-bytes", "-5"],
+                                  ["--writer-cache-mib", "0"], ["--blocking-threads", "-1"]],
+                         ids=["unknown-flag", "bad-port", "negative-limit",
+                              "zero-writer-cache", "negative-blocking-threads"])
 def test_bad_command_line_is_rejected(server_binary, tmp_path, args):
     try:
         proc = subprocess.run([str(server_binary), "--data-dir", str(tmp_path / "d"), *args],
@@ -68,6 +70,9 @@ def test_bad_command_line_is_rejected(server_binary, tmp_path, args):
         pytest.fail(f"ubiquityd {' '.join(args)} did not exit")
     assert proc.returncode != 0, proc.stdout
     assert b"listening" not in proc.stdout
+    if args[0] in ("--writer-cache-mib", "--blocking-threads"):
+        # the message names the flag, so the operator knows what to fix
+        assert args[0].encode() in proc.stderr, proc.stderr
 
 
 def test_several_event_loops_share_the_port(start_server):
