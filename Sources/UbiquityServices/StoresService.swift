@@ -50,8 +50,8 @@ public struct StoresService: Sendable {
             }
         }
 
-        // Fetch and GetObjects are blocking handlers: a worker thread reads synchronously (the
-        // read runs on a reader thread while the worker waits), with no Task per call.
+        // Fetch and GetObjects are blocking handlers: the worker thread runs the read itself on a
+        // read connection checked out of the store's pool, with no Task and no reader-thread hop.
         router.blockingUnary(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
             try ServiceErrors.mappingSync(queryFields: "fetch.") {
                 let account = try b.account(call)
