@@ -57,7 +57,7 @@ struct UbiquityLoad: ParsableCommand {
     @Option(help: "Store the Stores workloads use (prepare creates it).")
     var store = "bench"
 
-    @Option(help: "Objects in the store: prepare inserts this many; the fetch workloads pick keys among them.")
+    @Option(help: "Objects in the store: prepare inserts this many (0 makes an empty store, for save100); the fetch workloads pick keys among them.")
     var objects = 1_000_000
 
     @Option(help: "prepare: objects per BatchInsert call.")
@@ -92,6 +92,10 @@ struct UbiquityLoad: ParsableCommand {
         if let requests, requests < 1 { throw ValidationError("--requests must be at least 1") }
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
         guard parseTarget() != nil else { throw ValidationError("--target must be host:port") }
+        guard objects >= 0 else { throw ValidationError("--objects must not be negative") }
+        if objects == 0 && ![.ping, .prepare, .save100].contains(workload) {
+            throw ValidationError("--objects 0 (an empty store) suits only save100 and prepare: \(workload.rawValue) reads prepared objects")
+        }
     }
 
     func parseTarget() -> (String, Int)? {

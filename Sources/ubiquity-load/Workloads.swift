@@ -135,8 +135,10 @@ enum Workloads {
                     ins.temporaryID = "t\(i)"
                     ins.entity = BenchModel.entity
                     // Ages above the prepared range: the index still takes them at random
-                    // places, and predicate fetches keep finding exactly the prepared 10.
-                    let ages = max(1, data.objects / 10)
+                    // places, and predicate fetches keep finding exactly the prepared 10. At
+                    // least 100,000 values, as the raw SQLite anchor draws from, so an empty
+                    // store's index takes them at random places too.
+                    let ages = max(100_000, data.objects / 10)
                     ins.values = ["name": .string("load-\(v)-\(i)"), "age": .int64(Int64(ages + rng.below(ages))),
                                   "score": .double(Double(rng.below(1000)) / 10)]
                     return ins
@@ -204,7 +206,7 @@ enum StoreSetup {
         func objectID(_ pk: Int) -> String { "x-ubiquity://\(id.lowercased())/\(BenchModel.entity)/p\(pk)" }
     }
 
-    /// Opens the prepared store and checks it holds objects p1...pN.
+    /// Opens the prepared store and checks it holds objects p1...pN (N may be 0: saves only).
     static func open(host: String, port: Int, data: DataSet) async throws -> Store {
         let channel = try await GRPCChannel(host: host, port: port)
         defer { channel.close() }
@@ -218,6 +220,7 @@ enum StoreSetup {
             throw LoadError(message: "store \"\(data.store)\" does not exist: run `ubiquity-load --workload prepare --objects \(data.objects)` first")
         }
         let store = Store(id: opened.store.storeID, objects: data.objects)
+        guard data.objects > 0 else { return store }  // `prepare --objects 0`: an empty store
         var check = Ubiquity_V1_GetObjectsRequest()
         check.storeID = store.id
         check.objectIds = [store.objectID(1), store.objectID(data.objects)]

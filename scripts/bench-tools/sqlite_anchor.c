@@ -4,7 +4,10 @@
  *   sqlite_anchor prepare  DB ROWS                 1 table, index on age, ROWS rows, WAL
  *   sqlite_anchor point    DB SECONDS THREADS      SELECT … WHERE id = ?   (random id)
  *   sqlite_anchor age10    DB SECONDS THREADS      SELECT … WHERE age = ?  (10 rows each)
- *   sqlite_anchor insert100 DB SECONDS FULL|NORMAL 100-row insert transactions, fresh DB, age index
+ *   sqlite_anchor insert100 DB SECONDS FULL|NORMAL [FROM]
+ *                                                 100-row insert transactions, age index: into a fresh
+ *                                                 DB (as ANCHORS.md), or into a copy of database FROM
+ *                                                 (e.g. the 1M-row one `prepare` made)
  *
  * Each run prints one JSON object: ops, seconds, throughput (ops/s), rows_per_s, p50/p90/p99 ms.
  * One connection per thread (read-only for reads), as ANCHORS.md did.
@@ -194,14 +197,29 @@ static int cmd_read(const char *mode, const char *path, double seconds, int thre
     return 0;
 }
 
-static int cmd_insert100(const char *path, double seconds, const char *sync) {
+/* Copies database `from` into the open, empty `db` with SQLite's online backup API. */
+static void copy_database(sqlite3 *db, const char *from) {
+    sqlite3 *src;
+    if (sqlite3_open_v2(from, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) die(src, "open source");
+    sqlite3_backup *b = sqlite3_backup_init(db, "main", src, "main");
+    if (!b) die(db, "backup init");
+    if (sqlite3_backup_step(b, -1) != SQLITE_DONE) die(db, "backup step");
+    sqlite3_backup_finish(b);
+    sqlite3_close(src);
+    exec(db, "PRAGMA journal_mode=WAL");
+}
+
+static int cmd_insert100(const char *path, double seconds, const char *sync, const char *from) {
     char wal[4096], shm[4096];
     snprintf(wal, sizeof wal, "%s-wal", path);
     snprintf(shm, sizeof shm, "%s-shm", path);
     unlink(path); unlink(wal); unlink(shm);
     sqlite3 *db;
     if (sqlite3_open(path, &db) != SQLITE_OK) die(db, "open");
-    create_schema(db);
+    if (from)
+        copy_database(db, from);
+    else
+        create_schema(db);
     char pragma[64];
     snprintf(pragma, sizeof pragma, "PRAGMA synchronous=%s", sync);
     exec(db, pragma);
@@ -246,7 +264,8 @@ int main(int argc, char **argv) {
     if (argc >= 4 && strcmp(argv[1], "prepare") == 0) return cmd_prepare(argv[2], atoll(argv[3]));
     if (argc >= 5 && (strcmp(argv[1], "point") == 0 || strcmp(argv[1], "age10") == 0))
         return cmd_read(argv[1], argv[2], atof(argv[3]), atoi(argv[4]));
-    if (argc >= 5 && strcmp(argv[1], "insert100") == 0) return cmd_insert100(argv[2], atof(argv[3]), argv[4]);
-    fprintf(stderr, "usage: sqlite_anchor prepare DB ROWS | point|age10 DB SECONDS THREADS | insert100 DB SECONDS FULL|NORMAL\n");
+    if (argc >= 5 && strcmp(argv[1], "insert100") == 0)
+        return cmd_insert100(argv[2], atof(argv[3]), argv[4], argc >= 6 ? argv[5] : NULL);
+    fprintf(stderr, "usage: sqlite_anchor prepare DB ROWS | point|age10 DB SECONDS THREADS | insert100 DB SECONDS FULL|NORMAL [FROM]\n");
     return 64;
 }

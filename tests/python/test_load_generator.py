@@ -125,3 +125,34 @@ def test_stores_workloads_against_prepared_data(start_server, load_binary):
         assert json.loads(proc.stdout.strip().splitlines()[-1])["errors"] == 0
     else:
         assert "n/a — this server cannot run predicate fetches yet" in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_save100_into_an_empty_store(start_server, load_binary):
+    """scripts/bench's W2 goal row: `prepare --objects 0` makes an empty store, save100 fills it;
+    fetch workloads refuse --objects 0 rather than pick keys among no objects."""
+    import ubiq_client as uc
+    from ubiquity.v1 import objects_pb2 as ob
+
+    srv = start_server()
+    common = ["--target", srv.address, "--store", "w2-empty", "--objects", "0", "--json", "--quiet",
+              "--max-seconds", "200"]
+    for _ in range(2):  # the second prepare destroys and recreates the store: empty again
+        prep = _run(load_binary, *common, "--workload", "prepare")
+        assert prep.returncode == 0, prep.stderr
+    proc = _run(load_binary, *common, "--workload", "save100", "-n", "7", "-c", "2", "-m", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["errors"] == 0
+
+    ch = make_channel(srv.address)
+    try:
+        client = uc.Client(ch)
+        sid = client.open("w2-empty")
+        counted = client.fetch(sid, "Item", result_type=ob.RESULT_TYPE_COUNT)
+        assert counted.count == 700, counted
+    finally:
+        ch.close()
+
+    refused = _run(load_binary, *common, "--workload", "point-fetch", "-n", "1")
+    assert refused.returncode != 0
+    assert "--objects 0" in refused.stderr and "point-fetch" in refused.stderr, refused.stderr
