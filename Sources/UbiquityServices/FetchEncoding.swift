@@ -33,6 +33,10 @@ struct EncodedMessage: SwiftProtobuf.Message {
 /// Protobuf wire-format writer (proto3: the fields a generated message would emit, in field order).
 struct ProtoWriter {
     var out: [UInt8] = []
+    /// `x-ubiquity://<store>/` of the last store an object ID was written for (every ID of a
+    /// response has the same store in practice).
+    private var uriPrefix: [UInt8] = []
+    private var uriStore: UUID?
 
     init(capacity: Int) { out.reserveCapacity(capacity) }
 
@@ -68,6 +72,30 @@ struct ProtoWriter {
         out.append(contentsOf: d)
     }
 
+    /// An object ID in URI form (the same text as `ObjectID.uri`).
+    mutating func objectID(_ field: Int, _ id: ObjectID) {
+        if uriStore != id.storeID {
+            uriStore = id.storeID
+            uriPrefix = Array("x-ubiquity://".utf8) + Array(id.storeID.lowercasedString.utf8) + [UInt8(ascii: "/")]
+        }
+        var entity = id.entity
+        var magnitude = id.pk.magnitude
+        var digits = 1
+        var t = magnitude
+        while t >= 10 { t /= 10; digits += 1 }
+        tag(field, 2)
+        entity.withUTF8 { e in
+            varint(UInt64(uriPrefix.count + e.count + 2 + digits))
+            out.append(contentsOf: uriPrefix)
+            out.append(contentsOf: e)
+        }
+        out.append(UInt8(ascii: "/"))
+        out.append(UInt8(ascii: id.pk < 0 ? "t" : "p"))
+        let start = out.count
+        for _ in 0..<digits { out.append(0) }
+        for k in stride(from: start + digits - 1, through: start, by: -1) { out[k] = 48 + UInt8(magnitude % 10); magnitude /= 10 }
+    }
+
     /// A length-delimited field whose content `body` writes: one length byte is reserved and the
     /// content moved up if its length needs more.
     @inline(__always) mutating func delimited(_ field: Int, _ body: (inout ProtoWriter) -> Void) {
@@ -95,9 +123,9 @@ enum FetchEncoding {
         switch type {
         case .objects:
             for o in r.objects { w.delimited(2) { managedObject(o, model: model, into: &$0) } }
-            for o in r.objects { w.delimited(3) { o.id.appendURI(to: &$0.out) } }
+            for o in r.objects { w.objectID(3, o.id) }
         case .objectIDs:
-            for id in r.objectIDs { w.delimited(3) { id.appendURI(to: &$0.out) } }
+            for id in r.objectIDs { w.objectID(3, id) }
         case .count, .dictionaries:
             break
         }
@@ -108,7 +136,7 @@ enum FetchEncoding {
 
     /// The fields of `Convert.managedObject(o, model:)`.
     static func managedObject(_ o: ObjectSnapshot, model: ModelInfo?, into w: inout ProtoWriter) {
-        w.delimited(1) { o.id.appendURI(to: &$0.out) }
+        w.objectID(1, o.id)
         if !o.id.entity.isEmpty { w.string(2, o.id.entity) }
         if o.version != 0 { w.int64(3, o.version) }
         let types = model?.attributeTypes[o.id.entity]
@@ -121,7 +149,7 @@ enum FetchEncoding {
         for (k, ids) in o.relationships {
             w.delimited(5) { e in
                 e.string(1, k)
-                e.delimited(2) { l in for id in ids { l.delimited(1) { id.appendURI(to: &$0.out) } } }
+                e.delimited(2) { l in for id in ids { l.objectID(1, id) } }
             }
         }
     }

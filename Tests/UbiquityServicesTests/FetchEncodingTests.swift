@@ -36,7 +36,7 @@ final class FetchEncodingTests: XCTestCase {
             "s": .string("hello"), "b": .bool(true), "i16": .int(-5), "i32": .int(-2_000_000_000), "i64": .int(Int64.min),
             "f": .double(1.25), "d": .double(-0.0), "dec": .decimal("12.50"), "date": .date(-1.25), "bin": .binary(Data([0, 1, 255])),
             "u": .uuid(UUID(uuidString: "1B4E28BA-2FA1-11D2-883F-0016D3CCA427")!), "uri": .uri("https://example.com/x"),
-        ], relationships: ["one": [id(2)], "many": [id(2), id(3), id(900_000_000_000)]]))
+        ], relationships: ["one": [id(2)], "many": [id(2), id(3), id(900_000_000_000), ObjectID(storeID: UUID(), entity: "Thing", pk: 7), id(0), id(Int64.min + 1)]]))
         out.append(ObjectSnapshot(id: id(2), version: 0, values: [
             "s": .null, "b": .int(0), "i16": .int(70_000), "i32": .int(7), "i64": .int(0), "f": .int(3), "d": .int(-4),
             "dec": .null, "date": .date(0), "bin": .binary(Data()), "u": .null, "uri": .null,
