@@ -141,9 +141,11 @@ enum FetchEncoding {
         if o.version != 0 { w.int64(3, o.version) }
         let types = model?.attributeTypes[o.id.entity]
         for (k, v) in o.values {
+            // only numbers are written by the attribute's type (no lookup for the other forms)
+            let type: AttributeType? = switch v { case .int, .double: types?[k]; default: nil }
             w.delimited(4) { e in
                 e.string(1, k)
-                e.delimited(2) { value(v, type: types?[k], into: &$0) }
+                e.delimited(2) { value(v, type: type, into: &$0) }
             }
         }
         for (k, ids) in o.relationships {
