@@ -30,46 +30,92 @@ struct EncodedMessage: SwiftProtobuf.Message {
     func isEqualTo(message: any SwiftProtobuf.Message) -> Bool { (message as? EncodedMessage)?.bytes == bytes }
 }
 
-/// Protobuf wire-format writer (proto3: the fields a generated message would emit, in field order).
+/// Protobuf wire-format writer (proto3: the fields a generated message would emit, in field
+/// order) into a growing buffer of its own; `finish()` hands it to a `Data` without a copy.
+/// Used through `inout` only (a copy would share the buffer), and `finish()` exactly once.
 struct ProtoWriter {
-    var out: [UInt8] = []
+    private var base: UnsafeMutablePointer<UInt8>
+    private(set) var count = 0
+    private var capacity: Int
     /// `x-ubiquity://<store>/` of the last store an object ID was written for (every ID of a
     /// response has the same store in practice).
     private var uriPrefix: [UInt8] = []
     private var uriStore: UUID?
 
-    init(capacity: Int) { out.reserveCapacity(capacity) }
+    init(capacity: Int) {
+        self.capacity = max(64, capacity)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    /// The bytes written; the writer must not be used afterwards.
+    consuming func finish() -> Data {
+        if count == 0 { base.deallocate(); return Data() }
+        return Data(bytesNoCopy: base, count: count, deallocator: .custom { p, _ in p.assumingMemoryBound(to: UInt8.self).deallocate() })
+    }
+
+    @inline(__always) private mutating func reserve(_ n: Int) { if count + n > capacity { grow(n) } }
+
+    private mutating func grow(_ n: Int) {
+        let newCapacity = max(capacity * 2, count + n)
+        let b = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        b.update(from: base, count: count)
+        base.deallocate()
+        base = b
+        capacity = newCapacity
+    }
+
+    @inline(__always) mutating func byte(_ b: UInt8) { reserve(1); base[count] = b; count += 1 }
+
+    @inline(__always) mutating func write(_ p: UnsafeBufferPointer<UInt8>) {
+        guard let a = p.baseAddress, p.count > 0 else { return }
+        reserve(p.count)
+        (base + count).update(from: a, count: p.count)
+        count += p.count
+    }
+
+    @inline(__always) mutating func write(_ bytes: [UInt8]) { bytes.withUnsafeBufferPointer { write($0) } }
+
+    @inline(__always) static func varintSize(_ value: UInt64) -> Int {
+        var n = 1, v = value
+        while v >= 0x80 { v >>= 7; n += 1 }
+        return n
+    }
 
     @inline(__always) mutating func varint(_ value: UInt64) {
+        reserve(10)
         var v = value
-        while v >= 0x80 { out.append(UInt8(truncatingIfNeeded: v) | 0x80); v >>= 7 }
-        out.append(UInt8(v))
+        while v >= 0x80 { base[count] = UInt8(truncatingIfNeeded: v) | 0x80; count += 1; v >>= 7 }
+        base[count] = UInt8(v)
+        count += 1
     }
     @inline(__always) mutating func tag(_ field: Int, _ wire: UInt64) { varint(UInt64(field) << 3 | wire) }
 
     mutating func int64(_ field: Int, _ v: Int64) { tag(field, 0); varint(UInt64(bitPattern: v)) }
     /// int32 and enums: negative values sign-extended to ten bytes, as protobuf requires.
     mutating func int32(_ field: Int, _ v: Int32) { tag(field, 0); varint(UInt64(bitPattern: Int64(v))) }
-    mutating func bool(_ field: Int, _ v: Bool) { tag(field, 0); out.append(v ? 1 : 0) }
+    mutating func bool(_ field: Int, _ v: Bool) { tag(field, 0); byte(v ? 1 : 0) }
     mutating func double(_ field: Int, _ v: Double) {
         tag(field, 1)
-        let b = v.bitPattern.littleEndian
-        withUnsafeBytes(of: b) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: v.bitPattern.littleEndian) { write($0.bindMemory(to: UInt8.self)) }
     }
     mutating func float(_ field: Int, _ v: Float) {
         tag(field, 5)
-        let b = v.bitPattern.littleEndian
-        withUnsafeBytes(of: b) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: v.bitPattern.littleEndian) { write($0.bindMemory(to: UInt8.self)) }
     }
     mutating func string(_ field: Int, _ s: String) {
         tag(field, 2)
         var s = s
-        s.withUTF8 { u in varint(UInt64(u.count)); out.append(contentsOf: u) }
+        s.withUTF8 { u in varint(UInt64(u.count)); write(u) }
     }
     mutating func bytes(_ field: Int, _ d: Data) {
         tag(field, 2)
         varint(UInt64(d.count))
-        out.append(contentsOf: d)
+        d.withUnsafeBytes { write($0.bindMemory(to: UInt8.self)) }
+    }
+    mutating func bytes(_ field: Int, _ d: [UInt8]) {
+        tag(field, 2)
+        varint(UInt64(d.count))
+        write(d)
     }
 
     /// An object ID in URI form (the same text as `ObjectID.uri`).
@@ -86,30 +132,34 @@ struct ProtoWriter {
         tag(field, 2)
         entity.withUTF8 { e in
             varint(UInt64(uriPrefix.count + e.count + 2 + digits))
-            out.append(contentsOf: uriPrefix)
-            out.append(contentsOf: e)
+            write(uriPrefix)
+            write(e)
         }
-        out.append(UInt8(ascii: "/"))
-        out.append(UInt8(ascii: id.pk < 0 ? "t" : "p"))
-        let start = out.count
-        for _ in 0..<digits { out.append(0) }
-        for k in stride(from: start + digits - 1, through: start, by: -1) { out[k] = 48 + UInt8(magnitude % 10); magnitude /= 10 }
+        reserve(2 + digits)
+        base[count] = UInt8(ascii: "/")
+        base[count + 1] = UInt8(ascii: id.pk < 0 ? "t" : "p")
+        count += 2
+        for k in stride(from: count + digits - 1, through: count, by: -1) { base[k] = 48 + UInt8(magnitude % 10); magnitude /= 10 }
+        count += digits
     }
 
     /// A length-delimited field whose content `body` writes: one length byte is reserved and the
     /// content moved up if its length needs more.
     @inline(__always) mutating func delimited(_ field: Int, _ body: (inout ProtoWriter) -> Void) {
         tag(field, 2)
-        let at = out.count
-        out.append(0)
+        reserve(1)
+        let at = count
+        count += 1
         body(&self)
-        let n = out.count - at - 1
-        if n < 0x80 { out[at] = UInt8(n); return }
-        var len: [UInt8] = []
-        var v = UInt64(n)
-        while v >= 0x80 { len.append(UInt8(truncatingIfNeeded: v) | 0x80); v >>= 7 }
-        len.append(UInt8(v))
-        out.replaceSubrange(at..<(at + 1), with: len)
+        let n = count - at - 1
+        if n < 0x80 { base[at] = UInt8(n); return }
+        let extra = ProtoWriter.varintSize(UInt64(n)) - 1
+        reserve(extra)
+        memmove(base + at + 1 + extra, base + at + 1, n)
+        var v = UInt64(n), i = at
+        while v >= 0x80 { base[i] = UInt8(truncatingIfNeeded: v) | 0x80; i += 1; v >>= 7 }
+        base[i] = UInt8(v)
+        count += extra
     }
 }
 
@@ -119,7 +169,7 @@ enum FetchEncoding {
         if type == .dictionaries { return try EncodedMessage(Convert.fetchResults(r, type: type, model: model)) }
         var w = ProtoWriter(capacity: 64 + 160 * (r.objects.count + r.prefetched.count) + (type == .objectIDs ? 80 * r.objectIDs.count : 0))
         let token = r.token.bytes
-        if !token.isEmpty { w.tag(1, 2); w.varint(UInt64(token.count)); w.out.append(contentsOf: token) }
+        if !token.isEmpty { w.bytes(1, token) }
         switch type {
         case .objects:
             for o in r.objects { w.delimited(2) { managedObject(o, model: model, into: &$0) } }
@@ -131,7 +181,7 @@ enum FetchEncoding {
         }
         if r.count != 0 { w.int64(5, Int64(r.count)) }
         for o in r.prefetched { w.delimited(6) { managedObject(o, model: model, into: &$0) } }
-        return EncodedMessage(Data(w.out))
+        return EncodedMessage(w.finish())
     }
 
     /// The fields of `Convert.managedObject(o, model:)`.
