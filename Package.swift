@@ -96,6 +96,7 @@ let package = Package(
             ]),
 
         .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "CSQLite"]),
+        .testTarget(name: "UbiquityServicesTests", dependencies: ["UbiquityServices", "UbiquityProtos", "UbiquityQuery", "UbiquityStorage"]),
         .testTarget(
             name: "UbiquityGRPCTests",
             dependencies: [

@@ -24,7 +24,7 @@ public struct SortDescriptor: Sendable, Hashable, Codable {
     }
 }
 
-public struct FetchRequest: Sendable {
+public struct FetchRequest: Sendable, Hashable {
     public var entity: String
     /// NSPredicate format (docs/query.md); nil = every object.
     public var predicate: String?
@@ -81,7 +81,7 @@ public struct PendingChanges: Sendable {
 }
 
 /// Bounds on what a query may cost. Defaults are documented in docs/query.md.
-public struct QueryLimits: Sendable {
+public struct QueryLimits: Sendable, Hashable {
     /// Characters in a predicate (also `havingPredicate`).
     public var maxPredicateLength = 16_384
     /// Nesting of parentheses, NOT, and ANY/ALL/NONE.

@@ -209,6 +209,8 @@ struct Checker {
     let limits: QueryLimits
     let field: String
     var aliases: AliasScope? = nil
+    /// Set while compiling a cacheable fetch plan (`FetchPlan`): where `$variables` go.
+    var trace: VariableTrace? = nil
 
     func error(_ r: QueryError.Reason, _ m: String, _ column: Int?) -> QueryError {
         QueryError(r, column.map { "\(m) at column \($0)" } ?? m, column: column, field: field)
@@ -295,12 +297,15 @@ struct Checker {
         case .selfRef(let p, let c): return try resolve(p, from: entity, column: c, isSelf: true)
         case .literal(let v, let c): return .constant(v, column: c)
         case .list(let items, let c):
+            // a $variable inside a literal list is bound as a plain value: such plans are not cached
+            if let trace, items.contains(where: { if case .variable = $0 { return true }; return false }) { trace.cacheable = false }
             return .list(try items.map { item -> StorageValue in
                 guard case .constant(let v, _) = try operand(item) else { throw error(.typeMismatch, "list values must be literals or $variables", item.column) }
                 return v
             }, column: c)
         case .variable(let n, let c):
             guard let v = variables[n] else { throw error(.unboundVariable, "no value was given for $\(n)", c) }
+            trace?.columns[c] = n
             switch v {
             case .scalar(let s): return .constant(s, column: c)
             case .list(let l):
@@ -373,16 +378,21 @@ struct Checker {
             if v.isNull {
                 if op == .eq || op == .ne { rv = .constant(.null) } else { return .constant(false) }
             } else if domain == .object {
+                trace?.opaque(col)
                 rv = try objects([v], lhs, col)
             } else {
-                rv = .constant(try coerce(v, domain: domain, type: type, column: col, op: op))
+                let s = try coerce(v, domain: domain, type: type, column: col, op: op)
+                rv = .constant(trace?.bind(s, column: col, element: nil, fold: c.options, op: op, domain: domain, type: type) ?? s)
             }
         case .list(let l, let col):
             guard op == .inList || op == .between else { throw error(.typeMismatch, "a list can only be the right side of IN or BETWEEN, not \(opName)", col) }
             if op == .between && l.count != 2 { throw error(.typeMismatch, "BETWEEN needs exactly two values, {low, high}; got \(l.count)", col) }
             if l.contains(where: \.isNull) { throw error(.typeMismatch, "nil cannot be in an \(op.rawValue) list (compare with == nil instead)", col) }
-            if domain == .object { rv = try objects(l, lhs, col) } else {
-                rv = .list(try l.map { try coerce($0, domain: domain, type: type, column: col, op: op) })
+            if domain == .object { trace?.opaque(col); rv = try objects(l, lhs, col) } else {
+                rv = .list(try l.enumerated().map { i, v in
+                    let s = try coerce(v, domain: domain, type: type, column: col, op: op)
+                    return trace?.bind(s, column: col, element: i, fold: c.options, op: op, domain: domain, type: type) ?? s
+                })
             }
         default:
             if op.isStringOperator { throw error(.unsupported, "the right side of \(op.rawValue) must be a string value, not a key path", rhs.column) }
@@ -468,7 +478,7 @@ struct Checker {
     }
 
     /// A constant in the stored form of the left side's type.
-    private func coerce(_ v: StorageValue, domain: Domain, type: AttributeType?, column: Int, op: CompareOp) throws -> Scalar {
+    func coerce(_ v: StorageValue, domain: Domain, type: AttributeType?, column: Int, op: CompareOp) throws -> Scalar {
         func mismatch() -> QueryError {
             error(.typeMismatch, "\(describe(domain, type)) cannot be compared with \(Checker.valueText(v))", column)
         }

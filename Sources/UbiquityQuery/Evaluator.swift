@@ -20,11 +20,12 @@ public struct Predicate: Sendable {
     }
 
     init(_ text: String, entity: String, schema: Schema, variables: [String: QueryArgument], limits: QueryLimits, field: String = "predicate",
-         aliases: AliasScope? = nil) throws {
+         aliases: AliasScope? = nil, trace: VariableTrace? = nil) throws {
         guard schema.entities[entity] != nil else { throw QueryError(.unknownEntity, "no entity named '\(entity)'", field: "entity") }
         let ast = try Parser.parse(text, field: field, limits: limits)
         var checker = Checker(schema: schema, entity: entity, variables: variables, limits: limits, field: field)
         checker.aliases = aliases
+        checker.trace = trace
         root = try checker.check(ast)
         self.schema = schema
         self.entity = entity

@@ -123,7 +123,8 @@ extension ReadContext {
     /// Runs a fetch inside this read (the same generation as everything else in it).
     public func fetch(_ request: FetchRequest, pending: PendingChanges? = nil, limits: QueryLimits = QueryLimits()) throws -> FetchResult {
         try QueryErrors.mapping {
-            try FetchExecutor(request, ctx: self, limits: limits, pending: pending).run()
+            if pending?.isEmpty ?? true, let r = try FetchPlan.run(request, ctx: self, limits: limits) { return r }
+            return try FetchExecutor(request, ctx: self, limits: limits, pending: pending).run()
         }
     }
 
@@ -174,7 +175,8 @@ struct FetchExecutor {
     var groupBy: [ScalarPath] = []
     var having: Pred?
 
-    init(_ request: FetchRequest, ctx: ReadContext, limits: QueryLimits, pending: PendingChanges?) throws {
+    /// `trace`: compiling a fetch plan (`FetchPlan.compile`); `$variable` values become markers.
+    init(_ request: FetchRequest, ctx: ReadContext, limits: QueryLimits, pending: PendingChanges?, trace: VariableTrace? = nil) throws {
         self.request = request
         self.ctx = ctx
         self.limits = limits
@@ -194,7 +196,7 @@ struct FetchExecutor {
         where n > limits.maxListEntries {
             throw QueryError(.limitExceeded, "\(n) entries; the limit is \(limits.maxListEntries)", field: name)
         }
-        predicate = try request.predicate.map { try Predicate($0, entity: entity, schema: schema, variables: request.variables, limits: limits) }
+        predicate = try request.predicate.map { try Predicate($0, entity: entity, schema: schema, variables: request.variables, limits: limits, trace: trace) }
         family = request.includesSubentities ? schema.family(entity) : [entity]
         let table = schema.mapping[entity]!.table
         tableFamily = schema.mapping.filter { $0.value.table == table }.map(\.key)
@@ -443,10 +445,10 @@ struct FetchExecutor {
         case .dictionaries: return try dictionaries()
         case .objects where pending == nil:
             // one statement selects and loads the objects (no second lookup by ID)
-            let limit = request.fetchLimit > 0 ? min(request.fetchLimit, limits.maxFetchResults + 1) : limits.maxFetchResults + 1
-            let (sql, args) = try idStatement(limit: limit, offset: request.fetchOffset, select: ctx.objectColumns(entity: request.entity, alias: "t0"))
+            let (sql, args) = try objectsStatement()
             let objects = try ctx.objects(entity: request.entity, selecting: sql, args)
             try cap(objects.count)
+            if request.relationshipKeyPathsForPrefetching.isEmpty { return FetchExecutor.objectResult(objects, request: request, token: ctx.token) }
             return try materialize(objects.map(\.id), loaded: objects)
         case .objects, .objectIDs:
             let rows = try orderedRows()
@@ -460,7 +462,53 @@ struct FetchExecutor {
         }
     }
 
-    func cap(_ n: Int) throws {
+    /// The statement that selects and loads the objects of a fetch without pending changes.
+    func objectsStatement() throws -> (String, [StorageValue]) {
+        let limit = request.fetchLimit > 0 ? min(request.fetchLimit, limits.maxFetchResults + 1) : limits.maxFetchResults + 1
+        return try idStatement(limit: limit, offset: request.fetchOffset, select: ctx.objectColumns(entity: request.entity, alias: "t0"))
+    }
+
+    /// The id statement of a fetch without pending changes (pk and entity per row, in order).
+    func orderedIDStatement() throws -> (String, [StorageValue]) {
+        let limit = request.fetchLimit > 0 ? min(request.fetchLimit, limits.maxFetchResults + 1) : limits.maxFetchResults + 1
+        return try idStatement(limit: limit, offset: request.fetchOffset)
+    }
+
+    /// Object results loaded by one statement, without prefetching: `propertiesToFetch` applied.
+    static func objectResult(_ loaded: [ObjectSnapshot], request: FetchRequest, token: GenerationToken) -> FetchResult {
+        var r = FetchResult(token: token)
+        var objects = loaded
+        if !request.propertiesToFetch.isEmpty {
+            let keep = Set(request.propertiesToFetch)
+            objects = objects.map { o in
+                var o = o
+                o.values = o.values.filter { keep.contains($0.key) }
+                o.relationships = o.relationships.filter { keep.contains($0.key) }
+                return o
+            }
+        }
+        r.objects = objects
+        r.objectIDs = objects.map(\.id)
+        r.count = objects.count
+        return r
+    }
+
+    /// Object ID rows (pk, entity) as IDs of `storeID`.
+    static func ids(_ rows: [[StorageValue]], storeID: UUID) -> [ObjectID] {
+        rows.map { ObjectID(storeID: storeID, entity: text($0[1]), pk: int($0[0])) }
+    }
+
+    /// A count after offset and limit.
+    static func countResult(_ total: Int64, request: FetchRequest, token: GenerationToken) -> FetchResult {
+        var r = FetchResult(token: token)
+        let afterOffset = max(0, Int(total) - request.fetchOffset)
+        r.count = request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
+        return r
+    }
+
+    func cap(_ n: Int) throws { try FetchExecutor.cap(n, limits: limits) }
+
+    static func cap(_ n: Int, limits: QueryLimits) throws {
         if n > limits.maxFetchResults {
             throw QueryError(.limitExceeded, "the fetch matches more than \(limits.maxFetchResults) results; set fetchLimit or use fetchBatches", field: "fetchLimit")
         }
@@ -472,11 +520,10 @@ struct FetchExecutor {
     func orderedRows() throws -> [Row] {
         let storeID = ctx.token.storeID
         guard let pending else {
-            let limit = request.fetchLimit > 0 ? min(request.fetchLimit, limits.maxFetchResults + 1) : limits.maxFetchResults + 1
-            let (sql, args) = try idStatement(limit: limit, offset: request.fetchOffset)
+            let (sql, args) = try orderedIDStatement()
             let rows = try ctx.rows(sql, args)
             try cap(rows.count)
-            return rows.map { Row(id: ObjectID(storeID: storeID, entity: Self.text($0[1]), pk: Self.int($0[0])), keys: [], pending: nil) }
+            return Self.ids(rows, storeID: storeID).map { Row(id: $0, keys: [], pending: nil) }
         }
         var merged = try storedCandidates(pending: pending)
         merged += try pendingCandidates(pending)
@@ -607,18 +654,7 @@ struct FetchExecutor {
                 level = next.compactMap { loaded[$0] }
             }
         }
-        if !request.propertiesToFetch.isEmpty {
-            let keep = Set(request.propertiesToFetch)
-            objects = objects.map { o in
-                var o = o
-                o.values = o.values.filter { keep.contains($0.key) }
-                o.relationships = o.relationships.filter { keep.contains($0.key) }
-                return o
-            }
-        }
-        r.objects = objects
-        r.objectIDs = objects.map(\.id)
-        r.count = objects.count
+        r = FetchExecutor.objectResult(objects, request: request, token: ctx.token)
         let main = Set(r.objectIDs)
         r.prefetched = prefetched.values.filter { !main.contains($0.id) }.sorted { $0.id < $1.id }
         return r
@@ -637,10 +673,7 @@ struct FetchExecutor {
             }
             total += Int64(try pendingCandidates(pending).count)
         }
-        var r = FetchResult(token: ctx.token)
-        let afterOffset = max(0, Int(total) - request.fetchOffset)
-        r.count = request.fetchLimit > 0 ? min(afterOffset, request.fetchLimit) : afterOffset
-        return r
+        return Self.countResult(total, request: request, token: ctx.token)
     }
 
     func dictionaries() throws -> FetchResult {

@@ -62,7 +62,7 @@ public struct StoresService: Sendable {
                 return try b.withStoreSync(req.storeID, account: account) { store in
                     let model = try b.model(of: store)
                     let r = try store.fetchSync(fr, at: at, minimumGeneration: minGen, limits: limits, isCancelled: { cancellation.isCancelled })
-                    return Convert.fetchResults(r, type: fr.resultType, model: model)
+                    return try FetchEncoding.fetchResults(r, type: fr.resultType, model: model)
                 }
             }
         }

@@ -51,6 +51,17 @@ extension ReadContext {
     /// set-based).
     public var statementCount: Int { conn.statementCount }
 
+    /// The query layer's object for this connection and model (its compiled fetch plans): `make`
+    /// runs when the connection has none yet, or has one made for another model (identity, as
+    /// `ReadShapes`: after a migration the next read starts afresh). Only the thread holding the
+    /// connection touches it (docs/storage.md rules 2 and 11).
+    public func connectionCache<T: AnyObject>(_ make: () throws -> T) rethrows -> T {
+        if let c = conn.queryCache, c.model === model, let t = c.object as? T { return t }
+        let t = try make()
+        conn.queryCache = (model, t)
+        return t
+    }
+
     /// Registers the functions `make` builds on this connection, once per `key` (later calls with
     /// the same key do nothing). Functions are deterministic; they may be called for every row.
     public func installFunctions(key: String, _ make: () -> [SQLFunction]) throws {

@@ -34,14 +34,24 @@ struct RowReader {
         let colIndex = shapes.columnIndex[root] ?? [:]
         var out: [ObjectSnapshot] = []
         out.reserveCapacity(rows.count)
+        // rows of one entity follow each other in most results: its slots are looked up once
+        var last: (entity: String, slots: [(name: String, type: AttributeType, index: Int)], related: Bool)?
+        var anyRelated = false
         for row in rows {
-            guard case .integer(let pk) = row[0], case .integer(let version) = row[1], case .text(let ent) = row[2], let slots = shapes.attributes[ent] else {
+            guard case .integer(let pk) = row[0], case .integer(let version) = row[1], case .text(let ent) = row[2] else {
                 throw StorageError(.corrupt, "malformed row")
             }
+            if last?.entity != ent {
+                guard let slots = shapes.attributes[ent] else { throw StorageError(.corrupt, "malformed row") }
+                last = (ent, slots, !(shapes.relationships[ent]?.isEmpty ?? true))
+            }
+            let slots = last!.slots
+            anyRelated = anyRelated || last!.related
             var values: [String: StorageValue] = Dictionary(minimumCapacity: slots.count)
             for a in slots { values[a.name] = ResolvedModel.fromSQL(row[a.index], a.type) }
             out.append(ObjectSnapshot(id: ObjectID(storeID: storeID, entity: ent, pk: pk), version: version, values: values, relationships: [:]))
         }
+        if !anyRelated { return out }
         var byEntity: [String: [Int]] = [:]
         for (i, o) in out.enumerated() { byEntity[o.id.entity, default: []].append(i) }
         for (ent, idxs) in byEntity.sorted(by: { $0.key < $1.key }) {

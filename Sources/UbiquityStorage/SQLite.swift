@@ -166,6 +166,9 @@ final class Connection {
     var readShapes: ReadShapes?
     /// Names of the function sets installed on this connection (`ReadContext.installFunctions`).
     var installedFunctionSets: Set<String> = []
+    /// The query layer's per-connection object (its compiled fetch plans) and the model it was
+    /// made for (`ReadContext.connectionCache`, rule 11).
+    var queryCache: (model: ResolvedModel, object: AnyObject)?
 
     /// Runs a statement with bindings, calling `row` per result row.
     func query(_ sql: String, _ args: [SQLValue] = [], row: (Statement) throws -> Void) throws {

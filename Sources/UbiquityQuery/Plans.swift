@@ -1,0 +1,220 @@
+// Compiled fetch plans (docs/query.md, "Compiled plans"). A fetch without pending changes or
+// prefetching runs one statement; its text and arguments depend on the request, the model and,
+// for `$variables`, only on each value's kind (a scalar's case, a list's length and element
+// cases), never on the values themselves, as long as every variable is a plain right-hand value
+// (`age == $a`, `x IN $list`, `y BETWEEN $range`). Such plans are cached per reader connection:
+// a call with the same request shape only coerces its variable values (with the checker's own
+// function, so mismatches fail with the same error) and binds them.
+import Foundation
+import UbiquityStorage
+
+/// Where a `$variable`'s values went while a plan was compiled.
+final class VariableTrace {
+    /// Column of each `$variable` token → its name.
+    var columns: [Int: String] = [:]
+    var slots: [FetchPlan.Slot] = []
+    /// This call's coerced value of each slot.
+    var values: [Scalar] = []
+    /// False when a variable was used where its value shapes the SQL or is transformed (string
+    /// operators, [c]/[d], object IDs, inside a literal list): the plan runs once, uncached.
+    var cacheable = true
+
+    /// Markers stand for slot values in the compiled arguments: a blob of a per-process random
+    /// prefix and the slot number. No literal becomes a blob, and a binary variable value equal
+    /// to a marker would have to guess the 16 random bytes.
+    static let nonce: [UInt8] = (0..<16).map { _ in UInt8.random(in: 0...255) }
+
+    static func marker(_ k: Int) -> [UInt8] { nonce + withUnsafeBytes(of: Int64(k).littleEndian, Array.init) }
+
+    static func slot(of v: StorageValue) -> Int? {
+        guard case .binary(let d) = v, d.count == nonce.count + 8, d.starts(with: nonce) else { return nil }
+        return Int(d.suffix(8).withUnsafeBytes { $0.loadUnaligned(as: Int64.self) }.littleEndian)
+    }
+
+    /// The checker's value for the variable at `column`: a marker if its use is a plain bound
+    /// value, else `value` itself (and the plan is not cached).
+    func bind(_ value: Scalar, column: Int, element: Int?, fold: FoldOptions, op: CompareOp, domain: Domain, type: AttributeType?) -> Scalar {
+        guard let name = columns[column] else { return value }
+        guard fold.isEmpty, !op.isStringOperator else { cacheable = false; return value }
+        slots.append(FetchPlan.Slot(name: name, element: element, column: column, op: op, domain: domain, type: type))
+        values.append(value)
+        return .blob(VariableTrace.marker(slots.count - 1))
+    }
+
+    /// A variable at `column` used where its value is transformed (object IDs).
+    func opaque(_ column: Int) { if columns[column] != nil { cacheable = false } }
+}
+
+/// One compiled fetch: the statement and where each argument comes from.
+final class FetchPlan {
+    struct Slot {
+        var name: String
+        /// Index in a list variable; nil for a scalar.
+        var element: Int?
+        var column: Int
+        var op: CompareOp
+        var domain: Domain
+        var type: AttributeType?
+    }
+    enum Argument { case generation, fixed(StorageValue), slot(Int) }
+
+    let resultType: FetchResultType
+    let sql: String
+    let arguments: [Argument]
+    let slots: [Slot]
+    /// Coerces slot values on later calls (its variables are not used).
+    let checker: Checker
+
+    init(resultType: FetchResultType, sql: String, arguments: [Argument], slots: [Slot], checker: Checker) {
+        self.resultType = resultType; self.sql = sql; self.arguments = arguments; self.slots = slots; self.checker = checker
+    }
+
+    /// Runs `request` through a cached plan, compiling (and caching, if it can be) one on a miss.
+    /// nil: the request is not of the planned kinds (pending changes, dictionaries, prefetching)
+    /// or was found uncacheable before; the caller runs the executor.
+    static func run(_ request: FetchRequest, ctx: ReadContext, limits: QueryLimits) throws -> FetchResult? {
+        guard request.resultType != .dictionaries, request.relationshipKeyPathsForPrefetching.isEmpty else { return nil }
+        let cache = try ctx.connectionCache { () throws -> FetchPlanCache in
+            try QueryFunctions.install(ctx)  // plans may call ubq_fold / ubq_regex
+            return FetchPlanCache()
+        }
+        let key = FetchPlanCache.Key(request: request, limits: limits)
+        let plan: FetchPlan
+        let values: [StorageValue]
+        switch cache.lookup(key) {
+        case .some(.some(let p)):
+            plan = p
+            values = try p.coerce(request.variables)
+        case .some(.none):
+            return nil
+        case .none:
+            let trace = VariableTrace()
+            let executor = try FetchExecutor(request, ctx: ctx, limits: limits, pending: nil, trace: trace)
+            let (sql, args) = try request.resultType == .objects ? executor.objectsStatement()
+                : request.resultType == .objectIDs ? executor.orderedIDStatement() : executor.countStatement()
+            var arguments: [Argument] = []
+            arguments.reserveCapacity(args.count)
+            var used = Set<Int>()
+            for (i, a) in args.enumerated() {
+                if i == 0 { arguments.append(.generation) } else if let k = VariableTrace.slot(of: a), k < trace.slots.count {
+                    arguments.append(.slot(k)); used.insert(k)
+                } else { arguments.append(.fixed(a)) }
+            }
+            var checker = executor.checker("predicate")
+            checker = Checker(schema: checker.schema, entity: checker.entity, variables: [:], limits: checker.limits, field: checker.field)
+            plan = FetchPlan(resultType: request.resultType, sql: sql, arguments: arguments, slots: trace.slots, checker: checker)
+            values = trace.values.map(\.storageValue)
+            cache.insert(key, trace.cacheable ? plan : nil)
+        }
+        return try plan.execute(request, values: values, ctx: ctx, limits: limits)
+    }
+
+    /// This call's slot values, coerced in the order the checker met them (so the first bad
+    /// value fails with the same error the checker would give).
+    func coerce(_ variables: [String: QueryArgument]) throws -> [StorageValue] {
+        try slots.map { s in
+            let v: StorageValue
+            switch (variables[s.name], s.element) {
+            case (.scalar(let x)?, nil): v = x
+            case (.list(let l)?, let i?) where i < l.count: v = l[i]
+            default: throw QueryError(.unboundVariable, "no value was given for $\(s.name) at column \(s.column)", column: s.column)
+            }
+            return try checker.coerce(v, domain: s.domain, type: s.type, column: s.column, op: s.op).storageValue
+        }
+    }
+
+    func execute(_ request: FetchRequest, values: [StorageValue], ctx: ReadContext, limits: QueryLimits) throws -> FetchResult {
+        let args = arguments.map { a -> StorageValue in
+            switch a {
+            case .generation: .int(ctx.generation)
+            case .fixed(let v): v
+            case .slot(let k): values[k]
+            }
+        }
+        switch resultType {
+        case .objects:
+            let objects = try ctx.objects(entity: request.entity, selecting: sql, args)
+            try FetchExecutor.cap(objects.count, limits: limits)
+            return FetchExecutor.objectResult(objects, request: request, token: ctx.token)
+        case .objectIDs:
+            let rows = try ctx.rows(sql, args)
+            try FetchExecutor.cap(rows.count, limits: limits)
+            var r = FetchResult(token: ctx.token)
+            r.objectIDs = FetchExecutor.ids(rows, storeID: ctx.token.storeID)
+            r.count = rows.count
+            return r
+        case .count, .dictionaries:
+            return FetchExecutor.countResult(FetchExecutor.int(try ctx.rows(sql, args).first?.first ?? .int(0)), request: request, token: ctx.token)
+        }
+    }
+}
+
+/// A reader connection's compiled plans (`ReadContext.connectionCache`: one per connection and
+/// model, so a migration starts a new cache). At most `capacity` entries, least recently used
+/// out first. Touched only by the thread holding the connection (docs/storage.md rule 2).
+final class FetchPlanCache {
+    /// The request with each variable value replaced by a value of the same kind, and the limits.
+    struct Key: Hashable {
+        var request: FetchRequest
+        var limits: QueryLimits
+
+        init(request: FetchRequest, limits: QueryLimits) {
+            var r = request
+            if !r.variables.isEmpty {
+                r.variables = r.variables.mapValues { a in
+                    switch a {
+                    case .scalar(let v): .scalar(Key.kind(v))
+                    case .list(let l): .list(l.map(Key.kind))
+                    }
+                }
+            }
+            self.request = r
+            self.limits = limits
+        }
+
+        static let zeroUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+
+        /// A fixed value of `v`'s case.
+        static func kind(_ v: StorageValue) -> StorageValue {
+            switch v {
+            case .null: .null
+            case .string: .string("")
+            case .bool: .bool(false)
+            case .int: .int(0)
+            case .double: .double(0)
+            case .decimal: .decimal("")
+            case .date: .date(0)
+            case .binary: .binary(Data())
+            case .uuid: .uuid(zeroUUID)
+            case .uri: .uri("")
+            }
+        }
+    }
+
+    static let capacity = 64
+    /// nil plan: compiled once and found uncacheable; the executor runs such requests.
+    private var plans: [Key: (plan: FetchPlan?, used: UInt64)] = [:]
+    private var clock: UInt64 = 0
+
+    var count: Int { plans.count }
+    /// Calls served by a cached plan, and plans compiled (tests).
+    private(set) var hits = 0, compiles = 0
+
+    /// `.some(plan)` (plan nil: known uncacheable) or nil when the key is not cached.
+    func lookup(_ key: Key) -> FetchPlan??  {
+        guard let i = plans.index(forKey: key) else { return nil }
+        clock += 1
+        plans.values[i].used = clock
+        if plans.values[i].plan != nil { hits += 1 }
+        return .some(plans.values[i].plan)
+    }
+
+    func insert(_ key: Key, _ plan: FetchPlan?) {
+        if plans.count >= FetchPlanCache.capacity, let oldest = plans.min(by: { $0.value.used < $1.value.used })?.key {
+            plans.removeValue(forKey: oldest)
+        }
+        clock += 1
+        compiles += 1
+        plans[key] = (plan, clock)
+    }
+}
