@@ -46,6 +46,11 @@ final class Connection {
     var busyWaits = 0
     /// Set only around the engine's own `VACUUM INTO` (backups, baselines).
     var allowVacuumInto = false
+    /// Frames in the WAL after this connection's last commit, kept by the WAL hook
+    /// `trackWALFrames()` installs (the writer's checkpoint policy; 0 until then).
+    var walFrames: Int32 = 0
+    /// Bytes of one WAL frame (page size + 24-byte frame header); set by `trackWALFrames()`.
+    var walFrameBytes = 0
     /// Table-name prefixes the authorizer admits.
     static let allowedTablePrefixes = ["t_", "j_", "ubq_", "sqlite_"]
 
@@ -120,6 +125,7 @@ final class Connection {
         sqlite3_progress_handler(db, 0, nil, nil)
         sqlite3_set_authorizer(db, nil, nil)
         sqlite3_busy_handler(db, nil, nil)
+        sqlite3_wal_hook(db, nil, nil)
         sqlite3_close_v2(db)
     }
 
@@ -209,10 +215,39 @@ final class Connection {
 
     /// PASSIVE/TRUNCATE checkpoint; returns (frames in WAL, frames checkpointed).
     func checkpoint(truncate: Bool) -> (rc: Int32, log: Int32, done: Int32) {
+        checkpoint(truncate ? .truncate : .passive)
+    }
+
+    enum CheckpointMode { case passive, restart, truncate }
+
+    /// `.restart` is `.truncate` without shrinking the WAL file: the next commit writes from the
+    /// start of the file again, over blocks the file already has (`journal_size_limit` caps its size).
+    func checkpoint(_ mode: CheckpointMode) -> (rc: Int32, log: Int32, done: Int32) {
         var log: Int32 = 0, done: Int32 = 0
-        let rc = sqlite3_wal_checkpoint_v2(db, nil, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE, &log, &done)
+        let m: Int32
+        switch mode {
+        case .passive: m = SQLITE_CHECKPOINT_PASSIVE
+        case .restart: m = SQLITE_CHECKPOINT_RESTART
+        case .truncate: m = SQLITE_CHECKPOINT_TRUNCATE
+        }
+        let rc = sqlite3_wal_checkpoint_v2(db, nil, m, &log, &done)
         return (rc, log, done)
     }
+
+    /// Keeps `walFrames` up to date from SQLite's WAL hook (called on this connection's thread at
+    /// every commit with the frames now in the WAL). Replaces SQLite's auto-checkpoint hook, which
+    /// the writer turns off anyway (`wal_autocheckpoint=0`). The context pointer is this object,
+    /// unretained: the hook is removed in `close()`.
+    func trackWALFrames() throws {
+        if case .integer(let n) = try scalar("PRAGMA page_size") { walFrameBytes = Int(n) + 24 }
+        sqlite3_wal_hook(db, { ctx, _, _, frames in
+            if let ctx { Unmanaged<Connection>.fromOpaque(ctx).takeUnretainedValue().walFrames = frames }
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// The WAL's content after the last commit, in bytes (header + frames), as `trackWALFrames()` counts it.
+    var walContentBytes: Int { walFrames > 0 ? 32 + Int(walFrames) * walFrameBytes : 0 }
 }
 
 /// A borrowed prepared statement (owned by the connection's cache).

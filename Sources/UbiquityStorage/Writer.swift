@@ -15,19 +15,21 @@ final class WriterEngine: Sendable {
         self.storeID = storeID; self.config = config; self.state = state; self.owned = owned; self.path = path; self.gate = gate
     }
 
-    /// TRUNCATE checkpoint without waiting (busy handler off): runs once the reader gate has
+    /// RESTART checkpoint without waiting (busy handler off): runs once the reader gate has
     /// drained, so normally no reader is in the WAL. Always reopens the gate.
     func restartWAL(_ conn: Connection) {
         defer { gate.open() }
-        _ = truncateWAL(conn)
+        _ = resetWAL(conn)
     }
 
-    /// TRUNCATE checkpoint with the busy handler off; counts the restart (or the skip).
-    func truncateWAL(_ conn: Connection) -> Bool {
+    /// RESTART checkpoint with the busy handler off; counts the restart (or the skip). Not
+    /// TRUNCATE: the next commits then overwrite blocks the WAL file already has instead of
+    /// growing it from zero, which makes their writes and fsyncs cheaper (docs/storage.md rule 5).
+    func resetWAL(_ conn: Connection) -> Bool {
         let saved = conn.busyPolls
         conn.busyPolls = 0
         defer { conn.busyPolls = saved }
-        let r = conn.checkpoint(truncate: true)
+        let r = conn.checkpoint(.restart)
         state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
         if r.rc != SQLITE_OK { config.logger.debug("WAL restart skipped: rc \(r.rc)") }
         return r.rc == SQLITE_OK
@@ -125,7 +127,8 @@ final class WriterEngine: Sendable {
     /// for the readers from before it and TRUNCATE (nobody to wait for). Past twice the threshold
     /// the reader gate is the fallback. Periodic small GC batches.
     func afterCommit(_ conn: Connection) {
-        let wal = Store.fileSize(path + "-wal")
+        // The WAL's content (frames since its last restart), not its file: RESTART keeps the file.
+        let wal = conn.walContentBytes
         if wal > config.checkpointThresholdBytes {
             let t0 = DispatchTime.now().uptimeNanoseconds
             // Readers that began before this commit hold WAL read marks below its last frame and
@@ -137,7 +140,7 @@ final class WriterEngine: Sendable {
             if r.rc == SQLITE_OK && r.log > 0 && r.done == r.log {
                 // The whole WAL is in the database: readers starting now do not use it (read mark
                 // 0); once the ones that started before are gone, TRUNCATE waits for nobody.
-                if gate.waitForReadersInside(timeout: config.checkpointReaderWait) { restarted = truncateWAL(conn) }
+                if gate.waitForReadersInside(timeout: config.checkpointReaderWait) { restarted = resetWAL(conn) }
             }
             let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
             state.withLock { $0.checkpoints += 1; $0.checkpointSeconds += dt; $0.checkpointMaxSeconds = max($0.checkpointMaxSeconds, dt) }
@@ -151,7 +154,7 @@ final class WriterEngine: Sendable {
                 } else if wal > config.walHardLimitBytes {
                     // Hard bound: wait (busy handler, up to the busy timeout) for the readers in
                     // flight; the closed gate keeps new ones out meanwhile.
-                    let r = conn.checkpoint(truncate: true)
+                    let r = conn.checkpoint(.restart)
                     state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
                     if r.rc != SQLITE_OK { config.logger.warning("WAL over its hard limit and readers still busy: rc \(r.rc)") }
                     gate.open()

@@ -46,6 +46,8 @@ struct Ubiquityd: ParsableCommand {
     var maxOpenStores = 256
     @Option(help: "Page cache of each open store's writer connection, in MiB (filled only as pages are used).")
     var writerCacheMib = 32
+    @Option(help: "WAL content, in MiB, past which a store's writer checkpoints after a commit (also the WAL file's size cap).")
+    var checkpointThresholdMib = 16
     @Option(help: "Objects returned by one Fetch or GetObjects call.")
     var maxFetchResults = 10_000
     @Option(help: "Changes in one Save, objects in one BatchInsert, Seed or ImportStore.")
@@ -74,6 +76,7 @@ struct Ubiquityd: ParsableCommand {
         guard ["full", "normal"].contains(synchronous.lowercased()) else { throw ValidationError("--synchronous must be full or normal") }
         guard maxOpenStores >= 1 else { throw ValidationError("--max-open-stores must be at least 1") }
         guard writerCacheMib >= 1 else { throw ValidationError("--writer-cache-mib must be at least 1") }
+        guard (1...1024).contains(checkpointThresholdMib) else { throw ValidationError("--checkpoint-threshold-mib must be between 1 and 1024") }
         guard maxFetchResults >= 1, maxChangesPerSave >= 1, maxContextsPerAccount >= 1, maxPendingChanges >= 1 else {
             throw ValidationError("--max-fetch-results, --max-changes-per-save, --max-contexts-per-account and --max-pending-changes must be at least 1")
         }
@@ -108,6 +111,9 @@ struct Ubiquityd: ParsableCommand {
         var storage = StorageConfiguration()
         storage.synchronous = synchronous.lowercased() == "normal" ? .normal : .full
         storage.writerCacheKiB = writerCacheMib << 10
+        storage.checkpointThresholdBytes = checkpointThresholdMib << 20
+        storage.journalSizeLimitBytes = checkpointThresholdMib << 20
+        storage.walHardLimitBytes = max(storage.walHardLimitBytes, 4 * storage.checkpointThresholdBytes)
         storage.logger = Logger(label: "ubiquity.storage")
         var serviceLimits = ServiceLimits()
         serviceLimits.maxFetchResults = maxFetchResults

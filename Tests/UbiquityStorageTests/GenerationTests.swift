@@ -167,6 +167,37 @@ final class GenerationTests: StorageTestCase {
         XCTAssertEqual(ids.count, 301)
     }
 
+    /// The writer restarts the WAL with RESTART, which keeps the file (capped at
+    /// `journalSizeLimitBytes`) so later commits overwrite its blocks instead of growing it from
+    /// zero; the checkpoint policy measures the WAL's content (frames since the restart), not the
+    /// file. A policy still looking at the file would checkpoint after every commit once the file
+    /// had reached the threshold, and a TRUNCATE would leave it empty after each restart.
+    func testWALRestartKeepsTheFileAndCheckpointsByContent() async throws {
+        let threshold = 256 << 10
+        let s = try open { $0.checkpointThresholdBytes = threshold; $0.journalSizeLimitBytes = threshold; $0.walHardLimitBytes = 1 << 30 }
+        let saves = 200
+        let text = String(repeating: "w", count: 2000)  // each save: a page or more of WAL
+        var maxWAL = 0, sawEmptyAfterRestart = false
+        for i in 0..<saves {
+            try await insert(s, "Note", ["n": .int(Int64(i)), "text": .string(text)])
+            let w = s.walFileSize
+            maxWAL = max(maxWAL, w)
+            if s.walStats.restarts > 0 && w == 0 { sawEmptyAfterRestart = true }
+        }
+        let st = s.walStats
+        XCTAssertGreaterThan(st.restarts, 2, "the WAL restarted several times (\(st))")
+        XCTAssertEqual(st.gateClosures, 0)
+        XCTAssertFalse(sawEmptyAfterRestart, "RESTART keeps the WAL file (TRUNCATE would empty it)")
+        XCTAssertLessThanOrEqual(maxWAL, 2 * threshold, "the file stays near its cap")
+        // At least a threshold's worth of commits between checkpoints: counted by content, a
+        // checkpoint follows every ~threshold bytes of commits, never every commit.
+        XCTAssertLessThan(st.checkpoints, saves / 4, "checkpoints by WAL content, not file size (\(st))")
+        let ids = try await s.objectIDs(entity: "Note")
+        XCTAssertEqual(ids.count, saves)
+        let problems = try await s.integrityCheck()
+        XCTAssertEqual(problems, [])
+    }
+
     func testPinsAreLeasesAndGCIsIncremental() async throws {
         let clock = ManualClock()
         let s = try open { $0.clock = { clock.read() }; $0.gcEveryCommits = 0 }

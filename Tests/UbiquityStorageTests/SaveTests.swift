@@ -352,6 +352,32 @@ final class SaveTests: StorageTestCase {
         XCTAssertEqual(passport.relationships["owner"], [p])
     }
 
+    /// An insert's history entry names the properties it set, sorted: its own values, defaults
+    /// filled in, inherited attributes and relationships (the prepared inserts take the sorted
+    /// attribute names from the entity once per save instead of sorting every insert's keys).
+    func testInsertHistoryListsEveryPropertyItSetSorted() async throws {
+        let s = try open()
+        let start = s.currentToken
+        var r = SaveRequest()
+        r.inserts = [
+            InsertOperation(temporaryID: "a", entity: "Person", values: ["name": "A", "email": "a@x", "age": 3]),
+            InsertOperation(temporaryID: "b", entity: "Employee", values: ["salary": .decimal("10.5"), "name": "B", "photo": .binary(Data([1]))]),
+            InsertOperation(temporaryID: "c", entity: "Person", values: ["name": "C", "score": .null]),
+            InsertOperation(temporaryID: "d", entity: "Person", values: ["name": "D"], relationships: ["friends": [.temporary("a")]]),
+            InsertOperation(temporaryID: "e", entity: "Passport", values: ["number": "N"], relationships: ["owner": [.temporary("d")]]),
+            InsertOperation(temporaryID: "f", entity: "Note", values: [:]),
+        ]
+        let ids = try await s.save(r).permanentIDs
+        let page = try await s.history(after: start)
+        let props = Dictionary(uniqueKeysWithValues: page.transactions[0].changes.map { ($0.objectID, $0.changedProperties) })
+        XCTAssertEqual(props[ids["a"]!], ["age", "email", "name", "score"])          // score: its default
+        XCTAssertEqual(props[ids["b"]!], ["name", "photo", "salary", "score"])      // inherited attributes
+        XCTAssertEqual(props[ids["c"]!], ["name", "score"])                         // an explicit null takes the default
+        XCTAssertEqual(props[ids["d"]!], ["friends", "name", "passport", "score"])  // relationships, and e's inverse
+        XCTAssertEqual(props[ids["e"]!], ["number", "ok", "owner"])
+        XCTAssertEqual(props[ids["f"]!], [])
+    }
+
     func testSaveRequestJSONForTheCLI() throws {
         let sid = UUID()
         let json = """
