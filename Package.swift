@@ -109,6 +109,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),
+        .testTarget(
+            name: "UbiquityServicesTests",
+            dependencies: ["UbiquityServices", "UbiquityStorage", "UbiquityProtos", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),
         .executableTarget(name: "UbiquityStorageBench", dependencies: ["UbiquityStorage", "CSQLite"]),
