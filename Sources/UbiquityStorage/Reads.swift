@@ -31,7 +31,6 @@ struct RowReader {
     /// set-based: one query per relationship per chunk of objects, never one per object.
     func snapshots(root: String, rows: [[SQLValue]]) throws -> [ObjectSnapshot] {
         let shapes = self.shapes
-        let colIndex = shapes.columnIndex[root] ?? [:]
         var out: [ObjectSnapshot] = []
         out.reserveCapacity(rows.count)
         for row in rows {
@@ -42,6 +41,8 @@ struct RowReader {
             for a in slots { values[a.name] = ResolvedModel.fromSQL(row[a.index], a.type) }
             out.append(ObjectSnapshot(id: ObjectID(storeID: storeID, entity: ent, pk: pk), version: version, values: values, relationships: [:]))
         }
+        if !shapes.rootsWithRelationships.contains(root) { return out }  // nothing more to load
+        let colIndex = shapes.columnIndex[root] ?? [:]
         var byEntity: [String: [Int]] = [:]
         for (i, o) in out.enumerated() { byEntity[o.id.entity, default: []].append(i) }
         for (ent, idxs) in byEntity.sorted(by: { $0.key < $1.key }) {
@@ -142,6 +143,7 @@ struct RowReader {
     /// Objects by ID, set-based: one query per root table and chunk of IDs, plus one per
     /// relationship and chunk. nil where an object does not exist at this generation.
     func objectsBatched(_ ids: [ObjectID]) throws -> [ObjectSnapshot?] {
+        if ids.count == 1 { return [try objectBatched(ids[0])] }
         var found: [Int64: ObjectSnapshot] = [:]  // pks are unique store-wide
         var byRoot: [String: [Int64]] = [:]
         for id in ids where id.storeID == storeID { if let r = model.root[id.entity] { byRoot[r, default: []].append(id.pk) } }
@@ -160,6 +162,19 @@ struct RowReader {
                   model.family[id.entity]?.contains(s.id.entity) == true else { return nil }
             return s
         }
+    }
+
+    /// `objectsBatched` of one ID (point reads): the same statement and checks, without the
+    /// grouping by root table and the pk map.
+    func objectBatched(_ id: ObjectID) throws -> ObjectSnapshot? {
+        guard id.storeID == storeID, let root = model.root[id.entity] else { return nil }
+        var rows: [[SQLValue]] = []
+        try conn.query(shapes.batchSQL[root]![0], [.integer(gen), .integer(id.pk)]) { st in
+            rows.append((0..<st.columnCount).map { st.value($0) })
+        }
+        guard let s = try snapshots(root: root, rows: rows).first, s.id.pk == id.pk,
+              model.family[id.entity]?.contains(s.id.entity) == true else { return nil }
+        return s
     }
 
     func all() throws -> [ObjectSnapshot] {

@@ -153,4 +153,19 @@ final class SyncReadTests: StorageTestCase {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in group.notify(queue: .global()) { c.resume() } }
         XCTAssertEqual(failures.withLock { $0 }, [])
     }
+
+    /// The statement cache's recent-statement list never hands out a statement the cache has
+    /// finalized: more distinct texts than the cache holds, in an order that evicts statements
+    /// still in the recent list, each checked for its own result.
+    func testRecentStatementsNeverOutliveTheirCacheEntry() throws {
+        let c = try Connection(path: dir + "/stmts.sqlite", readOnly: false, vfs: nil, busyTimeoutMS: 1000, cacheLimit: 3)
+        defer { c.close() }
+        let texts = (0..<7).map { "SELECT \($0) + ?1" }
+        for round in 0..<5 {
+            for (i, sql) in (texts + texts.reversed() + [texts[0], texts[0], texts[6], texts[1]]).enumerated() {
+                let k = Int64(texts.firstIndex(of: sql)!)
+                XCTAssertEqual(try c.scalar(sql, [.integer(Int64(round * 100 + i))]), .integer(k + Int64(round * 100 + i)))
+            }
+        }
+    }
 }
