@@ -125,30 +125,3 @@ def test_stores_workloads_against_prepared_data(start_server, load_binary):
         assert json.loads(proc.stdout.strip().splitlines()[-1])["errors"] == 0
     else:
         assert "n/a — this server cannot run predicate fetches yet" in proc.stderr, proc.stderr
-
-
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("idle_seconds", [0.2, 2.5])
-def test_one_sigint_after_a_burst_of_blocking_calls_shuts_down(start_server, load_binary, idle_seconds):
-    """Exactly one SIGINT, sent while the server idles after a burst of `.blocking` calls
-    (GetObjects on the worker pool), starts the graceful shutdown and the process exits 0.
-    (A lost first signal was once reported in this situation; see docs/threading.md rule 12.)"""
-    import signal
-    import time
-
-    from conftest import EXIT_BOUND_SECONDS
-
-    srv = start_server()
-    common = ["--target", srv.address, "--store", "sigtest", "--objects", "2000", "--json", "--quiet",
-              "--max-seconds", "300"]
-    prep = _run(load_binary, *common, "--workload", "prepare", "--batch", "1000")
-    assert prep.returncode == 0, prep.stderr
-    proc = _run(load_binary, *common, "--workload", "point-fetch", "-n", "3000", "-c", "4", "-m", "16")
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["errors"] == 0
-    time.sleep(idle_seconds)
-    srv.send_signal(signal.SIGINT)
-    rc = srv.wait(EXIT_BOUND_SECONDS)
-    log = srv.stderr_text()
-    assert "graceful shutdown started" in log, log[-2000:]
-    assert rc == 0, f"exit code {rc} after one SIGINT\n{log[-2000:]}"
