@@ -96,6 +96,7 @@ let package = Package(
             ]),
 
         .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "CSQLite"]),
+        .testTarget(name: "UbiquityServicesTests", dependencies: ["UbiquityServices", "UbiquityProtos", "UbiquityQuery", "UbiquityStorage"]),
         .testTarget(
             name: "UbiquityGRPCTests",
             dependencies: [
@@ -109,9 +110,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),
-        .testTarget(
-            name: "UbiquityServicesTests",
-            dependencies: ["UbiquityServices", "UbiquityStorage", "UbiquityProtos", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),
         .executableTarget(name: "UbiquityStorageBench", dependencies: ["UbiquityStorage", "CSQLite"]),

@@ -10,7 +10,7 @@ import UbiquityStorage
 /// value gets is decided in one place; this file only writes the wire form of what `Convert`
 /// builds. The bytes decode to the message the generic path (`Convert.managedObject` and
 /// `serializedBytes()`) produces; `ObjectEncodingTests` checks that for every kind of value.
-struct ProtoWriter {
+struct GetObjectsWriter {
     var bytes: [UInt8] = []
 
     enum WireType: UInt64 { case varint = 0, fixed64 = 1, lengthDelimited = 2, fixed32 = 5 }
@@ -49,7 +49,7 @@ struct ProtoWriter {
     }
 
     /// A length-delimited field whose content `body` writes (the length is patched in after).
-    mutating func message(_ field: UInt64, _ body: (inout ProtoWriter) -> Void) {
+    mutating func message(_ field: UInt64, _ body: (inout GetObjectsWriter) -> Void) {
         tag(field, .lengthDelimited)
         let at = bytes.count
         bytes.append(0)
@@ -59,7 +59,7 @@ struct ProtoWriter {
             bytes[at] = UInt8(n)
             return
         }
-        var length = ProtoWriter()
+        var length = GetObjectsWriter()
         length.varint(UInt64(n))
         bytes.replaceSubrange(at..<(at + 1), with: length.bytes)
     }
@@ -123,7 +123,7 @@ extension Convert {
     /// `Ubiquity_V1_GetObjectsResponse` with `managedObject` and serializing it.
     static func encodedGetObjectsResponse(token: GenerationToken, ids: [ObjectID], found: [ObjectSnapshot?],
                                           attributes: (String) -> [String: AttributeDefinition]?) -> [UInt8] {
-        var w = ProtoWriter()
+        var w = GetObjectsWriter()
         w.bytes.reserveCapacity(64 + 160 * found.count)
         w.bytesField(1, token.bytes)
         var entity = ""

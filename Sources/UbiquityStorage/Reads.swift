@@ -31,6 +31,7 @@ struct RowReader {
     /// set-based: one query per relationship per chunk of objects, never one per object.
     func snapshots(root: String, rows: [[SQLValue]]) throws -> [ObjectSnapshot] {
         let shapes = self.shapes
+        let colIndex = shapes.columnIndex[root] ?? [:]
         var out: [ObjectSnapshot] = []
         out.reserveCapacity(rows.count)
         for row in rows {
@@ -41,8 +42,6 @@ struct RowReader {
             for a in slots { values[a.name] = ResolvedModel.fromSQL(row[a.index], a.type) }
             out.append(ObjectSnapshot(id: ObjectID(storeID: storeID, entity: ent, pk: pk), version: version, values: values, relationships: [:]))
         }
-        if !shapes.rootsWithRelationships.contains(root) { return out }  // nothing more to load
-        let colIndex = shapes.columnIndex[root] ?? [:]
         var byEntity: [String: [Int]] = [:]
         for (i, o) in out.enumerated() { byEntity[o.id.entity, default: []].append(i) }
         for (ent, idxs) in byEntity.sorted(by: { $0.key < $1.key }) {

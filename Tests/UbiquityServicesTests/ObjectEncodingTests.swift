@@ -1,5 +1,4 @@
 import Foundation
-import SwiftProtobuf
 import UbiquityProtos
 @testable import UbiquityServices
 @testable import UbiquityStorage
