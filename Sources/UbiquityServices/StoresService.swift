@@ -89,7 +89,9 @@ public struct StoresService: Sendable {
             }
         }
 
-        router.blockingUnary(p + "GetObjects") { (req: Ubiquity_V1_GetObjectsRequest, call) in
+        // The response is encoded straight from the snapshots (ObjectEncoding.swift), and a read
+        // that is one SELECT runs without BEGIN … COMMIT (`Store.objectsSync`).
+        router.blockingUnaryEncoded(p + "GetObjects") { (req: Ubiquity_V1_GetObjectsRequest, call) in
             try ServiceErrors.mappingSync {
                 let account = try b.account(call)
                 guard req.objectIds.count <= b.limits.maxFetchResults else {
@@ -99,14 +101,9 @@ public struct StoresService: Sendable {
                 let cancellation = call.cancellation
                 return try b.withStoreSync(req.storeID, account: account) { store in
                     let ids = try req.objectIds.enumerated().map { try Convert.objectID($0.element, field: "object_ids[\($0.offset)]", store: store.id) }
-                    let model = b.modelIfAny(of: store)
-                    let (token, found) = try store.readSync(at: at, minimumGeneration: minGen, isCancelled: { cancellation.isCancelled }) { ctx in (ctx.token, try ctx.objects(ids)) }
-                    var res = Ubiquity_V1_GetObjectsResponse()
-                    res.token = Data(token.bytes)
-                    for (id, o) in zip(ids, found) {
-                        if let o { res.objects.append(Convert.managedObject(o, model: model)) } else { res.missingObjectIds.append(id.uri) }
+                    return try store.objectsSync(ids, at: at, minimumGeneration: minGen, isCancelled: { cancellation.isCancelled }) { ctx, found in
+                        Convert.encodedGetObjectsResponse(token: ctx.token, ids: ids, found: found, attributes: { ctx.attributes(of: $0) })
                     }
-                    return res
                 }
             }
         }

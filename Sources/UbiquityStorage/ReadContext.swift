@@ -30,6 +30,10 @@ public struct ReadContext {
 
     public var mapping: [String: EntityMapping] { ReadContext.mapping(model) }
 
+    /// The attributes of `entity` (inherited ones included) by name, in the model this read uses;
+    /// nil for an unknown entity.
+    public func attributes(of entity: String) -> [String: AttributeDefinition]? { model.attributes[entity] }
+
     static func mapping(_ m: ResolvedModel) -> [String: EntityMapping] {
         var out: [String: EntityMapping] = [:]
         for (e, _) in m.entities {

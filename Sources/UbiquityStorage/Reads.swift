@@ -104,7 +104,7 @@ struct RowReader {
     func forSizedChunks(_ pks: [Int64], _ body: (Int, [SQLValue]) throws -> Void) throws {
         var start = 0
         while start < pks.count {
-            let chunk = pks[start..<min(start + 500, pks.count)]
+            let chunk = pks[start..<min(start + RowReader.chunkSize, pks.count)]
             start += chunk.count
             let i = RowReader.inLists.firstIndex { $0.0 >= chunk.count }!
             let size = RowReader.inLists[i].0
@@ -133,9 +133,26 @@ struct RowReader {
         return out
     }
 
+    /// True if `objectsBatched(ids)` runs at most one statement: the IDs fall in one root table
+    /// and one chunk, and no entity of that table has relationships to load.
+    func loadsInOneStatement(_ ids: [ObjectID]) -> Bool {
+        guard ids.count <= RowReader.chunkSize else { return false }
+        var root: String?
+        for id in ids where id.storeID == storeID {
+            guard let r = model.root[id.entity] else { continue }
+            if let root, root != r { return false }
+            root = r
+        }
+        guard let root else { return true }
+        return !shapes.rootsWithRelationships.contains(root)
+    }
+
+    static let chunkSize = 500
+
     /// Objects by ID, set-based: one query per root table and chunk of IDs, plus one per
     /// relationship and chunk. nil where an object does not exist at this generation.
     func objectsBatched(_ ids: [ObjectID]) throws -> [ObjectSnapshot?] {
+        if ids.count == 1 { return [try objectBatched(ids[0])] }
         var found: [Int64: ObjectSnapshot] = [:]  // pks are unique store-wide
         var byRoot: [String: [Int64]] = [:]
         for id in ids where id.storeID == storeID { if let r = model.root[id.entity] { byRoot[r, default: []].append(id.pk) } }
@@ -154,6 +171,19 @@ struct RowReader {
                   model.family[id.entity]?.contains(s.id.entity) == true else { return nil }
             return s
         }
+    }
+
+    /// `objectsBatched` of one ID (point reads): the same statement and checks, without the
+    /// grouping by root table and the pk map.
+    func objectBatched(_ id: ObjectID) throws -> ObjectSnapshot? {
+        guard id.storeID == storeID, let root = model.root[id.entity] else { return nil }
+        var rows: [[SQLValue]] = []
+        try conn.query(shapes.batchSQL[root]![0], [.integer(gen), .integer(id.pk)]) { st in
+            rows.append((0..<st.columnCount).map { st.value($0) })
+        }
+        guard let s = try snapshots(root: root, rows: rows).first, s.id.pk == id.pk,
+              model.family[id.entity]?.contains(s.id.entity) == true else { return nil }
+        return s
     }
 
     func all() throws -> [ObjectSnapshot] {
@@ -181,6 +211,9 @@ final class ReadShapes {
     let relationships: [String: [(name: String, destination: String, storage: RelationshipStorage)]]
     /// Root → the batched select by ID, one text per `RowReader.inLists` size.
     let batchSQL: [String: [String]]
+    /// Roots whose table holds an entity with relationships (loading those objects runs more
+    /// than one statement).
+    let rootsWithRelationships: Set<String>
 
     /// The shapes for `model` on `conn` (the connection's thread only, rule 2). The cache holds
     /// the model itself and compares identity, so a migrated model never meets old shapes.
@@ -212,5 +245,6 @@ final class ReadShapes {
         }
         attributes = attrs
         relationships = rels
+        rootsWithRelationships = Set(rels.filter { !$0.value.isEmpty }.map { m.root[$0.key]! })
     }
 }

@@ -120,6 +120,7 @@ final class Connection {
     func close() {
         let busy = openStatementCount
         if busy > 0 { Connection.leakedStatements.withLock { $0 += busy } }
+        recent.removeAll()
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll()
         sqlite3_progress_handler(db, 0, nil, nil)
@@ -148,20 +149,38 @@ final class Connection {
 
     /// A cached prepared statement; reset and cleared of bindings when returned by `with`.
     func statement(_ sql: String) throws -> Statement {
-        if let s = cache[sql] { return Statement(stmt: s, conn: self, sql: sql) }
-        var stmt: OpaquePointer?
-        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
-        guard rc == SQLITE_OK, let stmt else { throw error(rc, sql: sql) }
-        if cache.count >= cacheLimit, let old = cacheOrder.first {
-            cacheOrder.removeFirst()
-            if let o = cache.removeValue(forKey: old) { sqlite3_finalize(o) }
+        // The last few statements first: callers pass the same cached texts (per model, per
+        // connection) again and again, and comparing a string with itself is one word compare,
+        // where hashing a 200-byte SELECT for the dictionary cost ~1k instructions per call.
+        let n = sql.utf8.count
+        for r in recent where r.count == n && r.sql == sql { return Statement(stmt: r.stmt, conn: self, sql: sql) }
+        let stmt: OpaquePointer
+        if let s = cache[sql] {
+            stmt = s
+        } else {
+            var prepared: OpaquePointer?
+            let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
+            guard rc == SQLITE_OK, let prepared else { throw error(rc, sql: sql) }
+            stmt = prepared
+            if cache.count >= cacheLimit, let old = cacheOrder.first {
+                cacheOrder.removeFirst()
+                recent.removeAll { $0.sql == old }  // never hand out a finalized statement
+                if let o = cache.removeValue(forKey: old) { sqlite3_finalize(o) }
+            }
+            cache[sql] = stmt
+            cacheOrder.append(sql)
         }
-        cache[sql] = stmt
-        cacheOrder.append(sql)
+        if recent.count >= Connection.recentCount { recent.removeFirst() }
+        recent.append((sql, n, stmt))
         return Statement(stmt: stmt, conn: self, sql: sql)
     }
 
+    /// Statements most recently handed out (a subset of `cache`, newest last).
+    private var recent: [(sql: String, count: Int, stmt: OpaquePointer)] = []
+    private static let recentCount = 4
+
     func clearStatementCache() {
+        recent.removeAll()
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll(); cacheOrder.removeAll()
     }

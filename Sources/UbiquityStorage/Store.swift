@@ -210,6 +210,12 @@ public final class Store: Sendable {
     /// Validates a read generation and registers an active read at it (unregister with `endRead`).
     /// Registration under the same lock GC uses to raise its horizon makes "validated, then read" race-free.
     func beginRead(_ g: ReadGeneration, minimumGeneration: Int64? = nil) throws -> (Int64, ResolvedModel) {
+        let (gen, model, _) = try beginTokenRead(g, minimumGeneration: minimumGeneration)
+        return (gen, model)
+    }
+
+    /// `beginRead` that also returns the store's epoch (for the read's token), under the same lock.
+    func beginTokenRead(_ g: ReadGeneration, minimumGeneration: Int64? = nil) throws -> (Int64, ResolvedModel, UInt64) {
         try state.withLock { s in
             if s.closed { throw StorageError(.storeClosed, "store is closed") }
             guard let m = s.model else { throw StorageError(.invalidArgument, "store has no model") }
@@ -222,7 +228,7 @@ public final class Store: Sendable {
             case .token(let t): gen = try validate(t, s)
             }
             s.activeReads[gen, default: 0] += 1
-            return (gen, m)
+            return (gen, m, s.epoch)
         }
     }
 
@@ -303,24 +309,47 @@ public final class Store: Sendable {
     /// `onReader` for synchronous callers (a blocking worker thread, never a task): the caller
     /// checks a read connection out and runs the read transaction on its own thread (rule 2);
     /// `isCancelled` interrupts its SQL like a task's cancellation does.
-    func onReaderSync<T>(isCancelled: (@Sendable () -> Bool)?, _ body: (Connection) throws -> T) throws -> T {
+    /// `transaction(conn)` says whether the job needs `BEGIN … COMMIT` (rule 4); false only for a
+    /// job that runs a single statement, which reads one snapshot by itself.
+    func onReaderSync<T>(isCancelled: (@Sendable () -> Bool)?, transaction: (Connection) -> Bool = { _ in true },
+                         _ body: (Connection) throws -> T) throws -> T {
         let flag = CancelFlag(poll: isCancelled)
         guard let conn = readConnections.checkout() else { throw StorageError(.storeClosed, "store is closed") }
         defer { readConnections.checkin(conn) }
         let ticket = readerGate.enter()
         defer { readerGate.leave(ticket) }
-        return try Store.run(on: conn, flag: flag, transaction: true, body)
+        return try Store.run(on: conn, flag: flag, transaction: transaction(conn), body)
     }
 
     /// `read` for synchronous callers (see `onReaderSync`): same generation checks, same
     /// registration of the active read, same read transaction.
     public func readSync<T>(at g: ReadGeneration = .current, minimumGeneration: Int64? = nil, isCancelled: (@Sendable () -> Bool)? = nil,
                             _ body: (ReadContext) throws -> T) throws -> T {
-        let (gen, model) = try beginRead(g, minimumGeneration: minimumGeneration)
+        let (gen, model, epoch) = try beginTokenRead(g, minimumGeneration: minimumGeneration)
         defer { endRead(gen) }
-        let (sid, epoch) = (id, state.withLock { $0.epoch })
+        let sid = id
         return try onReaderSync(isCancelled: isCancelled) { conn in
             try body(ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen)))
+        }
+    }
+
+    /// `readSync { try body($0, $0.objects(ids)) }` for point reads (GetObjects): the same checks,
+    /// registration and results, but when loading the objects is a single SELECT (one root table,
+    /// at most one chunk of IDs, no relationships to load) it runs in SQLite's autocommit mode
+    /// instead of inside `BEGIN … COMMIT`: one statement reads one WAL snapshot by itself, which
+    /// includes the read's generation (published only after its commit, rule 7), and the
+    /// generation filter in the SQL does the rest (storage rule 4).
+    public func objectsSync<T>(_ ids: [ObjectID], at g: ReadGeneration = .current, minimumGeneration: Int64? = nil,
+                               isCancelled: (@Sendable () -> Bool)? = nil,
+                               _ body: (ReadContext, [ObjectSnapshot?]) throws -> T) throws -> T {
+        let (gen, model, epoch) = try beginTokenRead(g, minimumGeneration: minimumGeneration)
+        defer { endRead(gen) }
+        let sid = id
+        return try onReaderSync(isCancelled: isCancelled, transaction: { conn in
+            !RowReader(conn: conn, model: model, storeID: sid, gen: gen).loadsInOneStatement(ids)
+        }) { conn in
+            let ctx = ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen))
+            return try body(ctx, try ctx.objects(ids))
         }
     }
 
@@ -402,9 +431,9 @@ public final class Store: Sendable {
     /// to `context.generation`); the authorizer admits only the store's own tables.
     public func read<T: Sendable>(at g: ReadGeneration = .current, minimumGeneration: Int64? = nil,
                                   _ body: @escaping @Sendable (ReadContext) throws -> T) async throws -> T {
-        let (gen, model) = try beginRead(g, minimumGeneration: minimumGeneration)
+        let (gen, model, epoch) = try beginTokenRead(g, minimumGeneration: minimumGeneration)
         defer { endRead(gen) }
-        let (sid, epoch) = (id, state.withLock { $0.epoch })
+        let sid = id
         return try await onReader { conn in
             try body(ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen)))
         }

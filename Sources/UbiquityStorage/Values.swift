@@ -157,7 +157,7 @@ public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Co
     }
 
     /// Appends the URI's UTF-8 bytes (the same text as `uri`).
-    func appendURI(to out: inout [UInt8]) {
+    public func appendURI(to out: inout [UInt8]) {
         let start = out.count, n = uriByteCount
         out.append(contentsOf: repeatElement(UInt8(0), count: n))
         out.withUnsafeMutableBufferPointer { _ = writeURI(into: $0.baseAddress! + start) }

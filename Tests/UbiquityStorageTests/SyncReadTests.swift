@@ -60,4 +60,112 @@ final class SyncReadTests: StorageTestCase {
             XCTAssertEqual((e as? StorageError)?.reason, .storeClosed)
         }
     }
+
+    // MARK: objectsSync (point reads without BEGIN … COMMIT when they are one statement)
+
+    func testObjectsSyncReadsInOneStatementOnlyWhenItCan() async throws {
+        let s = try open()
+        let note = try await insert(s, "Note", ["text": "a", "n": 1])
+        let note2 = try await insert(s, "Note", ["text": "b", "n": 2])
+        let item = try await insert(s, "Item", ["seq": 1])
+        let person = try await insert(s, "Person", ["name": "P", "age": 3])
+        var autocommit: [Bool] = []
+        func probe(_ ids: [ObjectID]) throws -> [ObjectSnapshot?] {
+            try s.objectsSync(ids) { ctx, found in
+                autocommit.append(ctx.conn.isAutocommit)
+                return found
+            }
+        }
+        // Notes have no relationships: one SELECT, no transaction left open around it.
+        XCTAssertEqual(try probe([note, note2]).map { $0?.id }, [note, note2])
+        // Two root tables, or relationships to load: a read transaction, as readSync runs.
+        XCTAssertEqual(try probe([note, item]).map { $0?.id }, [note, item])
+        XCTAssertEqual(try probe([person]).map { $0?.id }, [person])
+        XCTAssertEqual(autocommit, [true, false, false])
+        let more = (0..<501).map { ObjectID(storeID: s.id, entity: "Note", pk: note.pk + Int64($0) * 1000) }
+        try s.readSync { ctx in
+            let r = RowReader(conn: ctx.conn, model: ctx.model, storeID: s.id, gen: ctx.generation)
+            XCTAssertTrue(r.loadsInOneStatement([]))
+            XCTAssertTrue(r.loadsInOneStatement([note]))
+            XCTAssertTrue(r.loadsInOneStatement([note, ObjectID(storeID: UUID(), entity: "Item", pk: 1)]))  // another store's ID is never read
+            XCTAssertFalse(r.loadsInOneStatement(more))  // two chunks
+            XCTAssertFalse(r.loadsInOneStatement([note, item]))
+            XCTAssertFalse(r.loadsInOneStatement([person]))
+        }
+    }
+
+    func testObjectsSyncSeesTheLatestSaveAndPinnedTokensTheirGeneration() async throws {
+        let s = try open()
+        let id = try await insert(s, "Note", ["text": "v1", "n": 1])
+        let pin = try s.pin(lease: 3600)
+        for v in 2...20 {
+            let r = try await update(s, id, ["text": .string("v\(v)")])
+            // Right after the save returns, a point read at current sees it, and says so in its token.
+            let (token, got) = try s.objectsSync([id]) { ctx, found in (ctx.token, found) }
+            XCTAssertEqual(token, r.token)
+            XCTAssertEqual(got.first??.values["text"], .string("v\(v)"))
+            // The pinned token still reads the first version, and the same as readSync.
+            let old = try s.objectsSync([id], at: .token(pin.token)) { ctx, found in found }
+            XCTAssertEqual(old.first??.values["text"], .string("v1"))
+            XCTAssertEqual(old, try s.readSync(at: .token(pin.token)) { try $0.objects([id]) })
+        }
+        _ = try await delete(s, id)
+        XCTAssertEqual(try s.objectsSync([id]) { $1 }, [nil])
+        XCTAssertEqual(try s.objectsSync([id], at: .token(pin.token)) { $1 }.first??.values["text"], .string("v1"))
+        // Same checks as readSync: a fence the store has not reached, a closed store.
+        XCTAssertThrowsError(try s.objectsSync([id], minimumGeneration: s.currentToken.generation + 1) { $1 }) { e in
+            XCTAssertEqual((e as? StorageError)?.reason, .generationNotReached)
+        }
+        s.close()
+        XCTAssertThrowsError(try s.objectsSync([id]) { $1 }) { e in XCTAssertEqual((e as? StorageError)?.reason, .storeClosed) }
+    }
+
+    func testObjectsSyncMatchesReadSyncWhileSavesRun() async throws {
+        let s = try open { $0.readerCount = 2 }
+        var seed = SaveRequest()
+        seed.inserts = (0..<20).map { InsertOperation(temporaryID: "n\($0)", entity: "Note", values: ["text": .string("N\($0)"), "n": 0]) }
+        let ids = try await s.save(seed).permanentIDs.values.sorted()
+        let stop = Locked(false)
+        let failures = Locked<[String]>([])
+        let group = DispatchGroup()
+        for t in 0..<3 {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                while !stop.withLock({ $0 }) {
+                    do {
+                        // Every read sees one generation: all objects of one save agree on n.
+                        let (token, got) = try s.objectsSync(ids) { ctx, found in (ctx.token, found) }
+                        let ns = Set(got.map { $0?.values["n"] })
+                        if ns.count != 1 { failures.withLock { $0.append("thread \(t): mixed generations \(ns)") } }
+                        let again = try s.readSync(at: .token(token)) { try $0.objects(ids) }
+                        if again != got { failures.withLock { $0.append("thread \(t): objectsSync and readSync differ at \(token)") } }
+                    } catch { failures.withLock { $0.append("thread \(t): \(error)") } }
+                }
+            }.start()
+        }
+        for i in 1...100 {
+            var r = SaveRequest()
+            r.updates = ids.map { UpdateOperation(objectID: $0, values: ["n": .int(Int64(1000 + i))]) }
+            _ = try await s.save(r)
+        }
+        stop.withLock { $0 = true }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in group.notify(queue: .global()) { c.resume() } }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+    }
+
+    /// The statement cache's recent-statement list never hands out a statement the cache has
+    /// finalized: more distinct texts than the cache holds, in an order that evicts statements
+    /// still in the recent list, each checked for its own result.
+    func testRecentStatementsNeverOutliveTheirCacheEntry() throws {
+        let c = try Connection(path: dir + "/stmts.sqlite", readOnly: false, vfs: nil, busyTimeoutMS: 1000, cacheLimit: 3)
+        defer { c.close() }
+        let texts = (0..<7).map { "SELECT \($0) + ?1" }
+        for round in 0..<5 {
+            for (i, sql) in (texts + texts.reversed() + [texts[0], texts[0], texts[6], texts[1]]).enumerated() {
+                let k = Int64(texts.firstIndex(of: sql)!)
+                XCTAssertEqual(try c.scalar(sql, [.integer(Int64(round * 100 + i))]), .integer(k + Int64(round * 100 + i)))
+            }
+        }
+    }
 }
