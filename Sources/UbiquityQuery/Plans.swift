@@ -45,6 +45,14 @@ final class VariableTrace {
     func opaque(_ column: Int) { if columns[column] != nil { cacheable = false } }
 }
 
+/// Receives the objects of a plan-cached `.objects` fetch row by row, inside the read (no
+/// snapshots are built): `begin` once with the read's token, then `object` per result in order.
+/// A fetch that used a sink returns a result with `objectsStreamed` set and no objects or IDs.
+public protocol FetchObjectSink: AnyObject {
+    func begin(token: GenerationToken)
+    func object(_ row: ObjectRow) throws
+}
+
 /// One compiled fetch: the statement and where each argument comes from.
 final class FetchPlan {
     struct Slot {
@@ -64,15 +72,19 @@ final class FetchPlan {
     let slots: [Slot]
     /// Coerces slot values on later calls (its variables are not used).
     let checker: Checker
+    /// `.objects` of an entity without relationships and no `propertiesToFetch`: rows can go
+    /// straight to a `FetchObjectSink`.
+    let streamable: Bool
 
-    init(resultType: FetchResultType, sql: String, arguments: [Argument], slots: [Slot], checker: Checker) {
+    init(resultType: FetchResultType, sql: String, arguments: [Argument], slots: [Slot], checker: Checker, streamable: Bool) {
         self.resultType = resultType; self.sql = sql; self.arguments = arguments; self.slots = slots; self.checker = checker
+        self.streamable = streamable
     }
 
     /// Runs `request` through a cached plan, compiling (and caching, if it can be) one on a miss.
     /// nil: the request is not of the planned kinds (pending changes, dictionaries, prefetching)
     /// or was found uncacheable before; the caller runs the executor.
-    static func run(_ request: FetchRequest, ctx: ReadContext, limits: QueryLimits) throws -> FetchResult? {
+    static func run(_ request: FetchRequest, ctx: ReadContext, limits: QueryLimits, sink: FetchObjectSink? = nil) throws -> FetchResult? {
         guard request.resultType != .dictionaries, request.relationshipKeyPathsForPrefetching.isEmpty else { return nil }
         let cache = try ctx.connectionCache { () throws -> FetchPlanCache in
             try QueryFunctions.install(ctx)  // plans may call ubq_fold / ubq_regex
@@ -102,11 +114,13 @@ final class FetchPlan {
             }
             var checker = executor.checker("predicate")
             checker = Checker(schema: checker.schema, entity: checker.entity, variables: [:], limits: checker.limits, field: checker.field)
-            plan = FetchPlan(resultType: request.resultType, sql: sql, arguments: arguments, slots: trace.slots, checker: checker)
+            let streamable = request.resultType == .objects && request.propertiesToFetch.isEmpty
+                && ctx.objectsHaveNoRelationships(entity: request.entity)
+            plan = FetchPlan(resultType: request.resultType, sql: sql, arguments: arguments, slots: trace.slots, checker: checker, streamable: streamable)
             values = trace.values.map(\.storageValue)
             cache.insert(key, trace.cacheable ? plan : nil)
         }
-        return try plan.execute(request, values: values, ctx: ctx, limits: limits)
+        return try plan.execute(request, values: values, ctx: ctx, limits: limits, sink: sink)
     }
 
     /// This call's slot values, coerced in the order the checker met them (so the first bad
@@ -123,7 +137,7 @@ final class FetchPlan {
         }
     }
 
-    func execute(_ request: FetchRequest, values: [StorageValue], ctx: ReadContext, limits: QueryLimits) throws -> FetchResult {
+    func execute(_ request: FetchRequest, values: [StorageValue], ctx: ReadContext, limits: QueryLimits, sink: FetchObjectSink? = nil) throws -> FetchResult {
         let args = arguments.map { a -> StorageValue in
             switch a {
             case .generation: .int(ctx.generation)
@@ -133,6 +147,15 @@ final class FetchPlan {
         }
         switch resultType {
         case .objects:
+            if streamable, let sink {
+                sink.begin(token: ctx.token)
+                let n = try ctx.visitObjects(entity: request.entity, selecting: sql, args) { try sink.object($0) }
+                try FetchExecutor.cap(n, limits: limits)
+                var r = FetchResult(token: ctx.token)
+                r.count = n
+                r.objectsStreamed = true
+                return r
+            }
             let objects = try ctx.objects(entity: request.entity, selecting: sql, args)
             try FetchExecutor.cap(objects.count, limits: limits)
             return FetchExecutor.objectResult(objects, request: request, token: ctx.token)

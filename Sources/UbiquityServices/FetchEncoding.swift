@@ -242,3 +242,92 @@ enum FetchEncoding {
         }
     }
 }
+
+/// A Fetch response written while the read runs: plan-cached object fetches hand each row to
+/// `object` (no snapshot, no dictionary per object); `finish` completes the response, or
+/// encodes the result the generic way when the fetch did not stream (`objectsStreamed` false).
+/// One per call, used by the thread running the fetch only.
+final class FetchResponseWriter: FetchObjectSink {
+    let model: ModelInfo?
+    private var w: ProtoWriter?
+    private var ids: [ObjectID] = []
+    /// Per entity run: its attributes array (identity), the key field of each map entry already
+    /// in wire form, and the model's type of each attribute (numbers are written by it).
+    private var lastSlots: [AttributeSlot] = []
+    private var lastEntity: String?
+    private var keys: [[UInt8]] = []
+    private var types: [AttributeType?] = []
+
+    init(model: ModelInfo?) { self.model = model }
+
+    func begin(token: GenerationToken) {
+        ids.removeAll(keepingCapacity: true)
+        var w = ProtoWriter(capacity: 2048)
+        let t = token.bytes
+        if !t.isEmpty { w.bytes(1, t) }
+        self.w = w
+    }
+
+    func object(_ row: ObjectRow) throws {
+        if lastEntity != row.id.entity || lastSlots.count != row.attributes.count {
+            lastEntity = row.id.entity
+            lastSlots = row.attributes
+            let t = model?.attributeTypes[row.id.entity]
+            keys = row.attributes.map { a in
+                var k = ProtoWriter(capacity: a.name.utf8.count + 8)
+                k.string(1, a.name)
+                return Array(k.finish())
+            }
+            types = row.attributes.map { t?[$0.name] }
+        }
+        ids.append(row.id)
+        let (keys, types) = (self.keys, self.types)
+        guard var w = self.w else { return }
+        self.w = nil
+        defer { self.w = w }
+        w.delimited(2) { w in
+            w.objectID(1, row.id)
+            if !row.id.entity.isEmpty { w.string(2, row.id.entity) }
+            if row.version != 0 { w.int64(3, row.version) }
+            for i in 0..<row.attributes.count {
+                w.delimited(4) { e in
+                    e.write(keys[i])
+                    e.delimited(2) { FetchResponseWriter.value(row, i, modelType: types[i], into: &$0) }
+                }
+            }
+        }
+    }
+
+    /// `FetchEncoding.value(row.value(i), type:)` for the common stored forms read in place; the
+    /// others (and non-ASCII text, whose String form repairs bad UTF-8) take the generic route.
+    static func value(_ row: ObjectRow, _ i: Int, modelType: AttributeType?, into w: inout ProtoWriter) {
+        let stored = row.attributes[i].type
+        switch (row.raw(i), stored) {
+        case (.null, _): w.int32(1, 0)
+        case (.text(let t), .string) where t.allSatisfy({ $0 != 0 && $0 < 0x80 }):
+            w.tag(2, 2); w.varint(UInt64(t.count)); w.write(t)
+        case (.int(let v), .int16), (.int(let v), .int32), (.int(let v), .int64):
+            FetchEncoding.value(.int(v), type: modelType, into: &w)
+        case (.int(let v), .bool): w.bool(3, v != 0)
+        case (.double(let d), .double), (.double(let d), .float):
+            FetchEncoding.value(.double(d), type: modelType, into: &w)
+        case (.int(let v), .double), (.int(let v), .float):
+            FetchEncoding.value(.double(Double(v)), type: modelType, into: &w)
+        case (.double(let d), .date): FetchEncoding.value(.date(d), type: nil, into: &w)
+        case (.int(let v), .date): FetchEncoding.value(.date(Double(v)), type: nil, into: &w)
+        default:
+            let v = row.value(i)
+            let type: AttributeType? = switch v { case .int, .double: modelType; default: nil }
+            FetchEncoding.value(v, type: type, into: &w)
+        }
+    }
+
+    /// The whole response for `r`, the result of the fetch this writer was the sink of.
+    func finish(_ r: FetchResult, type: FetchResultType) throws -> EncodedMessage {
+        guard r.objectsStreamed, var w = self.w else { return try FetchEncoding.fetchResults(r, type: type, model: model) }
+        self.w = nil
+        for id in ids { w.objectID(3, id) }
+        if r.count != 0 { w.int64(5, Int64(r.count)) }
+        return EncodedMessage(w.finish())
+    }
+}

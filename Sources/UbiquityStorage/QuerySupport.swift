@@ -228,3 +228,91 @@ public enum GeneratedValue: Sendable, CustomStringConvertible {
         }
     }
 }
+
+// MARK: Object rows read in place (docs/storage.md, "Object rows")
+
+/// An attribute of an entity and where a row selected by `objectColumns` holds it.
+public struct AttributeSlot: Sendable {
+    public let name: String
+    public let type: AttributeType
+    let index: Int
+}
+
+/// A column value of the current row, read in place: the buffers are SQLite's and valid only
+/// until the row callback returns.
+public enum RawColumn {
+    case null
+    case int(Int64)
+    case double(Double)
+    case text(UnsafeBufferPointer<UInt8>)
+    case blob(UnsafeRawBufferPointer)
+}
+
+/// One row of an object statement (`ReadContext.visitObjects`), valid only inside the callback.
+public struct ObjectRow {
+    let st: Statement
+    public let id: ObjectID
+    public let version: Int64
+    /// The entity's attributes; the same array (same order) for every row of one entity in a call.
+    public let attributes: [AttributeSlot]
+
+    /// The stored form of attribute `i` (an index into `attributes`), without conversion.
+    public func raw(_ i: Int) -> RawColumn {
+        let c = Int32(attributes[i].index)
+        switch sqlite3_column_type(st.stmt, c) {
+        case SQLITE_INTEGER: return .int(sqlite3_column_int64(st.stmt, c))
+        case SQLITE_FLOAT: return .double(sqlite3_column_double(st.stmt, c))
+        case SQLITE_TEXT:
+            let p = sqlite3_column_text(st.stmt, c)
+            let n = Int(sqlite3_column_bytes(st.stmt, c))
+            return .text(UnsafeBufferPointer(start: p, count: p == nil ? 0 : n))
+        case SQLITE_BLOB:
+            let p = sqlite3_column_blob(st.stmt, c)
+            let n = Int(sqlite3_column_bytes(st.stmt, c))
+            return .blob(UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : n))
+        default: return .null
+        }
+    }
+
+    /// Attribute `i`'s typed value: exactly what the snapshot of this row holds for it.
+    public func value(_ i: Int) -> StorageValue { ResolvedModel.fromSQL(st.value(attributes[i].index), attributes[i].type) }
+}
+
+extension ReadContext {
+    /// True when objects of `entity` (and its sub-entities) have no relationships, so
+    /// `visitObjects` can hand out whole objects row by row.
+    public func objectsHaveNoRelationships(entity: String) -> Bool {
+        ReadShapes.of(model, on: conn).withoutRelationships.contains(entity)
+    }
+
+    /// `objects(entity:selecting:_:)` without snapshots: calls `body` per row, in row order,
+    /// reading the values in place. Only for entities without relationships
+    /// (`objectsHaveNoRelationships`; others throw). Returns the number of rows.
+    public func visitObjects(entity: String, selecting sql: String, _ arguments: [StorageValue], _ body: (ObjectRow) throws -> Void) throws -> Int {
+        let shapes = ReadShapes.of(model, on: conn)
+        guard model.root[entity] != nil, shapes.withoutRelationships.contains(entity) else {
+            throw StorageError.invalid("visitObjects: \(entity) has relationships")
+        }
+        var n = 0
+        // rows of one entity follow each other in most results: its name and slots are looked up once
+        var lastEntity = ""
+        var lastBytes: [UInt8] = []
+        var slots: [AttributeSlot] = []
+        try conn.query(sql, arguments.map(ReadContext.bindable)) { st in
+            guard sqlite3_column_type(st.stmt, 0) == SQLITE_INTEGER, sqlite3_column_type(st.stmt, 1) == SQLITE_INTEGER,
+                  sqlite3_column_type(st.stmt, 2) == SQLITE_TEXT, let e = sqlite3_column_text(st.stmt, 2) else {
+                throw StorageError(.corrupt, "malformed row")
+            }
+            let en = Int(sqlite3_column_bytes(st.stmt, 2))
+            if n == 0 || en != lastBytes.count || memcmp(e, lastBytes, en) != 0 {
+                lastEntity = st.text(2)
+                lastBytes = Array(UnsafeBufferPointer(start: e, count: en))
+                guard let s = shapes.attributes[lastEntity] else { throw StorageError(.corrupt, "malformed row") }
+                slots = s
+            }
+            n += 1
+            try body(ObjectRow(st: st, id: ObjectID(storeID: storeID, entity: lastEntity, pk: st.int(0)), version: st.int(1), attributes: slots))
+        }
+        return n
+    }
+}
