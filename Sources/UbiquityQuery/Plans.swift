@@ -45,12 +45,11 @@ final class VariableTrace {
     func opaque(_ column: Int) { if columns[column] != nil { cacheable = false } }
 }
 
-/// Receives the objects of a plan-cached `.objects` fetch row by row, inside the read (no
-/// snapshots are built): `begin` once with the read's token, then `object` per result in order.
-/// A fetch that used a sink returns a result with `objectsStreamed` set and no objects or IDs.
+/// Receives the objects of a plan-cached `.objects` fetch inside the read, as rows read in place
+/// (no snapshots are built), with the read's token. A fetch that used a sink returns a result
+/// with `objectsStreamed` set, `count` rows and no objects or IDs.
 public protocol FetchObjectSink: AnyObject {
-    func begin(token: GenerationToken)
-    func object(_ row: ObjectRow) throws
+    func objects(token: GenerationToken, rows: inout ObjectRows) throws
 }
 
 /// One compiled fetch: the statement and where each argument comes from.
@@ -68,6 +67,8 @@ final class FetchPlan {
 
     let resultType: FetchResultType
     let sql: String
+    /// `sql` with its prepared statement remembered (object rows).
+    let statement: PreparedSQL
     let arguments: [Argument]
     let slots: [Slot]
     /// Coerces slot values on later calls (its variables are not used).
@@ -77,7 +78,7 @@ final class FetchPlan {
     let streamable: Bool
 
     init(resultType: FetchResultType, sql: String, arguments: [Argument], slots: [Slot], checker: Checker, streamable: Bool) {
-        self.resultType = resultType; self.sql = sql; self.arguments = arguments; self.slots = slots; self.checker = checker
+        self.resultType = resultType; self.sql = sql; statement = PreparedSQL(sql); self.arguments = arguments; self.slots = slots; self.checker = checker
         self.streamable = streamable
     }
 
@@ -148,8 +149,8 @@ final class FetchPlan {
         switch resultType {
         case .objects:
             if streamable, let sink {
-                sink.begin(token: ctx.token)
-                let n = try ctx.visitObjects(entity: request.entity, selecting: sql, args) { try sink.object($0) }
+                let token = ctx.token
+                let n = try ctx.withObjectRows(entity: request.entity, selecting: statement, args) { try sink.objects(token: token, rows: &$0) }
                 try FetchExecutor.cap(n, limits: limits)
                 var r = FetchResult(token: ctx.token)
                 r.count = n
@@ -215,8 +216,16 @@ final class FetchPlanCache {
     }
 
     static let capacity = 64
-    /// nil plan: compiled once and found uncacheable; the executor runs such requests.
-    private var plans: [Key: (plan: FetchPlan?, used: UInt64)] = [:]
+    final class Entry {
+        /// nil: compiled once and found uncacheable; the executor runs such requests.
+        let plan: FetchPlan?
+        var used: UInt64
+        init(_ plan: FetchPlan?, _ used: UInt64) { self.plan = plan; self.used = used }
+    }
+    private var plans: [Key: Entry] = [:]
+    /// The entry found last: a call of the same shape as the one before compares keys instead
+    /// of hashing one.
+    private var last: (key: Key, entry: Entry)?
     private var clock: UInt64 = 0
 
     var count: Int { plans.count }
@@ -225,19 +234,25 @@ final class FetchPlanCache {
 
     /// `.some(plan)` (plan nil: known uncacheable) or nil when the key is not cached.
     func lookup(_ key: Key) -> FetchPlan??  {
-        guard let i = plans.index(forKey: key) else { return nil }
+        let entry: Entry
+        if let l = last, l.key == key { entry = l.entry } else {
+            guard let e = plans[key] else { return nil }
+            entry = e
+            last = (key, e)
+        }
         clock += 1
-        plans.values[i].used = clock
-        if plans.values[i].plan != nil { hits += 1 }
-        return .some(plans.values[i].plan)
+        entry.used = clock
+        if entry.plan != nil { hits += 1 }
+        return .some(entry.plan)
     }
 
     func insert(_ key: Key, _ plan: FetchPlan?) {
         if plans.count >= FetchPlanCache.capacity, let oldest = plans.min(by: { $0.value.used < $1.value.used })?.key {
             plans.removeValue(forKey: oldest)
+            if last?.key == oldest { last = nil }
         }
         clock += 1
         compiles += 1
-        plans[key] = (plan, clock)
+        plans[key] = Entry(plan, clock)
     }
 }

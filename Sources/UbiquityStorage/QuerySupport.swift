@@ -248,7 +248,7 @@ public enum RawColumn {
     case blob(UnsafeRawBufferPointer)
 }
 
-/// One row of an object statement (`ReadContext.visitObjects`), valid only inside the callback.
+/// One row of an object statement (`ObjectRows.next`), valid only until the next call.
 public struct ObjectRow {
     let st: Statement
     public let id: ObjectID
@@ -278,41 +278,74 @@ public struct ObjectRow {
     public func value(_ i: Int) -> StorageValue { ResolvedModel.fromSQL(st.value(attributes[i].index), attributes[i].type) }
 }
 
+/// The rows of an object statement, read in place one at a time (`ReadContext.withObjectRows`).
+public struct ObjectRows {
+    let st: Statement
+    let shapes: ReadShapes
+    let storeID: UUID
+    /// Rows read so far.
+    public private(set) var count = 0
+    private var done = false
+    // rows of one entity follow each other in most results: its name and slots are looked up once
+    private var entity = ""
+    private var entityBytes: [UInt8] = []
+    private var slots: [AttributeSlot] = []
+
+    init(st: Statement, shapes: ReadShapes, storeID: UUID) { self.st = st; self.shapes = shapes; self.storeID = storeID }
+
+    /// The next row (valid until the next call), or nil after the last.
+    public mutating func next() throws -> ObjectRow? {
+        if done { return nil }
+        guard try st.step() else { done = true; return nil }
+        guard sqlite3_column_type(st.stmt, 0) == SQLITE_INTEGER, sqlite3_column_type(st.stmt, 1) == SQLITE_INTEGER,
+              sqlite3_column_type(st.stmt, 2) == SQLITE_TEXT, let e = sqlite3_column_text(st.stmt, 2) else {
+            throw StorageError(.corrupt, "malformed row")
+        }
+        let n = Int(sqlite3_column_bytes(st.stmt, 2))
+        if count == 0 || n != entityBytes.count || memcmp(e, entityBytes, n) != 0 {
+            entity = st.text(2)
+            entityBytes = Array(UnsafeBufferPointer(start: e, count: n))
+            guard let s = shapes.attributes[entity] else { throw StorageError(.corrupt, "malformed row") }
+            slots = s
+        }
+        count += 1
+        return ObjectRow(st: st, id: ObjectID(storeID: storeID, entity: entity, pk: st.int(0)), version: st.int(1), attributes: slots)
+    }
+}
+
+/// A statement text whose prepared statement is remembered between calls (a compiled fetch
+/// plan's), so the connection's statement cache is not searched by text each time. Used only
+/// by the thread holding the connection whose plan cache owns it (rule 2); the connection's
+/// cache epoch tells whether the remembered statement is still that connection's, unfinalized.
+public final class PreparedSQL {
+    public let sql: String
+    var stmt: OpaquePointer?
+    var epoch = 0
+    public init(_ sql: String) { self.sql = sql }
+}
+
 extension ReadContext {
     /// True when objects of `entity` (and its sub-entities) have no relationships, so
-    /// `visitObjects` can hand out whole objects row by row.
+    /// `withObjectRows` can hand out whole objects row by row.
     public func objectsHaveNoRelationships(entity: String) -> Bool {
         ReadShapes.of(model, on: conn).withoutRelationships.contains(entity)
     }
 
-    /// `objects(entity:selecting:_:)` without snapshots: calls `body` per row, in row order,
-    /// reading the values in place. Only for entities without relationships
-    /// (`objectsHaveNoRelationships`; others throw). Returns the number of rows.
-    public func visitObjects(entity: String, selecting sql: String, _ arguments: [StorageValue], _ body: (ObjectRow) throws -> Void) throws -> Int {
+    /// `objects(entity:selecting:_:)` without snapshots: `body` reads the rows one at a time
+    /// (values in place). Only for entities without relationships (`objectsHaveNoRelationships`;
+    /// others throw). Rows `body` leaves unread are counted; returns the number of rows.
+    public func withObjectRows(entity: String, selecting sql: PreparedSQL, _ arguments: [StorageValue], _ body: (inout ObjectRows) throws -> Void) throws -> Int {
         let shapes = ReadShapes.of(model, on: conn)
         guard model.root[entity] != nil, shapes.withoutRelationships.contains(entity) else {
-            throw StorageError.invalid("visitObjects: \(entity) has relationships")
+            throw StorageError.invalid("withObjectRows: \(entity) has relationships")
         }
-        var n = 0
-        // rows of one entity follow each other in most results: its name and slots are looked up once
-        var lastEntity = ""
-        var lastBytes: [UInt8] = []
-        var slots: [AttributeSlot] = []
-        try conn.query(sql, arguments.map(ReadContext.bindable)) { st in
-            guard sqlite3_column_type(st.stmt, 0) == SQLITE_INTEGER, sqlite3_column_type(st.stmt, 1) == SQLITE_INTEGER,
-                  sqlite3_column_type(st.stmt, 2) == SQLITE_TEXT, let e = sqlite3_column_text(st.stmt, 2) else {
-                throw StorageError(.corrupt, "malformed row")
-            }
-            let en = Int(sqlite3_column_bytes(st.stmt, 2))
-            if n == 0 || en != lastBytes.count || memcmp(e, lastBytes, en) != 0 {
-                lastEntity = st.text(2)
-                lastBytes = Array(UnsafeBufferPointer(start: e, count: en))
-                guard let s = shapes.attributes[lastEntity] else { throw StorageError(.corrupt, "malformed row") }
-                slots = s
-            }
-            n += 1
-            try body(ObjectRow(st: st, id: ObjectID(storeID: storeID, entity: lastEntity, pk: st.int(0)), version: st.int(1), attributes: slots))
-        }
-        return n
+        conn.statementCount += 1
+        let st = try conn.statement(sql)
+        defer { st.reset() }
+        try st.bind(arguments.map(ReadContext.bindable))
+        var rows = ObjectRows(st: st, shapes: shapes, storeID: storeID)
+        try body(&rows)
+        while try rows.next() != nil {}
+        return rows.count
     }
 }

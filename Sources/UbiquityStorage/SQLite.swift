@@ -117,6 +117,7 @@ final class Connection {
         if busy > 0 { Connection.leakedStatements.withLock { $0 += busy } }
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll()
+        cacheEpoch = Connection.newEpoch()
         sqlite3_progress_handler(db, 0, nil, nil)
         sqlite3_set_authorizer(db, nil, nil)
         sqlite3_busy_handler(db, nil, nil)
@@ -149,6 +150,7 @@ final class Connection {
         if cache.count >= cacheLimit, let old = cacheOrder.first {
             cacheOrder.removeFirst()
             if let o = cache.removeValue(forKey: old) { sqlite3_finalize(o) }
+            cacheEpoch = Connection.newEpoch()
         }
         cache[sql] = stmt
         cacheOrder.append(sql)
@@ -158,6 +160,23 @@ final class Connection {
     func clearStatementCache() {
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll(); cacheOrder.removeAll()
+        cacheEpoch = Connection.newEpoch()
+    }
+
+    /// Changes whenever this connection finalizes a cached statement; never the same on two
+    /// connections. A `PreparedSQL` holding a statement found at this epoch may use it directly.
+    private var cacheEpoch = Connection.newEpoch()
+    private static let epochs = Locked(0)
+    private static func newEpoch() -> Int { epochs.withLock { $0 += 1; return $0 } }
+
+    /// `statement(ref.sql)`, remembered in `ref` while this connection's cache keeps it (no
+    /// hashing of the text on later calls).
+    func statement(_ ref: PreparedSQL) throws -> Statement {
+        if ref.epoch == cacheEpoch, let s = ref.stmt { return Statement(stmt: s, conn: self, sql: ref.sql) }
+        let st = try statement(ref.sql)
+        ref.stmt = st.stmt
+        ref.epoch = cacheEpoch
+        return st
     }
 
     /// Statements run through `query` on this connection (tests: set-based loads run a bounded number).

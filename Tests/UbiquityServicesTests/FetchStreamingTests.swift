@@ -151,6 +151,23 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
         XCTAssertFalse(decoded.objects.contains { $0.values["s"]?.stringValue == "changed" })
     }
 
+    /// A plan remembers its prepared statement; after the connection's statement cache evicted
+    /// it (first in, first out: more distinct statements than the cache holds) the plan must
+    /// prepare it again, never use the finalized one.
+    func testStreamedFetchAfterTheStatementCacheTurnedOver() async throws {
+        try await insert(30)
+        let r = request("Plain", "k == $k", ["k": .scalar(.int(1))])
+        XCTAssertTrue(try assertSame(r))
+        for n in 1...80 {
+            let p = (0..<n).map { "i32 == \($0)" }.joined(separator: " OR ")
+            XCTAssertTrue(try assertSame(request("Plain", p)))
+            // used every time, so its plan stays cached while the statement cache turns over
+            XCTAssertTrue(try assertSame(r))
+        }
+        XCTAssertTrue(try assertSame(r))
+        XCTAssertTrue(try assertSame(request("Plain", "k == $k", ["k": .scalar(.int(2))])))
+    }
+
     func testStreamedFetchesWhileSavesRun() async throws {
         try await insert(30)
         let s = store!
