@@ -10,15 +10,8 @@ import UbiquityStorage
 /// generation, for every attribute type, nulls, sub-entities, pinned tokens and while saves run.
 /// Entities with relationships take the snapshot route and must still be right.
 final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
-    static let allTypes: [AttributeDefinition] = [
-        AttributeDefinition(name: "s", type: .string), AttributeDefinition(name: "b", type: .bool),
-        AttributeDefinition(name: "i16", type: .int16), AttributeDefinition(name: "i32", type: .int32),
-        AttributeDefinition(name: "i64", type: .int64), AttributeDefinition(name: "f", type: .float),
-        AttributeDefinition(name: "d", type: .double), AttributeDefinition(name: "dec", type: .decimal),
-        AttributeDefinition(name: "date", type: .date), AttributeDefinition(name: "bin", type: .binary),
-        AttributeDefinition(name: "u", type: .uuid), AttributeDefinition(name: "uri", type: .uri),
-        AttributeDefinition(name: "k", type: .int64),
-    ]
+    /// Every attribute type (FetchEncodingTests' Thing) and an int64 key to select by.
+    static let allTypes: [AttributeDefinition] = FetchEncodingTests.model.entities[0].attributes + [AttributeDefinition(name: "k", type: .int64)]
     static let model = ModelDefinition(versionIdentifier: "stream", entities: [
         EntityDefinition(name: "Plain", attributes: allTypes),
         EntityDefinition(name: "SubPlain", parent: "Plain", attributes: [AttributeDefinition(name: "extra", type: .string)]),
