@@ -301,9 +301,9 @@ final class FetchResponseWriter: FetchObjectSink {
                     let e = row.id.entity
                     entity = e
                     uriPrefix = Array("x-ubiquity://\(row.id.storeID.lowercasedString)/\(e)/".utf8)
-                    nameField = e.isEmpty ? [] : FetchResponseWriter.bytes { $0.string(2, e) }
+                    nameField = e.isEmpty ? [] : FetchResponseWriter.stringField(2, e)
                     let modelTypes = model?.attributeTypes[e]
-                    keys = row.attributes.map { a in FetchResponseWriter.bytes { $0.string(1, a.name) } }
+                    keys = row.attributes.map { FetchResponseWriter.stringField(1, $0.name) }
                     types = row.attributes.map { modelTypes?[$0.name] }
                 }
                 let at = ids.count
@@ -330,10 +330,17 @@ final class FetchResponseWriter: FetchObjectSink {
         written = (w, ids)
     }
 
-    private static func bytes(_ body: (inout ProtoWriter) -> Void) -> [UInt8] {
-        var w = ProtoWriter(capacity: 64)
-        body(&w)
-        return Array(w.finish())
+    /// A string field in wire form (what `ProtoWriter.string` writes).
+    private static func stringField(_ field: Int, _ s: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var v = UInt64(field) << 3 | 2, n = UInt64(s.utf8.count)
+        out.reserveCapacity(12 + s.utf8.count)
+        while v >= 0x80 { out.append(UInt8(truncatingIfNeeded: v) | 0x80); v >>= 7 }
+        out.append(UInt8(v))
+        while n >= 0x80 { out.append(UInt8(truncatingIfNeeded: n) | 0x80); n >>= 7 }
+        out.append(UInt8(n))
+        out += s.utf8
+        return out
     }
 
     /// `FetchEncoding.value(row.value(i), type:)` for the common stored forms read in place; the

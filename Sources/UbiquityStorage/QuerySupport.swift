@@ -250,7 +250,8 @@ public enum RawColumn {
 
 /// One row of an object statement (`ObjectRows.next`), valid only until the next call.
 public struct ObjectRow {
-    let st: Statement
+    /// The statement on its current row (a plain pointer: no reference counting per row).
+    let stmt: OpaquePointer
     public let id: ObjectID
     public let version: Int64
     /// The entity's attributes; the same array (same order) for every row of one entity in a call.
@@ -259,23 +260,23 @@ public struct ObjectRow {
     /// The stored form of attribute `i` (an index into `attributes`), without conversion.
     public func raw(_ i: Int) -> RawColumn {
         let c = Int32(attributes[i].index)
-        switch sqlite3_column_type(st.stmt, c) {
-        case SQLITE_INTEGER: return .int(sqlite3_column_int64(st.stmt, c))
-        case SQLITE_FLOAT: return .double(sqlite3_column_double(st.stmt, c))
+        switch sqlite3_column_type(stmt, c) {
+        case SQLITE_INTEGER: return .int(sqlite3_column_int64(stmt, c))
+        case SQLITE_FLOAT: return .double(sqlite3_column_double(stmt, c))
         case SQLITE_TEXT:
-            let p = sqlite3_column_text(st.stmt, c)
-            let n = Int(sqlite3_column_bytes(st.stmt, c))
+            let p = sqlite3_column_text(stmt, c)
+            let n = Int(sqlite3_column_bytes(stmt, c))
             return .text(UnsafeBufferPointer(start: p, count: p == nil ? 0 : n))
         case SQLITE_BLOB:
-            let p = sqlite3_column_blob(st.stmt, c)
-            let n = Int(sqlite3_column_bytes(st.stmt, c))
+            let p = sqlite3_column_blob(stmt, c)
+            let n = Int(sqlite3_column_bytes(stmt, c))
             return .blob(UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : n))
         default: return .null
         }
     }
 
     /// Attribute `i`'s typed value: exactly what the snapshot of this row holds for it.
-    public func value(_ i: Int) -> StorageValue { ResolvedModel.fromSQL(st.value(attributes[i].index), attributes[i].type) }
+    public func value(_ i: Int) -> StorageValue { ResolvedModel.fromSQL(Statement.value(stmt, attributes[i].index), attributes[i].type) }
 }
 
 /// The rows of an object statement, read in place one at a time (`ReadContext.withObjectRows`).
@@ -309,7 +310,7 @@ public struct ObjectRows {
             slots = s
         }
         count += 1
-        return ObjectRow(st: st, id: ObjectID(storeID: storeID, entity: entity, pk: st.int(0)), version: st.int(1), attributes: slots)
+        return ObjectRow(stmt: st.stmt, id: ObjectID(storeID: storeID, entity: entity, pk: st.int(0)), version: st.int(1), attributes: slots)
     }
 }
 

@@ -273,12 +273,15 @@ struct Statement {
     func isNull(_ i: Int) -> Bool { sqlite3_column_type(stmt, Int32(i)) == SQLITE_NULL }
     func text(_ i: Int) -> String { sqlite3_column_text(stmt, Int32(i)).map { String(cString: $0) } ?? "" }
 
-    func value(_ i: Int) -> SQLValue {
+    func value(_ i: Int) -> SQLValue { Statement.value(stmt, i) }
+
+    /// Column `i` of `stmt`'s current row.
+    static func value(_ stmt: OpaquePointer, _ i: Int) -> SQLValue {
         let c = Int32(i)
         switch sqlite3_column_type(stmt, c) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(stmt, c))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(stmt, c))
-        case SQLITE_TEXT: return .text(text(i))
+        case SQLITE_TEXT: return .text(sqlite3_column_text(stmt, c).map { String(cString: $0) } ?? "")
         case SQLITE_BLOB:
             let n = Int(sqlite3_column_bytes(stmt, c))
             guard n > 0, let p = sqlite3_column_blob(stmt, c) else { return .blob([]) }
