@@ -65,6 +65,9 @@ public struct FetchResult: Sendable {
     public var count: Int = 0
     /// Objects loaded by `relationshipKeyPathsForPrefetching`, each once, ordered by ID.
     public var prefetched: [ObjectSnapshot] = []
+    /// The `.objects` results went to the caller's `FetchObjectSink` (`objects` and `objectIDs`
+    /// are empty; `count` holds their number).
+    public var objectsStreamed = false
     public init(token: GenerationToken) { self.token = token }
 }
 

@@ -14,9 +14,12 @@ extension Store {
     }
 
     /// `fetch` for synchronous callers (a blocking worker thread), without pending changes.
+    /// With `sink`, plan-cached object fetches hand their rows to it instead of returning
+    /// snapshots (`FetchResult.objectsStreamed`).
     public func fetchSync(_ request: FetchRequest, at g: ReadGeneration = .current, minimumGeneration: Int64? = nil,
-                          limits: QueryLimits = QueryLimits(), isCancelled: (@Sendable () -> Bool)? = nil) throws -> FetchResult {
-        try readSync(at: g, minimumGeneration: minimumGeneration, isCancelled: isCancelled) { ctx in try ctx.fetch(request, limits: limits) }
+                          limits: QueryLimits = QueryLimits(), isCancelled: (@Sendable () -> Bool)? = nil,
+                          sink: FetchObjectSink? = nil) throws -> FetchResult {
+        try readSync(at: g, minimumGeneration: minimumGeneration, isCancelled: isCancelled) { ctx in try ctx.fetch(request, limits: limits, sink: sink) }
     }
 
     /// The results in batches of `fetchBatchSize`, all read at one generation. A pin lease
@@ -121,9 +124,11 @@ final class BatchCursor: @unchecked Sendable {
 
 extension ReadContext {
     /// Runs a fetch inside this read (the same generation as everything else in it).
-    public func fetch(_ request: FetchRequest, pending: PendingChanges? = nil, limits: QueryLimits = QueryLimits()) throws -> FetchResult {
+    /// `sink`: as in `Store.fetchSync`.
+    public func fetch(_ request: FetchRequest, pending: PendingChanges? = nil, limits: QueryLimits = QueryLimits(),
+                      sink: FetchObjectSink? = nil) throws -> FetchResult {
         try QueryErrors.mapping {
-            if pending?.isEmpty ?? true, let r = try FetchPlan.run(request, ctx: self, limits: limits) { return r }
+            if pending?.isEmpty ?? true, let r = try FetchPlan.run(request, ctx: self, limits: limits, sink: sink) { return r }
             return try FetchExecutor(request, ctx: self, limits: limits, pending: pending).run()
         }
     }

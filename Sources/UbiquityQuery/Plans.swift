@@ -45,6 +45,13 @@ final class VariableTrace {
     func opaque(_ column: Int) { if columns[column] != nil { cacheable = false } }
 }
 
+/// Receives the objects of a plan-cached `.objects` fetch inside the read, as rows read in place
+/// (no snapshots are built), with the read's token. A fetch that used a sink returns a result
+/// with `objectsStreamed` set, `count` rows and no objects or IDs.
+public protocol FetchObjectSink: AnyObject {
+    func objects(token: GenerationToken, rows: inout ObjectRows) throws
+}
+
 /// One compiled fetch: the statement and where each argument comes from.
 final class FetchPlan {
     struct Slot {
@@ -60,19 +67,25 @@ final class FetchPlan {
 
     let resultType: FetchResultType
     let sql: String
+    /// `sql` with its prepared statement remembered (object rows).
+    let statement: PreparedSQL
     let arguments: [Argument]
     let slots: [Slot]
     /// Coerces slot values on later calls (its variables are not used).
     let checker: Checker
+    /// `.objects` of an entity without relationships and no `propertiesToFetch`: rows can go
+    /// straight to a `FetchObjectSink`.
+    let streamable: Bool
 
-    init(resultType: FetchResultType, sql: String, arguments: [Argument], slots: [Slot], checker: Checker) {
-        self.resultType = resultType; self.sql = sql; self.arguments = arguments; self.slots = slots; self.checker = checker
+    init(resultType: FetchResultType, sql: String, arguments: [Argument], slots: [Slot], checker: Checker, streamable: Bool) {
+        self.resultType = resultType; self.sql = sql; statement = PreparedSQL(sql); self.arguments = arguments; self.slots = slots; self.checker = checker
+        self.streamable = streamable
     }
 
     /// Runs `request` through a cached plan, compiling (and caching, if it can be) one on a miss.
     /// nil: the request is not of the planned kinds (pending changes, dictionaries, prefetching)
     /// or was found uncacheable before; the caller runs the executor.
-    static func run(_ request: FetchRequest, ctx: ReadContext, limits: QueryLimits) throws -> FetchResult? {
+    static func run(_ request: FetchRequest, ctx: ReadContext, limits: QueryLimits, sink: FetchObjectSink? = nil) throws -> FetchResult? {
         guard request.resultType != .dictionaries, request.relationshipKeyPathsForPrefetching.isEmpty else { return nil }
         let cache = try ctx.connectionCache { () throws -> FetchPlanCache in
             try QueryFunctions.install(ctx)  // plans may call ubq_fold / ubq_regex
@@ -102,11 +115,13 @@ final class FetchPlan {
             }
             var checker = executor.checker("predicate")
             checker = Checker(schema: checker.schema, entity: checker.entity, variables: [:], limits: checker.limits, field: checker.field)
-            plan = FetchPlan(resultType: request.resultType, sql: sql, arguments: arguments, slots: trace.slots, checker: checker)
+            let streamable = request.resultType == .objects && request.propertiesToFetch.isEmpty
+                && ctx.objectsHaveNoRelationships(entity: request.entity)
+            plan = FetchPlan(resultType: request.resultType, sql: sql, arguments: arguments, slots: trace.slots, checker: checker, streamable: streamable)
             values = trace.values.map(\.storageValue)
             cache.insert(key, trace.cacheable ? plan : nil)
         }
-        return try plan.execute(request, values: values, ctx: ctx, limits: limits)
+        return try plan.execute(request, values: values, ctx: ctx, limits: limits, sink: sink)
     }
 
     /// This call's slot values, coerced in the order the checker met them (so the first bad
@@ -123,7 +138,7 @@ final class FetchPlan {
         }
     }
 
-    func execute(_ request: FetchRequest, values: [StorageValue], ctx: ReadContext, limits: QueryLimits) throws -> FetchResult {
+    func execute(_ request: FetchRequest, values: [StorageValue], ctx: ReadContext, limits: QueryLimits, sink: FetchObjectSink? = nil) throws -> FetchResult {
         let args = arguments.map { a -> StorageValue in
             switch a {
             case .generation: .int(ctx.generation)
@@ -133,6 +148,15 @@ final class FetchPlan {
         }
         switch resultType {
         case .objects:
+            if streamable, let sink {
+                let token = ctx.token
+                let n = try ctx.withObjectRows(entity: request.entity, selecting: statement, args) { try sink.objects(token: token, rows: &$0) }
+                try FetchExecutor.cap(n, limits: limits)
+                var r = FetchResult(token: ctx.token)
+                r.count = n
+                r.objectsStreamed = true
+                return r
+            }
             let objects = try ctx.objects(entity: request.entity, selecting: sql, args)
             try FetchExecutor.cap(objects.count, limits: limits)
             return FetchExecutor.objectResult(objects, request: request, token: ctx.token)
@@ -192,8 +216,16 @@ final class FetchPlanCache {
     }
 
     static let capacity = 64
-    /// nil plan: compiled once and found uncacheable; the executor runs such requests.
-    private var plans: [Key: (plan: FetchPlan?, used: UInt64)] = [:]
+    final class Entry {
+        /// nil: compiled once and found uncacheable; the executor runs such requests.
+        let plan: FetchPlan?
+        var used: UInt64
+        init(_ plan: FetchPlan?, _ used: UInt64) { self.plan = plan; self.used = used }
+    }
+    private var plans: [Key: Entry] = [:]
+    /// The entry found last: a call of the same shape as the one before compares keys instead
+    /// of hashing one.
+    private var last: (key: Key, entry: Entry)?
     private var clock: UInt64 = 0
 
     var count: Int { plans.count }
@@ -202,19 +234,25 @@ final class FetchPlanCache {
 
     /// `.some(plan)` (plan nil: known uncacheable) or nil when the key is not cached.
     func lookup(_ key: Key) -> FetchPlan??  {
-        guard let i = plans.index(forKey: key) else { return nil }
+        let entry: Entry
+        if let l = last, l.key == key { entry = l.entry } else {
+            guard let e = plans[key] else { return nil }
+            entry = e
+            last = (key, e)
+        }
         clock += 1
-        plans.values[i].used = clock
-        if plans.values[i].plan != nil { hits += 1 }
-        return .some(plans.values[i].plan)
+        entry.used = clock
+        if entry.plan != nil { hits += 1 }
+        return .some(entry.plan)
     }
 
     func insert(_ key: Key, _ plan: FetchPlan?) {
         if plans.count >= FetchPlanCache.capacity, let oldest = plans.min(by: { $0.value.used < $1.value.used })?.key {
             plans.removeValue(forKey: oldest)
+            if last?.key == oldest { last = nil }
         }
         clock += 1
         compiles += 1
-        plans[key] = (plan, clock)
+        plans[key] = Entry(plan, clock)
     }
 }

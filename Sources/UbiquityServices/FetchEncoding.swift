@@ -125,7 +125,7 @@ struct ProtoWriter {
             uriPrefix = Array("x-ubiquity://".utf8) + Array(id.storeID.lowercasedString.utf8) + [UInt8(ascii: "/")]
         }
         var entity = id.entity
-        var magnitude = id.pk.magnitude
+        let magnitude = id.pk.magnitude
         var digits = 1
         var t = magnitude
         while t >= 10 { t /= 10; digits += 1 }
@@ -135,13 +135,41 @@ struct ProtoWriter {
             write(uriPrefix)
             write(e)
         }
-        reserve(2 + digits)
+        reserve(1)
         base[count] = UInt8(ascii: "/")
-        base[count + 1] = UInt8(ascii: id.pk < 0 ? "t" : "p")
-        count += 2
+        count += 1
+        pkSuffix(id.pk, magnitude: magnitude, digits: digits)
+    }
+
+    /// An object ID in URI form from `prefix`, the URI up to the entity's `/` (`x-ubiquity://<store>/<entity>/`).
+    mutating func objectID(_ field: Int, prefix: [UInt8], pk: Int64) {
+        let magnitude = pk.magnitude
+        var digits = 1
+        var t = magnitude
+        while t >= 10 { t /= 10; digits += 1 }
+        tag(field, 2)
+        varint(UInt64(prefix.count + 1 + digits))
+        write(prefix)
+        pkSuffix(pk, magnitude: magnitude, digits: digits)
+    }
+
+    /// `p<pk>` or `t<-pk>`.
+    @inline(__always) private mutating func pkSuffix(_ pk: Int64, magnitude: UInt64, digits: Int) {
+        var magnitude = magnitude
+        reserve(1 + digits)
+        base[count] = UInt8(ascii: pk < 0 ? "t" : "p")
+        count += 1
         for k in stride(from: count + digits - 1, through: count, by: -1) { base[k] = 48 + UInt8(magnitude % 10); magnitude /= 10 }
         count += digits
     }
+
+    /// Appends `other`'s bytes in `range`.
+    mutating func write(_ other: borrowing ProtoWriter, _ range: Range<Int>) {
+        write(UnsafeBufferPointer(start: other.base + range.lowerBound, count: range.count))
+    }
+
+    /// Frees the buffer of a writer that will not be finished.
+    consuming func discard() { base.deallocate() }
 
     /// A length-delimited field whose content `body` writes: one length byte is reserved and the
     /// content moved up if its length needs more.
@@ -240,5 +268,112 @@ enum FetchEncoding {
         case .uuid(let u): w.string(12, u.uuidString.lowercased())
         case .uri(let s): w.string(13, s)
         }
+    }
+}
+
+/// A Fetch response written while the read runs: plan-cached object fetches hand their rows to
+/// `objects` (no snapshot, no dictionary per object); `finish` completes the response, or
+/// encodes the result the generic way when the fetch did not stream (`objectsStreamed` false).
+/// One per call, used by the thread running the fetch only.
+final class FetchResponseWriter: FetchObjectSink {
+    let model: ModelInfo?
+    /// The response up to the objects, and the `object_ids` fields (written while the objects are).
+    private var written: (ProtoWriter, ProtoWriter)?
+
+    init(model: ModelInfo?) { self.model = model }
+
+    deinit { if case let (w, ids)? = written.take() { w.discard(); ids.discard() } }
+
+    func objects(token: GenerationToken, rows: inout ObjectRows) throws {
+        var w = ProtoWriter(capacity: 2048)
+        var ids = ProtoWriter(capacity: 1024)
+        do {
+            let t = token.bytes
+            if !t.isEmpty { w.bytes(1, t) }
+            // per entity run: the URI prefix of its IDs, its name field, each attribute's map-entry
+            // key in wire form and the model's type of each attribute (numbers are written by it)
+            var entity: String?
+            var uriPrefix: [UInt8] = [], nameField: [UInt8] = []
+            var keys: [[UInt8]] = []
+            var types: [AttributeType?] = []
+            while let row = try rows.next() {
+                if entity != row.id.entity || keys.count != row.attributes.count {
+                    let e = row.id.entity
+                    entity = e
+                    uriPrefix = Array("x-ubiquity://\(row.id.storeID.lowercasedString)/\(e)/".utf8)
+                    nameField = e.isEmpty ? [] : FetchResponseWriter.stringField(2, e)
+                    let modelTypes = model?.attributeTypes[e]
+                    keys = row.attributes.map { FetchResponseWriter.stringField(1, $0.name) }
+                    types = row.attributes.map { modelTypes?[$0.name] }
+                }
+                let at = ids.count
+                ids.objectID(3, prefix: uriPrefix, pk: row.id.pk)
+                w.delimited(2) { w in
+                    // field 1 has the same length and URI as the object_ids entry: only the tag differs
+                    w.tag(1, 2)
+                    w.write(ids, (at + 1)..<ids.count)
+                    w.write(nameField)
+                    if row.version != 0 { w.int64(3, row.version) }
+                    for i in 0..<keys.count {
+                        w.delimited(4) { e in
+                            e.write(keys[i])
+                            e.delimited(2) { FetchResponseWriter.value(row, i, modelType: types[i], into: &$0) }
+                        }
+                    }
+                }
+            }
+        } catch {
+            w.discard(); ids.discard()
+            throw error
+        }
+        if case let (a, b)? = written.take() { a.discard(); b.discard() }
+        written = (w, ids)
+    }
+
+    /// A string field in wire form (what `ProtoWriter.string` writes).
+    private static func stringField(_ field: Int, _ s: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var v = UInt64(field) << 3 | 2, n = UInt64(s.utf8.count)
+        out.reserveCapacity(12 + s.utf8.count)
+        while v >= 0x80 { out.append(UInt8(truncatingIfNeeded: v) | 0x80); v >>= 7 }
+        out.append(UInt8(v))
+        while n >= 0x80 { out.append(UInt8(truncatingIfNeeded: n) | 0x80); n >>= 7 }
+        out.append(UInt8(n))
+        out += s.utf8
+        return out
+    }
+
+    /// `FetchEncoding.value(row.value(i), type:)` for the common stored forms read in place; the
+    /// others (and non-ASCII text, whose String form repairs bad UTF-8) take the generic route.
+    static func value(_ row: ObjectRow, _ i: Int, modelType: AttributeType?, into w: inout ProtoWriter) {
+        let stored = row.attributes[i].type
+        switch (row.raw(i), stored) {
+        case (.null, _): w.int32(1, 0)
+        case (.text(let t), .string) where t.allSatisfy({ $0 != 0 && $0 < 0x80 }):
+            w.tag(2, 2); w.varint(UInt64(t.count)); w.write(t)
+        case (.int(let v), .int16), (.int(let v), .int32), (.int(let v), .int64):
+            FetchEncoding.value(.int(v), type: modelType, into: &w)
+        case (.int(let v), .bool): w.bool(3, v != 0)
+        case (.double(let d), .double), (.double(let d), .float):
+            FetchEncoding.value(.double(d), type: modelType, into: &w)
+        case (.int(let v), .double), (.int(let v), .float):
+            FetchEncoding.value(.double(Double(v)), type: modelType, into: &w)
+        case (.double(let d), .date): FetchEncoding.value(.date(d), type: nil, into: &w)
+        case (.int(let v), .date): FetchEncoding.value(.date(Double(v)), type: nil, into: &w)
+        default:
+            let v = row.value(i)
+            let type: AttributeType? = switch v { case .int, .double: modelType; default: nil }
+            FetchEncoding.value(v, type: type, into: &w)
+        }
+    }
+
+    /// The whole response for `r`, the result of the fetch this writer was the sink of.
+    func finish(_ r: FetchResult, type: FetchResultType) throws -> EncodedMessage {
+        guard r.objectsStreamed, case let (w0, ids)? = written.take() else { return try FetchEncoding.fetchResults(r, type: type, model: model) }
+        var w = w0
+        w.write(ids, 0..<ids.count)
+        ids.discard()
+        if r.count != 0 { w.int64(5, Int64(r.count)) }
+        return EncodedMessage(w.finish())
     }
 }

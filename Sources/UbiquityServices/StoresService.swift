@@ -61,8 +61,9 @@ public struct StoresService: Sendable {
                 let cancellation = call.cancellation
                 return try b.withStoreSync(req.storeID, account: account) { store in
                     let model = try b.model(of: store)
-                    let r = try store.fetchSync(fr, at: at, minimumGeneration: minGen, limits: limits, isCancelled: { cancellation.isCancelled })
-                    return try FetchEncoding.fetchResults(r, type: fr.resultType, model: model)
+                    let out = FetchResponseWriter(model: model)
+                    let r = try store.fetchSync(fr, at: at, minimumGeneration: minGen, limits: limits, isCancelled: { cancellation.isCancelled }, sink: out)
+                    return try out.finish(r, type: fr.resultType)
                 }
             }
         }

@@ -228,3 +228,125 @@ public enum GeneratedValue: Sendable, CustomStringConvertible {
         }
     }
 }
+
+// MARK: Object rows read in place (docs/storage.md, "Object rows")
+
+/// An attribute of an entity and where a row selected by `objectColumns` holds it.
+public struct AttributeSlot: Sendable {
+    public let name: String
+    public let type: AttributeType
+    let index: Int
+}
+
+/// A column value of the current row, read in place: the buffers are SQLite's and valid only
+/// until the row callback returns.
+public enum RawColumn {
+    case null
+    case int(Int64)
+    case double(Double)
+    case text(UnsafeBufferPointer<UInt8>)
+    case blob(UnsafeRawBufferPointer)
+}
+
+/// One row of an object statement (`ObjectRows.next`), valid only until the next call.
+public struct ObjectRow {
+    /// The statement on its current row (a plain pointer: no reference counting per row).
+    let stmt: OpaquePointer
+    public let id: ObjectID
+    public let version: Int64
+    /// The entity's attributes; the same array (same order) for every row of one entity in a call.
+    public let attributes: [AttributeSlot]
+
+    /// The stored form of attribute `i` (an index into `attributes`), without conversion.
+    public func raw(_ i: Int) -> RawColumn {
+        let c = Int32(attributes[i].index)
+        switch sqlite3_column_type(stmt, c) {
+        case SQLITE_INTEGER: return .int(sqlite3_column_int64(stmt, c))
+        case SQLITE_FLOAT: return .double(sqlite3_column_double(stmt, c))
+        case SQLITE_TEXT:
+            let p = sqlite3_column_text(stmt, c)
+            let n = Int(sqlite3_column_bytes(stmt, c))
+            return .text(UnsafeBufferPointer(start: p, count: p == nil ? 0 : n))
+        case SQLITE_BLOB:
+            let p = sqlite3_column_blob(stmt, c)
+            let n = Int(sqlite3_column_bytes(stmt, c))
+            return .blob(UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : n))
+        default: return .null
+        }
+    }
+
+    /// Attribute `i`'s typed value: exactly what the snapshot of this row holds for it.
+    public func value(_ i: Int) -> StorageValue { ResolvedModel.fromSQL(Statement.value(stmt, attributes[i].index), attributes[i].type) }
+}
+
+/// The rows of an object statement, read in place one at a time (`ReadContext.withObjectRows`).
+public struct ObjectRows {
+    let st: Statement
+    let shapes: ReadShapes
+    let storeID: UUID
+    /// Rows read so far.
+    public private(set) var count = 0
+    private var done = false
+    // rows of one entity follow each other in most results: its name and slots are looked up once
+    private var entity = ""
+    private var entityBytes: [UInt8] = []
+    private var slots: [AttributeSlot] = []
+
+    init(st: Statement, shapes: ReadShapes, storeID: UUID) { self.st = st; self.shapes = shapes; self.storeID = storeID }
+
+    /// The next row (valid until the next call), or nil after the last.
+    public mutating func next() throws -> ObjectRow? {
+        if done { return nil }
+        guard try st.step() else { done = true; return nil }
+        guard sqlite3_column_type(st.stmt, 0) == SQLITE_INTEGER, sqlite3_column_type(st.stmt, 1) == SQLITE_INTEGER,
+              sqlite3_column_type(st.stmt, 2) == SQLITE_TEXT, let e = sqlite3_column_text(st.stmt, 2) else {
+            throw StorageError(.corrupt, "malformed row")
+        }
+        let n = Int(sqlite3_column_bytes(st.stmt, 2))
+        if count == 0 || n != entityBytes.count || memcmp(e, entityBytes, n) != 0 {
+            entity = st.text(2)
+            entityBytes = Array(UnsafeBufferPointer(start: e, count: n))
+            guard let s = shapes.attributes[entity] else { throw StorageError(.corrupt, "malformed row") }
+            slots = s
+        }
+        count += 1
+        return ObjectRow(stmt: st.stmt, id: ObjectID(storeID: storeID, entity: entity, pk: st.int(0)), version: st.int(1), attributes: slots)
+    }
+}
+
+/// A statement text whose prepared statement is remembered between calls (a compiled fetch
+/// plan's), so the connection's statement cache is not searched by text each time. Used only
+/// by the thread holding the connection whose plan cache owns it (rule 2); the connection's
+/// cache epoch tells whether the remembered statement is still that connection's, unfinalized.
+public final class PreparedSQL {
+    public let sql: String
+    var stmt: OpaquePointer?
+    var epoch = 0
+    public init(_ sql: String) { self.sql = sql }
+}
+
+extension ReadContext {
+    /// True when objects of `entity` (and its sub-entities) have no relationships, so
+    /// `withObjectRows` can hand out whole objects row by row.
+    public func objectsHaveNoRelationships(entity: String) -> Bool {
+        ReadShapes.of(model, on: conn).withoutRelationships.contains(entity)
+    }
+
+    /// `objects(entity:selecting:_:)` without snapshots: `body` reads the rows one at a time
+    /// (values in place). Only for entities without relationships (`objectsHaveNoRelationships`;
+    /// others throw). Rows `body` leaves unread are counted; returns the number of rows.
+    public func withObjectRows(entity: String, selecting sql: PreparedSQL, _ arguments: [StorageValue], _ body: (inout ObjectRows) throws -> Void) throws -> Int {
+        let shapes = ReadShapes.of(model, on: conn)
+        guard model.root[entity] != nil, shapes.withoutRelationships.contains(entity) else {
+            throw StorageError.invalid("withObjectRows: \(entity) has relationships")
+        }
+        conn.statementCount += 1
+        let st = try conn.statement(sql)
+        defer { st.reset() }
+        try st.bind(arguments.map(ReadContext.bindable))
+        var rows = ObjectRows(st: st, shapes: shapes, storeID: storeID)
+        try body(&rows)
+        while try rows.next() != nil {}
+        return rows.count
+    }
+}

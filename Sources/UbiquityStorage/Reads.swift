@@ -35,7 +35,7 @@ struct RowReader {
         var out: [ObjectSnapshot] = []
         out.reserveCapacity(rows.count)
         // rows of one entity follow each other in most results: its slots are looked up once
-        var last: (entity: String, slots: [(name: String, type: AttributeType, index: Int)], related: Bool)?
+        var last: (entity: String, slots: [AttributeSlot], related: Bool)?
         var anyRelated = false
         for row in rows {
             guard case .integer(let pk) = row[0], case .integer(let version) = row[1], case .text(let ent) = row[2] else {
@@ -204,7 +204,7 @@ struct RowReader {
 final class ReadShapes {
     let model: ResolvedModel
     /// Entity → its attributes with their type and index in a row selected by `selectPrefixSQL`.
-    let attributes: [String: [(name: String, type: AttributeType, index: Int)]]
+    let attributes: [String: [AttributeSlot]]
     /// Root → column → index in a selected row.
     let columnIndex: [String: [String: Int]]
     /// Entity → its relationships sorted by name, with destination and storage.
@@ -214,6 +214,8 @@ final class ReadShapes {
     /// Roots whose table holds an entity with relationships (loading those objects runs more
     /// than one statement).
     let rootsWithRelationships: Set<String>
+    /// Entities none of whose family (itself and sub-entities) has a relationship.
+    let withoutRelationships: Set<String>
 
     /// The shapes for `model` on `conn` (the connection's thread only, rule 2). The cache holds
     /// the model itself and compares identity, so a migrated model never meets old shapes.
@@ -236,15 +238,16 @@ final class ReadShapes {
         }
         columnIndex = colIndex
         batchSQL = sql
-        var attrs: [String: [(name: String, type: AttributeType, index: Int)]] = [:]
+        var attrs: [String: [AttributeSlot]] = [:]
         var rels: [String: [(name: String, destination: String, storage: RelationshipStorage)]] = [:]
         for ent in m.entities.keys {
             let ix = colIndex[m.root[ent]!] ?? [:]
-            attrs[ent] = m.attributes[ent]!.map { ($0.key, $0.value.type, ix[ResolvedModel.attrColumn($0.key)]!) }
+            attrs[ent] = m.attributes[ent]!.map { AttributeSlot(name: $0.key, type: $0.value.type, index: ix[ResolvedModel.attrColumn($0.key)]!) }
             rels[ent] = m.relationships[ent]!.sorted { $0.key < $1.key }.map { ($0.key, $0.value.destination, m.storage(entity: ent, relationship: $0.key)) }
         }
         attributes = attrs
         relationships = rels
         rootsWithRelationships = Set(rels.filter { !$0.value.isEmpty }.map { m.root[$0.key]! })
+        withoutRelationships = Set(m.entities.keys.filter { e in m.family[e]!.allSatisfy { rels[$0]?.isEmpty ?? true } })
     }
 }

@@ -123,6 +123,7 @@ final class Connection {
         recent.removeAll()
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll()
+        cacheEpoch = Connection.newEpoch()
         sqlite3_progress_handler(db, 0, nil, nil)
         sqlite3_set_authorizer(db, nil, nil)
         sqlite3_busy_handler(db, nil, nil)
@@ -166,6 +167,7 @@ final class Connection {
                 cacheOrder.removeFirst()
                 recent.removeAll { $0.sql == old }  // never hand out a finalized statement
                 if let o = cache.removeValue(forKey: old) { sqlite3_finalize(o) }
+                cacheEpoch = Connection.newEpoch()  // nor let a PreparedSQL use it
             }
             cache[sql] = stmt
             cacheOrder.append(sql)
@@ -183,6 +185,23 @@ final class Connection {
         recent.removeAll()
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll(); cacheOrder.removeAll()
+        cacheEpoch = Connection.newEpoch()
+    }
+
+    /// Changes whenever this connection finalizes a cached statement; never the same on two
+    /// connections. A `PreparedSQL` holding a statement found at this epoch may use it directly.
+    private var cacheEpoch = Connection.newEpoch()
+    private static let epochs = Locked(0)
+    private static func newEpoch() -> Int { epochs.withLock { $0 += 1; return $0 } }
+
+    /// `statement(ref.sql)`, remembered in `ref` while this connection's cache keeps it (no
+    /// hashing of the text on later calls).
+    func statement(_ ref: PreparedSQL) throws -> Statement {
+        if ref.epoch == cacheEpoch, let s = ref.stmt { return Statement(stmt: s, conn: self, sql: ref.sql) }
+        let st = try statement(ref.sql)
+        ref.stmt = st.stmt
+        ref.epoch = cacheEpoch
+        return st
     }
 
     /// Statements run through `query` on this connection (tests: set-based loads run a bounded number).
@@ -308,12 +327,15 @@ struct Statement {
     func isNull(_ i: Int) -> Bool { sqlite3_column_type(stmt, Int32(i)) == SQLITE_NULL }
     func text(_ i: Int) -> String { sqlite3_column_text(stmt, Int32(i)).map { String(cString: $0) } ?? "" }
 
-    func value(_ i: Int) -> SQLValue {
+    func value(_ i: Int) -> SQLValue { Statement.value(stmt, i) }
+
+    /// Column `i` of `stmt`'s current row.
+    static func value(_ stmt: OpaquePointer, _ i: Int) -> SQLValue {
         let c = Int32(i)
         switch sqlite3_column_type(stmt, c) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(stmt, c))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(stmt, c))
-        case SQLITE_TEXT: return .text(text(i))
+        case SQLITE_TEXT: return .text(sqlite3_column_text(stmt, c).map { String(cString: $0) } ?? "")
         case SQLITE_BLOB:
             let n = Int(sqlite3_column_bytes(stmt, c))
             guard n > 0, let p = sqlite3_column_blob(stmt, c) else { return .blob([]) }
