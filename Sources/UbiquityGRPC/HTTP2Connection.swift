@@ -39,7 +39,7 @@ final class StreamState {
     @exclusivity(unchecked) var replyRead = 0
     @exclusivity(unchecked) var replyStatus: CallStatus?
     /// A `.blocking` call handed to a worker and not yet answered.
-    @exclusivity(unchecked) var blocking: CallCancellation?
+    @exclusivity(unchecked) var blocking: BlockingJob?
 
     init(id: Int32) { self.id = id }
 
@@ -510,26 +510,17 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             }
             return
         }
-        guard let pool = env.blockingPool else {
+        guard env.blockingPool != nil else {
             respondTrailersOnly(stream, CallStatus(code: .internal, message: "no blocking worker pool"))
             return
         }
-        let cancellation = CallCancellation()
-        stream.blocking = cancellation
-        let context = SyncCallContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline,
-                                      peer: tcp.peerDescription, cancellation: cancellation)
-        let target = LoopBound((self, stream), loop: tcp.loop)
-        let loop = tcp.loop
         // Queued here and handed to the pool once per read (submitPendingJobs): one lock of the
         // pool's queue for all the calls a read completed.
-        pendingJobs.append(BlockingJob(handler: handler, request: request, context: context) { outcome in
-            cancellation.complete {
-                loop.execute {
-                    let (conn, stream) = target.get
-                    conn.blockingFinished(stream, outcome)
-                }
-            }
-        })
+        let job = BlockingJob(handler: handler, request: request, path: stream.path, metadata: stream.metadata,
+                              deadline: stream.deadline, peer: tcp.peerDescription,
+                              target: LoopBound((self, stream), loop: tcp.loop))
+        stream.blocking = job
+        pendingJobs.append(job)
     }
 
     private func submitPendingJobs() {
@@ -539,7 +530,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     }
 
     /// A worker finished a `.blocking` call (loop thread, from `EventLoop.execute`).
-    private func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
+    func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
         stream.blocking = nil
         // The stream may have ended meanwhile (deadline answered, reset, connection closed).
         guard streams.find(stream.id) === stream else { return }

@@ -1,5 +1,6 @@
 import CLibUV
 import Dispatch
+import UbiquityLoop
 import Synchronization
 import SwiftProtobuf
 #if canImport(Glibc)
@@ -18,40 +19,18 @@ public enum HandlerExecution: Sendable {
     case blocking
 }
 
-/// Cancellation of a synchronous call, shared by the loop (which cancels) and the worker (which
-/// polls and completes). Deadline expiry, RST_STREAM, a closed connection and the end of the
-/// shutdown grace period cancel it; a cancelled call's response is dropped.
-public final class CallCancellation: Sendable {
-    private static let running: UInt8 = 0, cancelled: UInt8 = 1, completed: UInt8 = 2
-    private let state = Mutex<UInt8>(0)
+/// Cancellation of a synchronous call as its handler sees it: a view of the call's `BlockingJob`
+/// (the loop cancels it on deadline expiry, RST_STREAM, a closed connection and the end of the
+/// shutdown grace period; a cancelled call's response is dropped). Inline calls are never
+/// cancelled: they run to completion inside one loop turn.
+public struct CallCancellation: Sendable {
+    let job: BlockingJob?
 
-    init() {}
-
-    /// Never cancelled: inline handlers run to completion inside one loop turn.
-    static let never = CallCancellation()
+    /// Never cancelled (inline handlers).
+    static let never = CallCancellation(job: nil)
 
     /// True once the transport cancelled the call. Handlers doing long work poll it.
-    public var isCancelled: Bool { state.withLock { $0 == Self.cancelled } }
-
-    /// Loop side: cancels unless the handler already completed. True if this call did it.
-    func cancel() -> Bool {
-        state.withLock { s in
-            guard s == Self.running else { return false }
-            s = Self.cancelled
-            return true
-        }
-    }
-
-    /// Worker side: runs `post` (which hands the result to the loop) under the lock, unless
-    /// cancelled. Holding the lock makes "cancelled, then the loop stops" and "posted" exclusive, so
-    /// nothing is posted to a loop that may already have stopped.
-    func complete(_ post: () -> Void) {
-        state.withLock { s in
-            guard s == Self.running else { return }
-            s = Self.completed
-            post()
-        }
-    }
+    public var isCancelled: Bool { job?.isCancelled ?? false }
 }
 
 /// What a synchronous handler knows about its call.
@@ -136,6 +115,18 @@ extension Router {
         }
     }
 
+    /// `blockingUnaryEncoded` with a hand-written decoder tried first: `fastDecode` returns the
+    /// request for the bytes it understands and nil for anything else, which SwiftProtobuf then
+    /// decodes — so an unusual request gets exactly the message or the error it always got.
+    public mutating func blockingUnaryEncoded<Req: SwiftProtobuf.Message>(
+        _ path: String, fastDecode: @escaping @Sendable ([UInt8]) -> Req?,
+        _ body: @escaping @Sendable (Req, SyncCallContext) throws -> [UInt8]
+    ) {
+        registerSync(path, execution: .blocking) { bytes, ctx in
+            SyncUnaryReply(try body(try fastDecode(bytes) ?? decode(Req.self, bytes), ctx))
+        }
+    }
+
     /// Registers a blocking unary method that also sets trailing metadata.
     public mutating func blockingUnaryWithMetadata<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
         _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> UnaryResponse<Res>
@@ -147,20 +138,79 @@ extension Router {
     }
 }
 
-/// One blocking call queued for a worker: a class, so the queue moves one reference across
-/// threads instead of copying (and retaining, on both threads) every field of the call.
-/// Immutable; `done` runs on the worker after the handler and hands the outcome to the loop.
+/// One blocking call, from the loop to a worker and back: the only object the handoff allocates
+/// (it is the call's cancellation flag, the queued job and, captured alone, the closure that
+/// carries the outcome back to the loop).
+///
+/// States: running → cancelled (loop: deadline, reset, connection closed) or running → completed
+/// (worker, which then posts `finishOnLoop` to the loop under the same lock). Holding the lock
+/// makes "cancelled, then the loop stops" and "posted" exclusive, so nothing is posted to a loop
+/// that may already have stopped. The target (connection, stream) is dropped on cancel or when
+/// the loop takes the outcome, which breaks the stream → job → stream cycle.
 final class BlockingJob: Sendable {
+    private static let running: UInt8 = 0, cancelled: UInt8 = 1, completed: UInt8 = 2
+    private struct State {
+        var phase = BlockingJob.running
+        var target: LoopBound<(HTTP2Connection, StreamState)>?
+        var outcome: Result<SyncUnaryReply, CallStatusError>?
+    }
+    private let state: Mutex<State>
     let handler: SyncUnaryHandler
     let request: [UInt8]
-    let context: SyncCallContext
-    let done: @Sendable (Result<SyncUnaryReply, CallStatusError>) -> Void
-    init(handler: @escaping SyncUnaryHandler, request: [UInt8], context: SyncCallContext,
-         done: @escaping @Sendable (Result<SyncUnaryReply, CallStatusError>) -> Void) {
+    let path: String
+    let metadata: Metadata
+    let deadline: ContinuousClock.Instant?
+    let peer: String
+    let loop: EventLoop
+
+    init(handler: @escaping SyncUnaryHandler, request: [UInt8], path: String, metadata: Metadata,
+         deadline: ContinuousClock.Instant?, peer: String, target: LoopBound<(HTTP2Connection, StreamState)>) {
         self.handler = handler
         self.request = request
-        self.context = context
-        self.done = done
+        self.path = path
+        self.metadata = metadata
+        self.deadline = deadline
+        self.peer = peer
+        self.loop = target.loop
+        state = Mutex(State(target: target))
+    }
+
+    var isCancelled: Bool { state.withLock { $0.phase == Self.cancelled } }
+
+    /// What the handler sees of its call (built on the worker; the job is its cancellation).
+    var context: SyncCallContext {
+        SyncCallContext(path: path, metadata: metadata, deadline: deadline, peer: peer, cancellation: CallCancellation(job: self))
+    }
+
+    /// Loop side: cancels unless the handler already completed. True if this call did it.
+    func cancel() -> Bool {
+        state.withLock { s in
+            guard s.phase == Self.running else { return false }
+            s.phase = Self.cancelled
+            s.target = nil
+            return true
+        }
+    }
+
+    /// Worker side: records the outcome and posts `finishOnLoop` to the loop, unless cancelled.
+    func complete(_ outcome: Result<SyncUnaryReply, CallStatusError>) {
+        state.withLock { s in
+            guard s.phase == Self.running else { return }
+            s.phase = Self.completed
+            s.outcome = outcome
+            loop.execute { self.finishOnLoop() }
+        }
+    }
+
+    /// Loop thread: hands the outcome to the connection.
+    private func finishOnLoop() {
+        let (target, outcome) = state.withLock { s in
+            defer { s.target = nil; s.outcome = nil }
+            return (s.target, s.outcome)
+        }
+        guard let target, let outcome else { return }
+        let (conn, stream) = target.get
+        conn.blockingFinished(stream, outcome)
     }
 }
 
@@ -251,14 +301,14 @@ final class BlockingPool: Sendable {
     }
 
     private static func run(_ job: BlockingJob) {
-        if job.context.isCancelled { return } // cancelled while queued: nobody wants the answer
+        if job.isCancelled { return } // cancelled while queued: nobody wants the answer
         let outcome: Result<SyncUnaryReply, CallStatusError>
         do {
             outcome = .success(try job.handler(job.request, job.context))
         } catch {
             outcome = .failure(CallStatusError(status: CallStatus(error: error)))
         }
-        job.done(outcome)
+        job.complete(outcome)
     }
 
     /// Lets queued jobs run, then ends and joins every worker.

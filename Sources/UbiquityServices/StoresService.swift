@@ -92,7 +92,9 @@ public struct StoresService: Sendable {
 
         // The response is encoded straight from the snapshots (ObjectEncoding.swift), and a read
         // that is one SELECT runs without BEGIN … COMMIT (`Store.objectsSync`).
-        router.blockingUnaryEncoded(p + "GetObjects") { (req: Ubiquity_V1_GetObjectsRequest, call) in
+        // The request is decoded by hand in its common form (RequestDecoding.swift), by
+        // SwiftProtobuf otherwise.
+        router.blockingUnaryEncoded(p + "GetObjects", fastDecode: RequestDecoding.getObjects) { (req: Ubiquity_V1_GetObjectsRequest, call) in
             try ServiceErrors.mappingSync {
                 let account = try b.account(call)
                 guard req.objectIds.count <= b.limits.maxFetchResults else {

@@ -31,27 +31,29 @@ struct RowReader {
     /// set-based: one query per relationship per chunk of objects, never one per object.
     func snapshots(root: String, rows: [[SQLValue]]) throws -> [ObjectSnapshot] {
         let shapes = self.shapes
-        let colIndex = shapes.columnIndex[root] ?? [:]
         var out: [ObjectSnapshot] = []
         out.reserveCapacity(rows.count)
-        // rows of one entity follow each other in most results: its slots are looked up once
-        var last: (entity: String, slots: [AttributeSlot], related: Bool)?
+        // rows of one entity follow each other in most results: its shape is looked up once
+        var last: (entity: String, shape: ReadShapes.EntityShape)?
         var anyRelated = false
         for row in rows {
             guard case .integer(let pk) = row[0], case .integer(let version) = row[1], case .text(let ent) = row[2] else {
                 throw StorageError(.corrupt, "malformed row")
             }
             if last?.entity != ent {
-                guard let slots = shapes.attributes[ent] else { throw StorageError(.corrupt, "malformed row") }
-                last = (ent, slots, !(shapes.relationships[ent]?.isEmpty ?? true))
+                guard let shape = shapes.entityShape(ent) else { throw StorageError(.corrupt, "malformed row") }
+                last = (ent, shape)
             }
-            let slots = last!.slots
-            anyRelated = anyRelated || last!.related
-            var values: [String: StorageValue] = Dictionary(minimumCapacity: slots.count)
-            for a in slots { values[a.name] = ResolvedModel.fromSQL(row[a.index], a.type) }
+            let shape = last!.shape
+            anyRelated = anyRelated || shape.related
+            // A copy of the entity's template (every attribute, placeholder values) with each value
+            // set through the template's indices: one allocation, no hashing of attribute names.
+            var values = shape.template
+            for slot in shape.slots { values.values[slot.position] = ResolvedModel.fromSQL(row[slot.index], slot.type) }
             out.append(ObjectSnapshot(id: ObjectID(storeID: storeID, entity: ent, pk: pk), version: version, values: values, relationships: [:]))
         }
         if !anyRelated { return out }
+        let colIndex = shapes.columnIndex[root] ?? [:]
         var byEntity: [String: [Int]] = [:]
         for (i, o) in out.enumerated() { byEntity[o.id.entity, default: []].append(i) }
         for (ent, idxs) in byEntity.sorted(by: { $0.key < $1.key }) {
@@ -137,6 +139,10 @@ struct RowReader {
     /// and one chunk, and no entity of that table has relationships to load.
     func loadsInOneStatement(_ ids: [ObjectID]) -> Bool {
         guard ids.count <= RowReader.chunkSize else { return false }
+        if ids.count == 1 {
+            guard ids[0].storeID == storeID, let p = shapes.point(ids[0].entity) else { return true }
+            return p.oneStatement
+        }
         var root: String?
         for id in ids where id.storeID == storeID {
             guard let r = model.root[id.entity] else { continue }
@@ -176,13 +182,13 @@ struct RowReader {
     /// `objectsBatched` of one ID (point reads): the same statement and checks, without the
     /// grouping by root table and the pk map.
     func objectBatched(_ id: ObjectID) throws -> ObjectSnapshot? {
-        guard id.storeID == storeID, let root = model.root[id.entity] else { return nil }
+        guard id.storeID == storeID, let p = shapes.point(id.entity) else { return nil }
         var rows: [[SQLValue]] = []
-        try conn.query(shapes.batchSQL[root]![0], [.integer(gen), .integer(id.pk)]) { st in
+        try conn.query(p.sql, [.integer(gen), .integer(id.pk)]) { st in
             rows.append((0..<st.columnCount).map { st.value($0) })
         }
-        guard let s = try snapshots(root: root, rows: rows).first, s.id.pk == id.pk,
-              model.family[id.entity]?.contains(s.id.entity) == true else { return nil }
+        guard let s = try snapshots(root: p.root, rows: rows).first, s.id.pk == id.pk,
+              s.id.entity == id.entity ? p.familyHasSelf : p.family.contains(s.id.entity) else { return nil }
         return s
     }
 
@@ -216,6 +222,58 @@ final class ReadShapes {
     let rootsWithRelationships: Set<String>
     /// Entities none of whose family (itself and sub-entities) has a relationship.
     let withoutRelationships: Set<String>
+    /// Entity → what building its snapshots needs: a dictionary holding every attribute (with a
+    /// placeholder value), and per attribute its position in that dictionary, its type and its
+    /// index in a selected row. A snapshot's values are a copy of the template with each value
+    /// replaced by position (`Dictionary.Index` stays valid in a copy), so reading a row hashes no
+    /// attribute name.
+    let entityShapes: [String: EntityShape]
+
+    struct EntityShape {
+        let template: [String: StorageValue]
+        let slots: [(position: Dictionary<String, StorageValue>.Index, type: AttributeType, index: Int)]
+        /// The entity has relationships to load.
+        let related: Bool
+    }
+
+    /// What a read of one ID of an entity needs (`objectBatched`, `loadsInOneStatement`).
+    struct PointShape {
+        let root: String
+        /// The batched select of one ID in the root table.
+        let sql: String
+        /// The entity and its sub-entities (a row of another entity is not this ID's object).
+        let family: Set<String>
+        let familyHasSelf: Bool
+        /// No entity of the root table has relationships: the read is one statement.
+        let oneStatement: Bool
+    }
+
+    // The last entity asked for and its answer: point reads ask for the same entity again and
+    // again, and comparing two short (inline) strings is a word compare where each of the
+    // dictionary lookups it replaces hashes the name. Touched only by the thread holding the
+    // connection (rule 2), like the rest of this object.
+    private var lastPoint: (entity: String, shape: PointShape?)?
+    private var lastEntity: (entity: String, shape: EntityShape?)?
+
+    /// The point-read shape of `entity`; nil if the model has no such entity.
+    func point(_ entity: String) -> PointShape? {
+        if let l = lastPoint, l.entity == entity { return l.shape }
+        let shape = model.root[entity].map { root -> PointShape in
+            let family = model.family[entity] ?? []
+            return PointShape(root: root, sql: batchSQL[root]![0], family: family, familyHasSelf: family.contains(entity),
+                              oneStatement: !rootsWithRelationships.contains(root))
+        }
+        lastPoint = (entity, shape)
+        return shape
+    }
+
+    /// `entityShapes[entity]`, remembering the last answer.
+    func entityShape(_ entity: String) -> EntityShape? {
+        if let l = lastEntity, l.entity == entity { return l.shape }
+        let shape = entityShapes[entity]
+        lastEntity = (entity, shape)
+        return shape
+    }
 
     /// The shapes for `model` on `conn` (the connection's thread only, rule 2). The cache holds
     /// the model itself and compares identity, so a migrated model never meets old shapes.
@@ -249,5 +307,14 @@ final class ReadShapes {
         relationships = rels
         rootsWithRelationships = Set(rels.filter { !$0.value.isEmpty }.map { m.root[$0.key]! })
         withoutRelationships = Set(m.entities.keys.filter { e in m.family[e]!.allSatisfy { rels[$0]?.isEmpty ?? true } })
+        var shapes: [String: EntityShape] = [:]
+        for (ent, slots) in attrs {
+            var template: [String: StorageValue] = Dictionary(minimumCapacity: slots.count)
+            for a in slots { template[a.name] = .null }
+            shapes[ent] = EntityShape(template: template,
+                                      slots: slots.map { (template.index(forKey: $0.name)!, $0.type, $0.index) },
+                                      related: !(rels[ent]?.isEmpty ?? true))
+        }
+        entityShapes = shapes
     }
 }

@@ -1,5 +1,6 @@
 internal import CSQLite
 import Foundation
+import Synchronization
 
 public enum UbiquityStorageVersion { public static let schema = 1 }
 
@@ -14,18 +15,13 @@ enum SQLValue: Equatable, Hashable, Sendable {
 
 /// Flag a request's owner sets when the request is cancelled; the progress handler of the
 /// connection running the request reads it.
-final class CancelFlag: @unchecked Sendable {
-    // Invariant: `value` is only read and written while holding `lock`; `poll` is set at init.
-    private let lock = NSLock()
-    private var value = false
+final class CancelFlag: Sendable {
+    private let value = Atomic<Bool>(false)
     /// Another source of cancellation, asked too (a synchronous caller's call cancellation).
     private let poll: (@Sendable () -> Bool)?
     init(poll: (@Sendable () -> Bool)? = nil) { self.poll = poll }
-    func cancel() { lock.lock(); value = true; lock.unlock() }
-    var isCancelled: Bool {
-        lock.lock(); let v = value; lock.unlock()
-        return v || (poll?() ?? false)
-    }
+    func cancel() { value.store(true, ordering: .releasing) }
+    var isCancelled: Bool { value.load(ordering: .acquiring) || (poll?() ?? false) }
 }
 
 /// One SQLite connection. Not thread-safe: the writer's belongs to the writer thread, a reader's

@@ -88,10 +88,12 @@ public actor StoreDirectory {
             if d.closed { throw StorageError(.storeClosed, "directory is shut down") }
             d.tick += 1
             let now = configuration.clock()
-            if var e = d.open[id] {
-                e.lastUse = d.tick; e.leases += 1; e.lastUseTime = now
-                d.open[id] = e
-                return e.store
+            // One hash of the ID: the entry is updated in place through its index.
+            if let i = d.open.index(forKey: id) {
+                d.open.values[i].lastUse = d.tick
+                d.open.values[i].leases += 1
+                d.open.values[i].lastUseTime = now
+                return d.open.values[i].store
             }
             let p = path(for: id)
             if !create && !FileManager.default.fileExists(atPath: p) { throw StorageError(.notFound, "no store \(id)") }
@@ -103,7 +105,7 @@ public actor StoreDirectory {
     }
 
     private nonisolated func release(_ id: UUID) {
-        state.withLock { d in if var e = d.open[id] { e.leases -= 1; d.open[id] = e } }
+        state.withLock { d in if let i = d.open.index(forKey: id) { d.open.values[i].leases -= 1 } }
     }
 
     /// Closes least recently used stores with no lease until there is room.

@@ -94,6 +94,40 @@ final class SyncReadTests: StorageTestCase {
         }
     }
 
+    /// Snapshots are built from a per-entity template (every attribute, values set by position):
+    /// each must hold exactly its entity's attributes with its own row's values — entities sharing
+    /// a root table, NULL columns, defaults, several rows of one entity in one read — through every
+    /// read path.
+    func testSnapshotsHoldExactlyTheirOwnRowsValues() async throws {
+        let s = try open()
+        let p1 = try await insert(s, "Person", ["name": "Ann", "age": 30, "photo": .binary(Data([1, 2]))])
+        let p2 = try await insert(s, "Person", ["name": "Bob", "email": "b@x", "score": .double(2.5)])
+        let e = try await insert(s, "Employee", ["name": "Eve", "age": 40, "salary": .decimal("12")])
+        let n = try await insert(s, "Note", ["text": "t", "n": 7])
+        let n2 = try await insert(s, "Note", [:])
+        let expected: [ObjectID: [String: StorageValue]] = [
+            p1: ["name": "Ann", "email": .null, "age": 30, "score": .double(1.5), "photo": .binary(Data([1, 2]))],
+            p2: ["name": "Bob", "email": "b@x", "age": .null, "score": .double(2.5), "photo": .null],
+            e: ["name": "Eve", "email": .null, "age": 40, "score": .double(1.5), "photo": .null, "salary": .decimal("12")],
+            n: ["text": "t", "n": 7],
+            n2: ["text": .null, "n": .null],
+        ]
+        let ids = [p1, e, p2, n, n2, p1]
+        func check(_ found: [ObjectSnapshot?], _ path: String) {
+            XCTAssertEqual(found.count, ids.count, path)
+            for (id, snap) in zip(ids, found) {
+                XCTAssertEqual(snap?.id, id, path)
+                XCTAssertEqual(snap?.values, expected[id], "\(path) \(id)")
+            }
+        }
+        check(try s.objectsSync(ids) { $1 }, "objectsSync")
+        check(try s.readSync { try $0.objects(ids) }, "readSync")
+        check(try await s.objects(ids), "objects")
+        for id in [p1, p2, e, n, n2] {
+            XCTAssertEqual(try s.objectsSync([id]) { $1 }.first??.values, expected[id], "point \(id)")
+        }
+    }
+
     func testObjectsSyncSeesTheLatestSaveAndPinnedTokensTheirGeneration() async throws {
         let s = try open()
         let id = try await insert(s, "Note", ["text": "v1", "n": 1])
