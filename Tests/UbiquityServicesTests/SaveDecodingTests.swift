@@ -232,7 +232,7 @@ final class SaveDecodingTests: XCTestCase {
         let full = Self.bytes(rich())
         for n in 0..<full.count { check(Array(full[..<n])) }
         // deterministic single-byte changes at every position
-        var rng = SystemRandomNumberGenerator.Seeded(seed: 0x5eed)
+        var rng = MutationRNG(state: 0x5eed)
         for i in 0..<full.count {
             for v in [UInt8(0), 0xff, 0x80, full[i] ^ 0x01, UInt8(truncatingIfNeeded: rng.next())] where v != full[i] {
                 var m = full; m[i] = v
@@ -242,18 +242,12 @@ final class SaveDecodingTests: XCTestCase {
     }
 }
 
-extension SystemRandomNumberGenerator {
-    /// A small deterministic generator (SplitMix64) for reproducible mutations.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9e37_79b9_7f4a_7c15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-            return z ^ (z >> 31)
-        }
+/// A small deterministic generator (a 64-bit LCG's high bits) for reproducible mutations.
+struct MutationRNG {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return state >> 29
     }
 }
 
