@@ -2,7 +2,7 @@ import Foundation
 import SwiftProtobuf
 import XCTest
 import UbiquityProtos
-import UbiquityStorage
+@testable import UbiquityStorage
 @testable import UbiquityServices
 
 /// `SaveDecoding` reads Save requests straight from their bytes. Whenever it answers, the answer
