@@ -38,11 +38,6 @@ final class Connection {
     private var cache: [String: OpaquePointer] = [:]
     private var cacheOrder: [String] = []
     private let cacheLimit: Int
-    /// The statement `statement(_:)` returned last, by its SQL: a save runs the same INSERT once
-    /// per object, and comparing the text (the same string: one pointer check) is cheaper than
-    /// hashing it. Cleared whenever a cached statement is finalized.
-    private var lastSQL = ""
-    private var lastStatement: OpaquePointer?
     /// The cancel flag of the request currently running on this connection (progress handler reads it).
     var currentCancel: CancelFlag?
     /// Busy-handler polls (200 µs each) before SQLITE_BUSY; 0 makes a call fail at once if busy.
@@ -127,7 +122,6 @@ final class Connection {
         if busy > 0 { Connection.leakedStatements.withLock { $0 += busy } }
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll()
-        lastStatement = nil
         sqlite3_progress_handler(db, 0, nil, nil)
         sqlite3_set_authorizer(db, nil, nil)
         sqlite3_busy_handler(db, nil, nil)
@@ -154,8 +148,7 @@ final class Connection {
 
     /// A cached prepared statement; reset and cleared of bindings when returned by `with`.
     func statement(_ sql: String) throws -> Statement {
-        if let s = lastStatement, sql == lastSQL { return Statement(stmt: s, conn: self, sql: sql) }
-        if let s = cache[sql] { lastSQL = sql; lastStatement = s; return Statement(stmt: s, conn: self, sql: sql) }
+        if let s = cache[sql] { return Statement(stmt: s, conn: self, sql: sql) }
         var stmt: OpaquePointer?
         let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
         guard rc == SQLITE_OK, let stmt else { throw error(rc, sql: sql) }
@@ -165,14 +158,12 @@ final class Connection {
         }
         cache[sql] = stmt
         cacheOrder.append(sql)
-        lastSQL = sql; lastStatement = stmt
         return Statement(stmt: stmt, conn: self, sql: sql)
     }
 
     func clearStatementCache() {
         for (_, s) in cache { sqlite3_finalize(s) }
         cache.removeAll(); cacheOrder.removeAll()
-        lastStatement = nil
     }
 
     /// Statements run through `query` on this connection (tests: set-based loads run a bounded number).
