@@ -55,7 +55,7 @@ enum Convert {
         case .floatValue(let f): return .double(Double(f))
         case .doubleValue(let d): return .double(d)
         case .decimalValue(let s):
-            guard Decimal(string: s, locale: Locale(identifier: "en_US_POSIX")) != nil, !s.isEmpty else {
+            guard isDecimal(s) else {
                 throw ServiceError.invalid(field(), "\"\(s)\" is not a decimal number (write it like \"12.50\")", reason: "BAD_VALUE")
             }
             return .decimal(s)
@@ -68,6 +68,11 @@ enum Convert {
             return .uuid(u)
         case .uriValue(let s): return .uri(s)
         }
+    }
+
+    /// Whether a `decimal_value` string is a decimal number the engine accepts.
+    static func isDecimal(_ s: String) -> Bool {
+        !s.isEmpty && Decimal(string: s, locale: Locale(identifier: "en_US_POSIX")) != nil
     }
 
     /// `field` is only evaluated for an error message.

@@ -111,26 +111,34 @@ public struct StoresService: Sendable {
             }
         }
 
-        router.unary(p + "Save") { (req: Ubiquity_V1_SaveRequest, call) in
-            try await ServiceErrors.mapping {
+        router.unary(p + "Save") { (raw: RawSaveRequest, call) in
+            // The common request (inserts only, every value valid) is read straight from its bytes;
+            // any other is decoded by SwiftProtobuf and converted as before (SaveDecoding).
+            let fast = SaveDecoding.decode(raw.bytes)
+            let req: Ubiquity_V1_SaveRequest? = fast == nil ? try Self.decodeSave(raw.bytes) : nil
+            return try await ServiceErrors.mapping {
                 let account = try b.account(call)
-                let n = req.inserts.count + req.updates.count + req.deletes.count
+                let n = fast?.inserts.count ?? (req!.inserts.count + req!.updates.count + req!.deletes.count)
                 guard n <= b.limits.maxChangesPerSave else {
                     throw ServiceError.exhausted("a save holds at most \(b.limits.maxChangesPerSave) changes (this one has \(n)); split it or use BatchInsert", reason: "LIMIT_EXCEEDED")
                 }
-                return try await b.withStore(req.storeID, account: account) { store in
+                return try await b.withStore(fast?.storeID ?? req!.storeID, account: account) { store in
                     let model = b.modelIfAny(of: store)
-                    var s = SaveRequest()
-                    s.inserts = try req.inserts.enumerated().map { try Convert.insert($0.element, field: "inserts[\($0.offset)]", store: store.id) }
-                    s.updates = try req.updates.enumerated().map { try Convert.update($0.element, field: "updates[\($0.offset)]", store: store.id) }
-                    s.deletes = try req.deletes.enumerated().map { try Convert.delete($0.element, field: "deletes[\($0.offset)]", store: store.id) }
-                    s.mergePolicy = try Convert.mergePolicy(req.mergePolicy)
-                    s.author = req.author.isEmpty ? nil : req.author
-                    s.contextName = req.contextName.isEmpty ? nil : req.contextName
-                    s.clientTransactionID = req.clientTransactionID.isEmpty ? nil : req.clientTransactionID
-                    s.dryRun = req.dryRun
+                    var s: SaveRequest
+                    if let fast, !fast.foreignReference(store: store.id) {
+                        s = SaveRequest()
+                        s.inserts = fast.inserts
+                        s.mergePolicy = fast.mergePolicy
+                        s.author = fast.author.isEmpty ? nil : fast.author
+                        s.contextName = fast.contextName.isEmpty ? nil : fast.contextName
+                        s.clientTransactionID = fast.clientTransactionID.isEmpty ? nil : fast.clientTransactionID
+                        s.dryRun = fast.dryRun
+                    } else {
+                        // (a target in another store: the conversion below reports it as before)
+                        s = try Self.saveRequest(try req ?? Self.decodeSave(raw.bytes), store: store.id)
+                    }
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
-                    return Convert.saveResult(try await contexts.save(s, on: store, model: model), model: model)
+                    return try SaveEncoding.saveResult(try await contexts.save(s, on: store, model: model), model: model)
                 }
             }
         }
@@ -392,6 +400,29 @@ public struct StoresService: Sendable {
         i.token = Data(t.bytes)
         i.generation = t.generation
         return i
+    }
+
+    /// A Save request decoded by SwiftProtobuf, failing as the router fails a request it cannot decode.
+    static func decodeSave(_ bytes: Data) throws -> Ubiquity_V1_SaveRequest {
+        do {
+            return try Ubiquity_V1_SaveRequest(serializedBytes: bytes)
+        } catch {
+            throw RPCError(.invalidArgument, "could not decode request as \(Ubiquity_V1_SaveRequest.protoMessageName): \(error)")
+        }
+    }
+
+    /// The engine's save for a SwiftProtobuf-decoded request (conversion errors name their field).
+    static func saveRequest(_ req: Ubiquity_V1_SaveRequest, store: UUID) throws -> SaveRequest {
+        var s = SaveRequest()
+        s.inserts = try req.inserts.enumerated().map { try Convert.insert($0.element, field: "inserts[\($0.offset)]", store: store) }
+        s.updates = try req.updates.enumerated().map { try Convert.update($0.element, field: "updates[\($0.offset)]", store: store) }
+        s.deletes = try req.deletes.enumerated().map { try Convert.delete($0.element, field: "deletes[\($0.offset)]", store: store) }
+        s.mergePolicy = try Convert.mergePolicy(req.mergePolicy)
+        s.author = req.author.isEmpty ? nil : req.author
+        s.contextName = req.contextName.isEmpty ? nil : req.contextName
+        s.clientTransactionID = req.clientTransactionID.isEmpty ? nil : req.clientTransactionID
+        s.dryRun = req.dryRun
+        return s
     }
 
     static func batchResponse(_ r: BatchResult) -> Ubiquity_V1_BatchResponse {

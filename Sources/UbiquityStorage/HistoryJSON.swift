@@ -9,13 +9,13 @@ enum HistoryJSON {
         out.reserveCapacity(changes.count * 140)
         for (i, c) in changes.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: "{\"changedProperties\":[".utf8)
+            raw("{\"changedProperties\":[", into: &out)
             for (j, p) in c.changedProperties.enumerated() { if j > 0 { out.append(UInt8(ascii: ",")) }; string(p, into: &out) }
-            out.append(contentsOf: "],\"entity\":".utf8)
+            raw("],\"entity\":", into: &out)
             string(c.entity, into: &out)
-            out.append(contentsOf: ",\"kind\":\"".utf8)
-            out.append(contentsOf: c.kind.rawValue.utf8)
-            out.append(contentsOf: "\",\"objectID\":".utf8)
+            raw(",\"kind\":\"", into: &out)
+            utf8(c.kind.rawValue, into: &out)
+            raw("\",\"objectID\":", into: &out)
             if c.objectID.entity.utf8.contains(where: needsEscape) {
                 string(c.objectID.uri, into: &out)
             } else {
@@ -24,14 +24,14 @@ enum HistoryJSON {
                 out.append(UInt8(ascii: "\""))
             }
             if let t = c.tombstone {
-                out.append(contentsOf: ",\"tombstone\":{".utf8)
+                raw(",\"tombstone\":{", into: &out)
                 for (j, k) in t.keys.sorted().enumerated() {
                     if j > 0 { out.append(UInt8(ascii: ",")) }
                     string(k, into: &out)
                     out.append(UInt8(ascii: ":"))
                     var v = ""
                     value(t[k]!, into: &v)
-                    out.append(contentsOf: v.utf8)
+                    utf8(v, into: &out)
                 }
                 out.append(UInt8(ascii: "}"))
             }
@@ -43,15 +43,31 @@ enum HistoryJSON {
 
     @inline(__always) static func needsEscape(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5c }
 
+    // Appends go through contiguous UTF-8 buffers (a memcpy): appending a `String.UTF8View`
+    // to an array takes the generic element-by-element path.
+
+    @inline(__always) static func raw(_ s: StaticString, into out: inout [UInt8]) {
+        s.withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+
+    @inline(__always) static func utf8(_ s: String, into out: inout [UInt8]) {
+        var s = s
+        s.withUTF8 { out.append(contentsOf: $0) }
+    }
+
     static func string(_ s: String, into out: inout [UInt8]) {
-        if s.utf8.contains(where: needsEscape) {
+        var s = s
+        let plain = s.withUTF8 { u -> Bool in
+            if u.contains(where: needsEscape) { return false }
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: u)
+            out.append(UInt8(ascii: "\""))
+            return true
+        }
+        if !plain {
             var t = ""
             string(s, into: &t)
-            out.append(contentsOf: t.utf8)
-        } else {
-            out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: s.utf8)
-            out.append(UInt8(ascii: "\""))
+            utf8(t, into: &out)
         }
     }
 

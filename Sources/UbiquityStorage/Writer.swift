@@ -845,29 +845,50 @@ struct ValueChecker {
                          attributes: [String: AttributeDefinition]? = nil, into issues: inout [ValidationIssue]) {
             let attrs = attributes ?? model.attributes[entity]!
             let before = issues.count
-            // Issues come out in property-name order (each property's issues stay together in the
-            // order they were found), without sorting every object's values first.
-            defer {
-                if issues.count > before + 1 {
-                    let mine = issues[before...].enumerated().sorted { a, b in
-                        let (ka, kb) = (a.element.property ?? "", b.element.property ?? "")
-                        return ka != kb ? ka < kb : a.offset < b.offset
-                    }.map(\.element)
-                    issues.replaceSubrange(before..., with: mine)
-                }
-            }
+            defer { Self.sortByProperty(&issues, from: before) }
             for (k, v) in values {
-                guard let a = attrs[k] else {
-                    issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k,
-                                                  model.relationships[entity]![k] != nil ? "\(k) is a relationship: set it through relationships" : "\(entity) has no attribute \(k)"))
-                    continue
-                }
+                guard let a = attrs[k] else { unknownAttribute(entity, k, object: object, into: &issues); continue }
+                checkValue(entity, k, v, a, object: object, into: &issues)
+            }
+        }
+
+        /// `checkValues` for an insert of `ent`: also puts each known attribute's value in its slot.
+        func checkValues(_ ent: InsertEntity, _ entity: String, _ values: [String: StorageValue], object: String,
+                         slots: inout [StorageValue?], into issues: inout [ValidationIssue]) {
+            let before = issues.count
+            defer { Self.sortByProperty(&issues, from: before) }
+            for (k, v) in values {
+                guard let i = ent.slot[k] else { unknownAttribute(entity, k, object: object, into: &issues); continue }
+                slots[i] = v
+                checkValue(entity, k, v, ent.slotAttributes[i], object: object, into: &issues)
+            }
+        }
+
+        /// Issues come out in property-name order (each property's issues stay together in the
+        /// order they were found), without sorting every object's values first.
+        static func sortByProperty(_ issues: inout [ValidationIssue], from before: Int) {
+            if issues.count > before + 1 {
+                let mine = issues[before...].enumerated().sorted { a, b in
+                    let (ka, kb) = (a.element.property ?? "", b.element.property ?? "")
+                    return ka != kb ? ka < kb : a.offset < b.offset
+                }.map(\.element)
+                issues.replaceSubrange(before..., with: mine)
+            }
+        }
+
+        func unknownAttribute(_ entity: String, _ k: String, object: String, into issues: inout [ValidationIssue]) {
+            issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k,
+                                          model.relationships[entity]![k] != nil ? "\(k) is a relationship: set it through relationships" : "\(entity) has no attribute \(k)"))
+        }
+
+        /// One attribute value's type, size and bound checks.
+        func checkValue(_ entity: String, _ k: String, _ v: StorageValue, _ a: borrowing AttributeDefinition, object: String, into issues: inout [ValidationIssue]) {
                 if v.isNull {
                     if !a.optional { issues.append(ValidationIssue(.missingRequired, object: object, entity: entity, property: k, "\(k) is required")) }
-                    continue
+                    return
                 }
                 if let err = ResolvedModel.typeError(a, v) {
-                    issues.append(ValidationIssue(err.contains("range") ? .outOfRange : .wrongType, object: object, entity: entity, property: k, err)); continue
+                    issues.append(ValidationIssue(err.contains("range") ? .outOfRange : .wrongType, object: object, entity: entity, property: k, err)); return
                 }
                 var size: Int?
                 switch v {
@@ -876,9 +897,9 @@ struct ValueChecker {
                 default: break
                 }
                 if let size, size > config.maxValueBytes {
-                    issues.append(ValidationIssue(.tooLarge, object: object, entity: entity, property: k, "\(size) bytes exceeds the limit of \(config.maxValueBytes)")); continue
+                    issues.append(ValidationIssue(.tooLarge, object: object, entity: entity, property: k, "\(size) bytes exceeds the limit of \(config.maxValueBytes)")); return
                 }
-                if a.minimum == nil && a.maximum == nil { continue }  // no bound: nothing to measure (string length counts characters, which is slow)
+                if a.minimum == nil && a.maximum == nil { return }  // no bound: nothing to measure (string length counts characters, which is slow)
                 var measure: Double?
                 switch v {
                 case .string(let s): measure = Double(s.count)
@@ -893,7 +914,6 @@ struct ValueChecker {
                     if let lo = a.minimum, m < lo { issues.append(ValidationIssue(.belowMinimum, object: object, entity: entity, property: k, "\(what)\(m) < minimum \(lo)")) }
                     if let hi = a.maximum, m > hi { issues.append(ValidationIssue(.aboveMaximum, object: object, entity: entity, property: k, "\(what)\(m) > maximum \(hi)")) }
                 }
-            }
         }
 
         func checkRelationshipNames(_ entity: String, _ rels: [String: [ObjectReference]], object: String, into issues: inout [ValidationIssue]) {
@@ -906,16 +926,41 @@ struct ValueChecker {
         }
 }
 
-/// What inserts need of an entity, looked up once per entity and save.
-struct InsertEntity: Sendable {
+/// What inserts need of an entity, looked up once per entity and save. A class: each prepared
+/// insert refers to it without copying its tables (immutable after init, so Sendable).
+final class InsertEntity: Sendable {
     let isAbstract: Bool
     let attributes: [String: AttributeDefinition]
     /// Own and inherited uniqueness constraints, in the order they are checked.
     let constraints: [[String]]
     let root: String
-    /// For each column of the root table: the attribute it stores for this entity (nil: another
-    /// entity's column or a relationship column, NULL on insert).
-    let plan: [(name: String, type: AttributeType)?]
+    /// Each attribute has a slot: its index in `slotNames`/`slotAttributes`, which list the
+    /// attributes in `attributes`' iteration order (the order defaults and missing-value issues
+    /// have always been produced in).
+    let slot: [String: Int]
+    let slotNames: [String]
+    let slotAttributes: [AttributeDefinition]
+    /// For each column of the root table after the fixed ones: the slot of the attribute it stores
+    /// for this entity and its type (nil: another entity's column or a relationship column, NULL
+    /// on insert).
+    let columns: [(slot: Int, type: AttributeType)?]
+    /// Every attribute name, sorted: the changed properties of an insert that sets them all.
+    let sortedNames: [String]
+
+    init(isAbstract: Bool, attributes: [String: AttributeDefinition], constraints: [[String]], root: String, rootColumns: [String]) {
+        self.isAbstract = isAbstract; self.attributes = attributes; self.constraints = constraints; self.root = root
+        var slot: [String: Int] = [:]
+        for (i, k) in attributes.keys.enumerated() { slot[k] = i }
+        let slotAttributes = Array(attributes.values)
+        self.slot = slot
+        slotNames = Array(attributes.keys)
+        self.slotAttributes = slotAttributes
+        columns = rootColumns.map { c in
+            guard c.hasPrefix("a_"), let i = slot[String(c.dropFirst(2))] else { return nil }
+            return (i, slotAttributes[i].type)
+        }
+        sortedNames = attributes.keys.sorted()
+    }
 }
 
 /// The part of an insert that depends only on the model, the configuration and the request, not
@@ -958,32 +1003,34 @@ struct InsertPreparer {
             guard let def = model.entities[ins.entity] else {
                 p.issues.append(ValidationIssue(.unknownEntity, object: obj, entity: ins.entity, "no entity \(ins.entity)")); return p
             }
-            let attrs = model.attributes[ins.entity]!
             let root = model.root[ins.entity] ?? ""
-            let plan: [(name: String, type: AttributeType)?] = (model.columns[root] ?? []).map { c in
-                guard c.hasPrefix("a_") else { return nil }
-                let n = String(c.dropFirst(2))
-                return attrs[n].map { (n, $0.type) }
-            }
-            let e = InsertEntity(isAbstract: def.isAbstract, attributes: attrs,
-                                 constraints: model.chain[ins.entity]!.flatMap { model.entities[$0]!.uniquenessConstraints }, root: root, plan: plan)
+            let e = InsertEntity(isAbstract: def.isAbstract, attributes: model.attributes[ins.entity]!,
+                                 constraints: model.chain[ins.entity]!.flatMap { model.entities[$0]!.uniquenessConstraints }, root: root,
+                                 rootColumns: model.columns[root] ?? [])
             infos[ins.entity] = e; last = (ins.entity, e); ent = e
         }
         if ent.isAbstract { p.issues.append(ValidationIssue(.abstractEntity, object: obj, entity: ins.entity, "\(ins.entity) is abstract")); return p }
         let checker = ValueChecker(model: model, config: config)
-        checker.checkValues(ins.entity, ins.values, object: obj, attributes: ent.attributes, into: &p.issues)
+        // each known attribute's value by slot (the entity's plan), so nothing below hashes a name
+        var slots = [StorageValue?](repeating: nil, count: ent.slotNames.count)
+        checker.checkValues(ent, ins.entity, ins.values, object: obj, slots: &slots, into: &p.issues)
         if !ins.relationships.isEmpty { checker.checkRelationshipNames(ins.entity, ins.relationships, object: obj, into: &p.issues) }
         var full = ins.values
-        for (k, a) in ent.attributes where full[k]?.isNull ?? true {
-            if let d = a.defaultValue, !d.isNull { full[k] = d }
-            else if !a.optional { p.issues.append(ValidationIssue(.missingRequired, object: obj, entity: ins.entity, property: k, "\(k) is required")) }
+        for i in slots.indices where slots[i]?.isNull ?? true {
+            if let d = ent.slotAttributes[i].defaultValue, !d.isNull { full[ent.slotNames[i]] = d; slots[i] = d }
+            else if !ent.slotAttributes[i].optional {
+                let k = ent.slotNames[i]
+                p.issues.append(ValidationIssue(.missingRequired, object: obj, entity: ins.entity, property: k, "\(k) is required"))
+            }
         }
         if !p.issues.isEmpty { return p }
-        p.columnArgs.reserveCapacity(ent.plan.count)
-        for c in ent.plan {
-            if let c, let v = full[c.name] { p.columnArgs.append(ResolvedModel.toSQL(v, c.type)) } else { p.columnArgs.append(.null) }
+        p.columnArgs.reserveCapacity(ent.columns.count)
+        for c in ent.columns {
+            if let c, let v = slots[c.slot] { p.columnArgs.append(ResolvedModel.toSQL(v, c.type)) } else { p.columnArgs.append(.null) }
         }
-        p.changedProperties = (Array(full.keys) + Array(ins.relationships.keys)).sorted()
+        // no issues: every key of `full` is an attribute, so all of them when the counts agree
+        p.changedProperties = ins.relationships.isEmpty && full.count == ent.sortedNames.count
+            ? ent.sortedNames : (Array(full.keys) + Array(ins.relationships.keys)).sorted()
         p.info = ent
         p.full = full
         return p

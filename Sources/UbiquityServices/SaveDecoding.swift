@@ -1,0 +1,332 @@
+import Foundation
+import SwiftProtobuf
+import UbiquityProtos
+import UbiquityStorage
+
+/// A `SaveRequest` kept in wire form. Its decode only walks the top-level fields (checking the
+/// framing) and keeps them verbatim as unknown fields, so `bytes` is the request as sent; the
+/// Save handler reads it with `SaveDecoding.decode`. Its name is the real message's, so a request
+/// whose framing is broken gets the router's usual "could not decode request as
+/// ubiquity.v1.SaveRequest: …" status.
+struct RawSaveRequest: SwiftProtobuf.Message {
+    static let protoMessageName = Ubiquity_V1_SaveRequest.protoMessageName
+    var unknownFields = UnknownStorage()
+
+    init() {}
+
+    /// The request's bytes (top-level fields in the order sent).
+    var bytes: Data { unknownFields.data }
+
+    mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+        while try decoder.nextFieldNumber() != nil {}
+    }
+    func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws { try unknownFields.traverse(visitor: &visitor) }
+    func isEqualTo(message: any SwiftProtobuf.Message) -> Bool { (message as? RawSaveRequest)?.bytes == bytes }
+}
+
+/// A `SaveRequest` decoded straight into the engine's types (no `Ubiquity_V1_Value` messages, no
+/// SwiftProtobuf map decoding). Relationship targets given as object IDs are parsed but not yet
+/// checked against the store (`foreignReference`).
+struct DecodedSave {
+    var storeID = ""
+    var inserts: [InsertOperation] = []
+    var mergePolicy: MergePolicy = .error
+    var author = ""
+    var contextName = ""
+    var clientTransactionID = ""
+    var dryRun = false
+
+    /// True when some relationship target names an object of another store than `store`.
+    func foreignReference(store: UUID) -> Bool {
+        for i in inserts {
+            for (_, refs) in i.relationships {
+                for case .permanent(let id) in refs where id.storeID != store { return true }
+            }
+        }
+        return false
+    }
+}
+
+/// The fast reading of a Save request. It covers exactly what the Save handler would accept: a
+/// request with inserts only whose every field converts without error. Anything else — updates or
+/// deletes, a value, ID or enum the conversion rejects, malformed or unusual wire data (wrong wire
+/// type, groups, a map entry or oneof given twice, invalid UTF-8) — returns nil, and the handler
+/// decodes the request with SwiftProtobuf and converts it as before, so its result or error is
+/// unchanged. A non-nil result equals what `Convert` makes of SwiftProtobuf's decode.
+enum SaveDecoding {
+    static func decode(_ data: Data) -> DecodedSave? {
+        data.withUnsafeBytes { raw -> DecodedSave? in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return DecodedSave() }
+            var r = WireReader(base, raw.count)
+            return try? saveRequest(&r)
+        }
+    }
+
+    /// Thrown (and caught in `decode`) when the fast reading does not apply.
+    struct NotFast: Error {}
+
+    private static func saveRequest(_ r: inout WireReader) throws -> DecodedSave {
+        var s = DecodedSave()
+        while let (field, wire) = try r.tag() {
+            switch (field, wire) {
+            case (1, 2): s.storeID = try r.string()
+            case (2, 2):
+                var sub = try r.message()
+                s.inserts.append(try insert(&sub))
+            case (5, 0):
+                switch Int32(truncatingIfNeeded: try r.varint()) {
+                case 0, 1: s.mergePolicy = .error
+                case 2: s.mergePolicy = .mergeByPropertyStoreTrump
+                case 3: s.mergePolicy = .mergeByPropertyObjectTrump
+                case 4: s.mergePolicy = .overwrite
+                case 5: s.mergePolicy = .rollback
+                default: throw NotFast()
+                }
+            case (6, 2): s.author = try r.string()
+            case (7, 2): s.contextName = try r.string()
+            case (8, 2): s.clientTransactionID = try r.string()
+            case (9, 0): s.dryRun = try r.varint() != 0
+            case (1...9, _): throw NotFast()  // updates, deletes, or a known field with another wire type
+            default: try r.skip(wire)
+            }
+        }
+        return s
+    }
+
+    private static func insert(_ r: inout WireReader) throws -> InsertOperation {
+        var temporaryID = "", entity = ""
+        var values = [String: StorageValue](minimumCapacity: 4)  // no regrowth for the usual few values
+        var relationships: [String: [ObjectReference]] = [:]
+        while let (field, wire) = try r.tag() {
+            switch (field, wire) {
+            case (1, 2): temporaryID = try r.string()
+            case (2, 2): entity = try r.string()
+            case (3, 2):
+                var entry = try r.message()
+                let (k, v) = try valueEntry(&entry)
+                values[k] = v
+            case (4, 2):
+                var entry = try r.message()
+                let (k, v) = try relationshipEntry(&entry)
+                relationships[k] = v
+            case (1...4, _): throw NotFast()
+            default: try r.skip(wire)
+            }
+        }
+        guard !temporaryID.isEmpty, !entity.isEmpty else { throw NotFast() }
+        return InsertOperation(temporaryID: temporaryID, entity: entity, values: values, relationships: relationships)
+    }
+
+    /// One `map<string, Value>` entry: a missing key is "", a missing value is null.
+    private static func valueEntry(_ r: inout WireReader) throws -> (String, StorageValue) {
+        var key = ""
+        var value: StorageValue?
+        while let (field, wire) = try r.tag() {
+            switch (field, wire) {
+            case (1, 2): key = try r.string()
+            case (2, 2):
+                guard value == nil else { throw NotFast() }  // a second value would be merged into the first
+                var sub = try r.message()
+                value = try storageValue(&sub)
+            case (1...2, _): throw NotFast()
+            default: try r.skip(wire)
+            }
+        }
+        return (key, value ?? .null)
+    }
+
+    /// A `Value` message as `Convert.storageValue` reads it; no kind is null.
+    private static func storageValue(_ r: inout WireReader) throws -> StorageValue {
+        var out: StorageValue = .null
+        var seen = false
+        while let (field, wire) = try r.tag() {
+            guard (1...13).contains(field) else { try r.skip(wire); continue }
+            guard !seen else { throw NotFast() }  // a oneof given twice (last wins, or messages merge)
+            seen = true
+            switch (field, wire) {
+            case (1, 0): _ = try r.varint(); out = .null
+            case (2, 2): out = .string(try r.string())
+            case (3, 0): out = .bool(try r.varint() != 0)
+            case (4, 0), (5, 0): out = .int(Int64(Int32(truncatingIfNeeded: try r.varint())))
+            case (6, 0): out = .int(Int64(bitPattern: try r.varint()))
+            case (7, 5): out = .double(Double(Float(bitPattern: try r.fixed32())))
+            case (8, 1): out = .double(Double(bitPattern: try r.fixed64()))
+            case (9, 2):
+                let s = try r.string()
+                guard Convert.isDecimal(s) else { throw NotFast() }
+                out = .decimal(s)
+            case (10, 2):
+                var sub = try r.message()
+                out = .date(try timestamp(&sub))
+            case (11, 2): out = .binary(try r.data())
+            case (12, 2):
+                guard let u = UUID(uuidString: try r.string()) else { throw NotFast() }
+                out = .uuid(u)
+            case (13, 2): out = .uri(try r.string())
+            default: throw NotFast()
+            }
+        }
+        return out
+    }
+
+    /// A `google.protobuf.Timestamp` as seconds since 1970.
+    private static func timestamp(_ r: inout WireReader) throws -> Double {
+        var seconds: Int64 = 0, nanos: Int32 = 0
+        while let (field, wire) = try r.tag() {
+            switch (field, wire) {
+            case (1, 0): seconds = Int64(bitPattern: try r.varint())
+            case (2, 0): nanos = Int32(truncatingIfNeeded: try r.varint())
+            case (1...2, _): throw NotFast()
+            default: try r.skip(wire)
+            }
+        }
+        return Double(seconds) + Double(nanos) / 1e9
+    }
+
+    /// One `map<string, ObjectRefList>` entry.
+    private static func relationshipEntry(_ r: inout WireReader) throws -> (String, [ObjectReference]) {
+        var key = ""
+        var refs: [ObjectReference]?
+        while let (field, wire) = try r.tag() {
+            switch (field, wire) {
+            case (1, 2): key = try r.string()
+            case (2, 2):
+                guard refs == nil else { throw NotFast() }
+                var list = try r.message()
+                var out: [ObjectReference] = []
+                while let (f, w) = try list.tag() {
+                    switch (f, w) {
+                    case (1, 2):
+                        var sub = try list.message()
+                        out.append(try reference(&sub))
+                    case (1, _): throw NotFast()
+                    default: try list.skip(w)
+                    }
+                }
+                refs = out
+            case (1...2, _): throw NotFast()
+            default: try r.skip(wire)
+            }
+        }
+        return (key, refs ?? [])
+    }
+
+    /// An `ObjectRef` (oneof: the last given wins); the store check is the handler's.
+    private static func reference(_ r: inout WireReader) throws -> ObjectReference {
+        var out: ObjectReference?
+        while let (field, wire) = try r.tag() {
+            switch (field, wire) {
+            case (1, 2): out = .temporary(try r.string())
+            case (2, 2):
+                guard let id = ObjectID(uri: try r.string()) else { throw NotFast() }
+                out = .permanent(id)
+            case (1...2, _): throw NotFast()
+            default: try r.skip(wire)
+            }
+        }
+        guard let out else { throw NotFast() }
+        return out
+    }
+}
+
+/// Reads protobuf wire format from a buffer the caller keeps alive. Every failure is `NotFast`.
+struct WireReader {
+    private var p: UnsafePointer<UInt8>
+    private let end: UnsafePointer<UInt8>
+
+    init(_ base: UnsafePointer<UInt8>, _ count: Int) { p = base; end = base + count }
+
+    /// The next field's number and wire type; nil at the end.
+    mutating func tag() throws -> (Int, Int)? {
+        guard p < end else { return nil }
+        let t = try varint()
+        guard t <= UInt64(UInt32.max), t >> 3 != 0 else { throw SaveDecoding.NotFast() }
+        return (Int(t >> 3), Int(t & 7))
+    }
+
+    mutating func varint() throws -> UInt64 {
+        var v: UInt64 = 0
+        var shift: UInt64 = 0
+        while p < end, shift < 64 {
+            let b = p.pointee
+            p += 1
+            v |= UInt64(b & 0x7f) << shift
+            if b < 0x80 { return v }
+            shift += 7
+        }
+        throw SaveDecoding.NotFast()
+    }
+
+    mutating func fixed32() throws -> UInt32 { try fixed(UInt32.self) }
+    mutating func fixed64() throws -> UInt64 { try fixed(UInt64.self) }
+
+    /// A little-endian fixed-width field.
+    private mutating func fixed<T: FixedWidthInteger & UnsignedInteger>(_: T.Type) throws -> T {
+        let n = T.bitWidth / 8
+        guard end - p >= n else { throw SaveDecoding.NotFast() }
+        var v: T = 0
+        for i in 0..<n { v |= T(p[i]) << (8 * i) }
+        p += n
+        return v
+    }
+
+    /// A length-delimited field's body.
+    mutating func body() throws -> UnsafeBufferPointer<UInt8> {
+        let n = try varint()
+        guard n <= UInt64(end - p) else { throw SaveDecoding.NotFast() }
+        let b = UnsafeBufferPointer(start: p, count: Int(n))
+        p += Int(n)
+        return b
+    }
+
+    /// A string field; invalid UTF-8 is `NotFast` (SwiftProtobuf rejects it). `String(decoding:)`
+    /// replaces invalid sequences, so the string is valid exactly when its bytes are the input's
+    /// (the generic `String(validating:)` cost ~900 instructions a string).
+    mutating func string() throws -> String {
+        let b = try body()
+        if b.isEmpty { return "" }
+        let s = String(decoding: b, as: UTF8.self)
+        var ascii = true
+        for c in b where c >= 0x80 { ascii = false; break }
+        if !ascii {
+            var s = s
+            guard s.withUTF8({ $0.elementsEqual(b) }) else { throw SaveDecoding.NotFast() }
+        }
+        return s
+    }
+
+    mutating func data() throws -> Data { Data(buffer: try body()) }
+
+    mutating func message() throws -> WireReader {
+        let b = try body()
+        return WireReader(b.baseAddress ?? p, b.count)
+    }
+
+    mutating func skip(_ wire: Int) throws {
+        switch wire {
+        case 0: _ = try varint()
+        case 1: _ = try fixed64()
+        case 2: _ = try body()
+        case 5: _ = try fixed32()
+        default: throw SaveDecoding.NotFast()  // groups, invalid wire types
+        }
+    }
+}
+
+enum SaveEncoding {
+    /// `Convert.saveResult(r, model:)` serialized, written directly (each object ID's URI once,
+    /// no SwiftProtobuf maps). A result with resolved conflicts goes through `Convert`.
+    static func saveResult(_ r: SaveResult, model: ModelInfo?) throws -> EncodedMessage {
+        guard r.resolvedConflicts.isEmpty else { return try EncodedMessage(Convert.saveResult(r, model: model)) }
+        var w = ProtoWriter(capacity: 64 + 150 * (r.permanentIDs.count + r.versions.count + r.skipped.count))
+        let token = r.token.bytes
+        if !token.isEmpty { w.bytes(1, token) }
+        if r.token.generation != 0 { w.int64(2, r.token.generation) }
+        for (k, id) in r.permanentIDs { w.delimited(3) { $0.string(1, k); $0.objectID(2, id) } }
+        for (id, v) in r.versions { w.delimited(4) { $0.objectID(1, id); $0.int64(2, v) } }
+        for id in r.skipped { w.objectID(6, id) }
+        if r.dryRun { w.bool(7, true) }
+        if r.replayed { w.bool(8, true) }
+        return EncodedMessage(w.finish())
+    }
+}
