@@ -1,131 +1,82 @@
+// Managed objects written straight from the engine's snapshots into protobuf wire form, for the
+// GetObjects and Fetch responses (docs/protocol.md, "Hand-encoded messages"). The generic path
+// (snapshot → `Ubiquity_V1_ManagedObject` with its maps of `Value` messages → SwiftProtobuf's
+// size and encoding visitors) was most of a point read's service cost and ~20k instructions per
+// fetched object. The bytes decode to the message `Convert.managedObject` builds:
+// `ObjectEncodingTests` and `FetchEncodingTests` check that for every kind of value under every
+// attribute type, nulls, relationships, prefetched objects and long fields.
 import Foundation
-import SwiftProtobuf
-import UbiquityProtos
 import UbiquityStorage
 
-/// Protocol-buffer wire encoding of GetObjects' response written straight from the engine's
-/// snapshots, without building `Ubiquity_V1_ManagedObject` messages and serializing them through
-/// SwiftProtobuf (whose map encoding — sizes first, then entries — was most of a point read's
-/// service cost). Every value still goes through `Convert.protoValue`, so which `Value.kind` a
-/// value gets is decided in one place; this file only writes the wire form of what `Convert`
-/// builds. The bytes decode to the message the generic path (`Convert.managedObject` and
-/// `serializedBytes()`) produces; `ObjectEncodingTests` checks that for every kind of value.
-struct GetObjectsWriter {
-    var bytes: [UInt8] = []
-
-    enum WireType: UInt64 { case varint = 0, fixed64 = 1, lengthDelimited = 2, fixed32 = 5 }
-
-    @inline(__always) mutating func varint(_ v: UInt64) {
-        var v = v
-        while v >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        bytes.append(UInt8(v))
-    }
-
-    @inline(__always) mutating func tag(_ field: UInt64, _ type: WireType) { varint(field << 3 | type.rawValue) }
-
-    mutating func string(_ field: UInt64, _ s: String) {
-        tag(field, .lengthDelimited)
-        var s = s
-        s.withUTF8 { b in
-            varint(UInt64(b.count))
-            bytes.append(contentsOf: b)
-        }
-    }
-
-    mutating func bytesField(_ field: UInt64, _ b: some Collection<UInt8>) {
-        tag(field, .lengthDelimited)
-        varint(UInt64(b.count))
-        bytes.append(contentsOf: b)
-    }
-
-    /// An int32/int64 field: negative values are sign-extended to 64 bits (ten bytes), as the
-    /// protobuf encoding of int32 requires.
-    mutating func int64(_ field: UInt64, _ v: Int64) {
-        tag(field, .varint)
-        varint(UInt64(bitPattern: v))
-    }
-
-    /// A length-delimited field whose content `body` writes (the length is patched in after).
-    mutating func message(_ field: UInt64, _ body: (inout GetObjectsWriter) -> Void) {
-        tag(field, .lengthDelimited)
-        let at = bytes.count
-        bytes.append(0)
-        body(&self)
-        let n = bytes.count - at - 1
-        if n < 0x80 {
-            bytes[at] = UInt8(n)
-            return
-        }
-        var length = GetObjectsWriter()
-        length.varint(UInt64(n))
-        bytes.replaceSubrange(at..<(at + 1), with: length.bytes)
-    }
-
-    /// `Ubiquity_V1_Value` (objects.proto): exactly one field of the oneof.
-    mutating func value(_ v: Ubiquity_V1_Value) {
-        switch v.kind {
-        case .none: break
-        case .nullValue(let n): int64(1, Int64(n.rawValue))
-        case .stringValue(let s): string(2, s)
-        case .boolValue(let b): int64(3, b ? 1 : 0)
-        case .int16Value(let i): int64(4, Int64(i))
-        case .int32Value(let i): int64(5, Int64(i))
-        case .int64Value(let i): int64(6, i)
-        case .floatValue(let f):
-            tag(7, .fixed32)
-            withUnsafeBytes(of: f.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
-        case .doubleValue(let d):
-            tag(8, .fixed64)
-            withUnsafeBytes(of: d.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
-        case .decimalValue(let s): string(9, s)
-        case .dateValue(let t):
-            message(10) { w in
-                if t.seconds != 0 { w.int64(1, t.seconds) }
-                if t.nanos != 0 { w.int64(2, Int64(t.nanos)) }
+enum ObjectEncoding {
+    /// The fields of `Convert.managedObject(o, model:)`. `typeOf` gives an attribute's declared
+    /// type (`Convert.protoValue`'s `type`); it is asked only for numbers, the only values whose
+    /// form depends on it.
+    @inline(__always)
+    static func managedObject(_ o: ObjectSnapshot, into w: inout ProtoWriter, typeOf: (String) -> AttributeType?) {
+        w.objectID(1, o.id)
+        if !o.id.entity.isEmpty { w.string(2, o.id.entity) }
+        if o.version != 0 { w.int64(3, o.version) }
+        for (k, v) in o.values {
+            let type: AttributeType? = switch v { case .int, .double: typeOf(k); default: nil }
+            w.delimited(4) { e in
+                e.string(1, k)
+                e.delimited(2) { value(v, type: type, into: &$0) }
             }
-        case .binaryValue(let d): bytesField(11, d)
-        case .uuidValue(let s): string(12, s)
-        case .uriValue(let s): string(13, s)
         }
-    }
-
-    /// `Ubiquity_V1_ManagedObject` as `Convert.managedObject` builds it; `attributes` gives the
-    /// declared types (`Convert.protoValue`'s `type`).
-    mutating func managedObject(_ field: UInt64, _ o: ObjectSnapshot, attributes: [String: AttributeDefinition]?) {
-        message(field) { w in
-            w.message(1) { o.id.appendURI(to: &$0.bytes) }
-            if !o.id.entity.isEmpty { w.string(2, o.id.entity) }
-            if o.version != 0 { w.int64(3, o.version) }
-            for (k, v) in o.values {
-                w.message(4) { e in
-                    e.string(1, k)
-                    e.message(2) { $0.value(Convert.protoValue(v, type: attributes?[k]?.type)) }
-                }
-            }
-            for (k, ids) in o.relationships {
-                w.message(5) { e in
-                    e.string(1, k)
-                    e.message(2) { list in
-                        for id in ids { list.message(1) { id.appendURI(to: &$0.bytes) } }
-                    }
-                }
+        for (k, ids) in o.relationships {
+            w.delimited(5) { e in
+                e.string(1, k)
+                e.delimited(2) { l in for id in ids { l.objectID(1, id) } }
             }
         }
     }
-}
 
-extension Convert {
-    /// GetObjects' response, encoded: the read's token, the objects found (request order), then
-    /// the requested IDs that do not exist at that generation. The same message as filling a
-    /// `Ubiquity_V1_GetObjectsResponse` with `managedObject` and serializing it.
-    static func encodedGetObjectsResponse(token: GenerationToken, ids: [ObjectID], found: [ObjectSnapshot?],
-                                          attributes: (String) -> [String: AttributeDefinition]?) -> [UInt8] {
-        var w = GetObjectsWriter()
-        w.bytes.reserveCapacity(64 + 160 * found.count)
-        w.bytesField(1, token.bytes)
+    /// The fields of `Convert.protoValue(v, type:)` (a `Value` message with one `kind` set).
+    static func value(_ v: StorageValue, type: AttributeType?, into w: inout ProtoWriter) {
+        switch v {
+        case .null: w.int32(1, 0)
+        case .string(let s): w.string(2, s)
+        case .bool(let b): w.bool(3, b)
+        case .int(let i):
+            switch type {
+            case .int16: w.int32(4, Int32(clamping: i))
+            case .int32: w.int32(5, Int32(clamping: i))
+            case .bool: w.bool(3, i != 0)
+            case .double: w.double(8, Double(i))
+            case .float: w.float(7, Float(i))
+            default: w.int64(6, i)
+            }
+        case .double(let d):
+            switch type {
+            case .float: w.float(7, Float(d))
+            case .int16, .int32, .int64: w.int64(6, Int64(d))
+            default: w.double(8, d)
+            }
+        case .decimal(let s): w.string(9, s)
+        case .date(let d):
+            let secs = d.rounded(.down)
+            let seconds = Int64(secs)
+            let nanos = Int32(min(999_999_999, max(0, ((d - secs) * 1e9).rounded())))
+            w.delimited(10) { t in
+                if seconds != 0 { t.int64(1, seconds) }
+                if nanos != 0 { t.int32(2, nanos) }
+            }
+        case .binary(let d): w.bytes(11, d)
+        case .uuid(let u): w.string(12, u.uuidString.lowercased())
+        case .uri(let s): w.string(13, s)
+        }
+    }
+
+    /// GetObjects' response: the read's token, the objects found (request order), then the
+    /// requested IDs that do not exist at that generation. The same message as filling a
+    /// `Ubiquity_V1_GetObjectsResponse` with `Convert.managedObject` and serializing it.
+    /// `attributes` gives an entity's attribute definitions (looked up once per entity run).
+    static func getObjectsResponse(token: GenerationToken, ids: [ObjectID], found: [ObjectSnapshot?],
+                                   attributes: (String) -> [String: AttributeDefinition]?) -> [UInt8] {
+        var w = ProtoWriter(capacity: 64 + 160 * found.count)
+        let t = token.bytes
+        if !t.isEmpty { w.bytes(1, t) }
         var entity = ""
         var attrs: [String: AttributeDefinition]?
         for case let o? in found {
@@ -133,11 +84,9 @@ extension Convert {
                 entity = o.id.entity
                 attrs = attributes(entity)
             }
-            w.managedObject(2, o, attributes: attrs)
+            w.delimited(2) { managedObject(o, into: &$0, typeOf: { attrs?[$0]?.type }) }
         }
-        for (id, o) in zip(ids, found) where o == nil {
-            w.message(3) { id.appendURI(to: &$0.bytes) }
-        }
-        return w.bytes
+        for (id, o) in zip(ids, found) where o == nil { w.objectID(3, id) }
+        return w.finishBytes()
     }
 }

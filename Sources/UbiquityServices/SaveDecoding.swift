@@ -62,9 +62,6 @@ enum SaveDecoding {
         }
     }
 
-    /// Thrown (and caught in `decode`) when the fast reading does not apply.
-    struct NotFast: Error {}
-
     private static func saveRequest(_ r: inout WireReader) throws -> DecodedSave {
         var s = DecodedSave()
         while let (field, wire) = try r.tag() {
@@ -226,90 +223,6 @@ enum SaveDecoding {
         }
         guard let out else { throw NotFast() }
         return out
-    }
-}
-
-/// Reads protobuf wire format from a buffer the caller keeps alive. Every failure is `NotFast`.
-struct WireReader {
-    private var p: UnsafePointer<UInt8>
-    private let end: UnsafePointer<UInt8>
-
-    init(_ base: UnsafePointer<UInt8>, _ count: Int) { p = base; end = base + count }
-
-    /// The next field's number and wire type; nil at the end.
-    mutating func tag() throws -> (Int, Int)? {
-        guard p < end else { return nil }
-        let t = try varint()
-        guard t <= UInt64(UInt32.max), t >> 3 != 0 else { throw SaveDecoding.NotFast() }
-        return (Int(t >> 3), Int(t & 7))
-    }
-
-    mutating func varint() throws -> UInt64 {
-        var v: UInt64 = 0
-        var shift: UInt64 = 0
-        while p < end, shift < 64 {
-            let b = p.pointee
-            p += 1
-            v |= UInt64(b & 0x7f) << shift
-            if b < 0x80 { return v }
-            shift += 7
-        }
-        throw SaveDecoding.NotFast()
-    }
-
-    mutating func fixed32() throws -> UInt32 { try fixed(UInt32.self) }
-    mutating func fixed64() throws -> UInt64 { try fixed(UInt64.self) }
-
-    /// A little-endian fixed-width field.
-    private mutating func fixed<T: FixedWidthInteger & UnsignedInteger>(_: T.Type) throws -> T {
-        let n = T.bitWidth / 8
-        guard end - p >= n else { throw SaveDecoding.NotFast() }
-        var v: T = 0
-        for i in 0..<n { v |= T(p[i]) << (8 * i) }
-        p += n
-        return v
-    }
-
-    /// A length-delimited field's body.
-    mutating func body() throws -> UnsafeBufferPointer<UInt8> {
-        let n = try varint()
-        guard n <= UInt64(end - p) else { throw SaveDecoding.NotFast() }
-        let b = UnsafeBufferPointer(start: p, count: Int(n))
-        p += Int(n)
-        return b
-    }
-
-    /// A string field; invalid UTF-8 is `NotFast` (SwiftProtobuf rejects it). `String(decoding:)`
-    /// replaces invalid sequences, so the string is valid exactly when its bytes are the input's
-    /// (the generic `String(validating:)` cost ~900 instructions a string).
-    mutating func string() throws -> String {
-        let b = try body()
-        if b.isEmpty { return "" }
-        let s = String(decoding: b, as: UTF8.self)
-        var ascii = true
-        for c in b where c >= 0x80 { ascii = false; break }
-        if !ascii {
-            var s = s
-            guard s.withUTF8({ $0.elementsEqual(b) }) else { throw SaveDecoding.NotFast() }
-        }
-        return s
-    }
-
-    mutating func data() throws -> Data { Data(buffer: try body()) }
-
-    mutating func message() throws -> WireReader {
-        let b = try body()
-        return WireReader(b.baseAddress ?? p, b.count)
-    }
-
-    mutating func skip(_ wire: Int) throws {
-        switch wire {
-        case 0: _ = try varint()
-        case 1: _ = try fixed64()
-        case 2: _ = try body()
-        case 5: _ = try fixed32()
-        default: throw SaveDecoding.NotFast()  // groups, invalid wire types
-        }
     }
 }
 

@@ -52,7 +52,8 @@ public struct StoresService: Sendable {
 
         // Fetch and GetObjects are blocking handlers: the worker thread runs the read itself on a
         // read connection checked out of the store's pool, with no Task and no reader-thread hop.
-        router.blockingUnary(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
+        // Both return their response already encoded (FetchEncoding.swift, ObjectEncoding.swift).
+        router.blockingUnaryEncoded(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
             try ServiceErrors.mappingSync(queryFields: "fetch.") {
                 let account = try b.account(call)
                 let fr = try Convert.fetchRequest(req.fetch, field: "fetch")
@@ -90,10 +91,8 @@ public struct StoresService: Sendable {
             }
         }
 
-        // The response is encoded straight from the snapshots (ObjectEncoding.swift), and a read
-        // that is one SELECT runs without BEGIN … COMMIT (`Store.objectsSync`).
-        // The request is decoded by hand in its common form (RequestDecoding.swift), by
-        // SwiftProtobuf otherwise.
+        // A read that is one SELECT runs without BEGIN … COMMIT (`Store.objectsSync`). The request
+        // is decoded by hand in its common form (RequestDecoding.swift), by SwiftProtobuf otherwise.
         router.blockingUnaryEncoded(p + "GetObjects", fastDecode: RequestDecoding.getObjects) { (req: Ubiquity_V1_GetObjectsRequest, call) in
             try ServiceErrors.mappingSync {
                 let account = try b.account(call)
@@ -105,7 +104,7 @@ public struct StoresService: Sendable {
                 return try b.withStoreSync(req.storeID, account: account) { store in
                     let ids = try req.objectIds.enumerated().map { try Convert.objectID($0.element, field: "object_ids[\($0.offset)]", store: store.id) }
                     return try store.objectsSync(ids, at: at, minimumGeneration: minGen, isCancelled: { cancellation.isCancelled }) { ctx, found in
-                        Convert.encodedGetObjectsResponse(token: ctx.token, ids: ids, found: found, attributes: { ctx.attributes(of: $0) })
+                        ObjectEncoding.getObjectsResponse(token: ctx.token, ids: ids, found: found, attributes: { ctx.attributes(of: $0) })
                     }
                 }
             }

@@ -5,23 +5,13 @@ import UbiquityQuery
 import UbiquityStorage
 @testable import UbiquityServices
 
-/// `FetchEncoding` writes Fetch responses straight into wire form; decoded, they must equal what
+/// `FetchEncoding` (with `ObjectEncoding`) writes Fetch responses straight into wire form; decoded, they must equal what
 /// the generic conversion (`Convert.fetchResults`, SwiftProtobuf's encoder) gives.
 final class FetchEncodingTests: XCTestCase {
-    static let model = ModelDefinition(versionIdentifier: "enc", entities: [
-        EntityDefinition(name: "Thing", attributes: [
-            AttributeDefinition(name: "s", type: .string), AttributeDefinition(name: "b", type: .bool),
-            AttributeDefinition(name: "i16", type: .int16), AttributeDefinition(name: "i32", type: .int32),
-            AttributeDefinition(name: "i64", type: .int64), AttributeDefinition(name: "f", type: .float),
-            AttributeDefinition(name: "d", type: .double), AttributeDefinition(name: "dec", type: .decimal),
-            AttributeDefinition(name: "date", type: .date), AttributeDefinition(name: "bin", type: .binary),
-            AttributeDefinition(name: "u", type: .uuid), AttributeDefinition(name: "uri", type: .uri),
-        ], relationships: [
-            RelationshipDefinition(name: "one", destination: "Thing"),
-            RelationshipDefinition(name: "many", destination: "Thing", toMany: true),
-        ]),
-        EntityDefinition(name: "SubThing", parent: "Thing", attributes: [AttributeDefinition(name: "extra", type: .string)]),
-    ])
+    static let model = EncodingFixtures.model("enc", relationships: [
+        RelationshipDefinition(name: "one", destination: "Thing"),
+        RelationshipDefinition(name: "many", destination: "Thing", toMany: true),
+    ], extra: .string)
     let store = UUID()
     var info: ModelInfo { ModelInfo(Self.model, hash: "h") }
 
@@ -55,7 +45,7 @@ final class FetchEncodingTests: XCTestCase {
 
     func assertSameResponse(_ r: FetchResult, _ type: FetchResultType, model: ModelInfo?, file: StaticString = #filePath, line: UInt = #line) throws {
         let expected = Convert.fetchResults(r, type: type, model: model)
-        let bytes = try FetchEncoding.fetchResults(r, type: type, model: model).serializedData()
+        let bytes = try FetchEncoding.fetchResults(r, type: type, model: model)
         let decoded = try Ubiquity_V1_FetchResults(serializedBytes: bytes)
         // NaN never equals itself: compare those values by bit pattern, the rest as messages
         func nanFree(_ m: Ubiquity_V1_FetchResults) -> Ubiquity_V1_FetchResults {

@@ -10,8 +10,8 @@ import UbiquityStorage
 /// generation, for every attribute type, nulls, sub-entities, pinned tokens and while saves run.
 /// Entities with relationships take the snapshot route and must still be right.
 final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
-    /// Every attribute type (FetchEncodingTests' Thing) and an int64 key to select by.
-    static let allTypes: [AttributeDefinition] = FetchEncodingTests.model.entities[0].attributes + [AttributeDefinition(name: "k", type: .int64)]
+    /// Every attribute type and an int64 key to select by.
+    static let allTypes: [AttributeDefinition] = EncodingFixtures.allTypes + [AttributeDefinition(name: "k", type: .int64)]
     static let model = ModelDefinition(versionIdentifier: "stream", entities: [
         EntityDefinition(name: "Plain", attributes: allTypes),
         EntityDefinition(name: "SubPlain", parent: "Plain", attributes: [AttributeDefinition(name: "extra", type: .string)]),
@@ -86,7 +86,7 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
         let info = ModelInfo(Self.model, hash: "h")
         let out = FetchResponseWriter(model: info)
         let streamed = try store.fetchSync(r, at: at, sink: out)
-        let bytes = try out.finish(streamed, type: r.resultType).serializedData()
+        let bytes = try out.finish(streamed, type: r.resultType)
         let decoded = try Ubiquity_V1_FetchResults(serializedBytes: bytes)
         let generic = try store.fetchSync(r, at: .token(streamed.token))
         XCTAssertFalse(generic.objectsStreamed, file: file, line: line)
@@ -139,7 +139,7 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
         let info = ModelInfo(Self.model, hash: "h")
         let out = FetchResponseWriter(model: info)
         let again = try store.fetchSync(r, at: .token(old), sink: out)
-        let decoded = try Ubiquity_V1_FetchResults(serializedBytes: try out.finish(again, type: .objects).serializedData())
+        let decoded = try Ubiquity_V1_FetchResults(serializedBytes: try out.finish(again, type: .objects))
         XCTAssertEqual(decoded.objectIds, before.objectIDs.map(\.uri))
         XCTAssertFalse(decoded.objects.contains { $0.values["s"]?.stringValue == "changed" })
     }

@@ -9,17 +9,8 @@ import XCTest
 /// decoded and compared as messages (map order on the wire is not defined), for every attribute
 /// type with every kind of stored value, relationships, missing IDs and long fields.
 final class ObjectEncodingTests: XCTestCase {
-    static let model = ModelDefinition(versionIdentifier: "1", entities: [
-        EntityDefinition(name: "Thing", attributes: [
-            AttributeDefinition(name: "s", type: .string), AttributeDefinition(name: "b", type: .bool),
-            AttributeDefinition(name: "i16", type: .int16), AttributeDefinition(name: "i32", type: .int32),
-            AttributeDefinition(name: "i64", type: .int64), AttributeDefinition(name: "f", type: .float),
-            AttributeDefinition(name: "d", type: .double), AttributeDefinition(name: "dec", type: .decimal),
-            AttributeDefinition(name: "t", type: .date), AttributeDefinition(name: "bin", type: .binary),
-            AttributeDefinition(name: "u", type: .uuid), AttributeDefinition(name: "uri", type: .uri),
-        ], relationships: [RelationshipDefinition(name: "others", destination: "Thing", toMany: true, inverse: "others")]),
-        EntityDefinition(name: "SubThing", parent: "Thing", attributes: [AttributeDefinition(name: "extra", type: .int16)]),
-    ])
+    static let model = EncodingFixtures.model("1", relationships: [RelationshipDefinition(name: "others", destination: "Thing", toMany: true, inverse: "others")],
+                                              extra: .int16)
 
     /// Every stored value under every attribute name (types and values need not match: the
     /// conversion's fallbacks must agree too), plus the edge values of each kind. (No infinite
@@ -55,7 +46,7 @@ final class ObjectEncodingTests: XCTestCase {
 
     func check(_ ids: [ObjectID], _ found: [ObjectSnapshot?], file: StaticString = #filePath, line: UInt = #line) throws {
         let token = GenerationToken(storeID: ids.first?.storeID ?? UUID(), epoch: 42, generation: 1_000_000_007)
-        let bytes = Convert.encodedGetObjectsResponse(token: token, ids: ids, found: found, attributes: attributes)
+        let bytes = ObjectEncoding.getObjectsResponse(token: token, ids: ids, found: found, attributes: attributes)
         let decoded = try Ubiquity_V1_GetObjectsResponse(serializedBytes: bytes)
         let expected = generic(token: token, ids: ids, found: found)
         XCTAssertEqual(decoded, expected, file: file, line: line)

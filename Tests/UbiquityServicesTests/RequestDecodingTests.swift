@@ -6,7 +6,7 @@ import XCTest
 /// GetObjects' hand-written request decoder must never disagree with SwiftProtobuf: whenever it
 /// accepts bytes, SwiftProtobuf decodes them to the same message; it accepts the common forms
 /// (so the fast path is really taken); and it declines, for SwiftProtobuf to answer, everything
-/// else — `at`, unknown fields, non-ASCII text, truncation, other tag forms, random bytes.
+/// else — `at`, unknown fields, invalid UTF-8, truncation, other wire types, random bytes.
 final class RequestDecodingTests: XCTestCase {
     typealias Req = Ubiquity_V1_GetObjectsRequest
 
@@ -46,16 +46,18 @@ final class RequestDecodingTests: XCTestCase {
         // Fields repeated or out of order: the last store_id wins, IDs keep their order.
         let mixed: [UInt8] = [0x12, 1, 0x61, 0x0A, 1, 0x62, 0x12, 1, 0x63, 0x0A, 1, 0x64]
         XCTAssertEqual(agree(mixed), request("d", ["a", "c"]))
-        // A non-minimal length varint is still a length.
+        // A non-minimal length varint is still a length, a non-minimal tag still a tag.
         XCTAssertEqual(agree([0x0A, 0x81, 0x00, 0x7A]), request("z", []))
+        XCTAssertEqual(agree([0x8A, 0x00, 1, 0x61]), request("a", []))
+        // Valid UTF-8 beyond ASCII.
+        XCTAssertEqual(agree(try request("s", ["é"]).serializedBytes()), request("s", ["é"]))
+        XCTAssertEqual(agree(try request("ü", []).serializedBytes()), request("ü", []))
     }
 
     func testEverythingElseIsLeftToSwiftProtobuf() throws {
         var withAt = request("s", ["i"])
         withAt.at.minimumGeneration = 5
         XCTAssertNil(agree(try withAt.serializedBytes()))
-        XCTAssertNil(agree(try request("s", ["é"]).serializedBytes()))
-        XCTAssertNil(agree(try request("ü", []).serializedBytes()))
         XCTAssertNil(agree([0x0A, 2, 0xC3, 0x28]))          // invalid UTF-8: SwiftProtobuf's error
         XCTAssertNil(agree([0x0A, 5, 0x61]))                // truncated text
         XCTAssertNil(agree([0x0A]))                         // missing length
@@ -63,7 +65,9 @@ final class RequestDecodingTests: XCTestCase {
         XCTAssertNil(agree([0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]))  // oversized length
         XCTAssertNil(agree([0x08, 1]))                      // field 1 as a varint
         XCTAssertNil(agree([0x20, 1]))                      // unknown field 4
-        XCTAssertNil(agree([0x8A, 0x00, 1, 0x61]))          // field 1 with a two-byte tag
+        XCTAssertNil(agree([0x0A, 3, 0x61, 0xED, 0xA0]))    // truncated UTF-8 sequence
+        XCTAssertNil(agree([0x12, 3, 0xED, 0xA0, 0x80]))    // a surrogate in UTF-8 (invalid)
+        XCTAssertNil(agree([0x0B, 0x0C]))                   // a group
         XCTAssertNil(agree([0x00]))                         // field 0
         let unknown: [UInt8] = try request("s", ["i"]).serializedBytes() + [0x2A, 1, 0x61]
         XCTAssertNil(agree(unknown))
