@@ -11,15 +11,23 @@ final class ManualClock: @unchecked Sendable {
 }
 
 final class GenerationTests: StorageTestCase {
-    /// Readers pinned at a generation see identical full dumps while the writer commits
-    /// thousands of saves; the WAL stays bounded while readers are always active.
-    func testSnapshotStabilityUnderWritesWithBoundedWAL() async throws {
-        let threshold = 256 << 10
-        let s = try open {
+    /// A store with synchronous=NORMAL, two readers and a WAL checkpointed past `threshold` bytes
+    /// (also its journal size limit), then `more` of the test's own settings.
+    func openTwoReadersWAL(_ threshold: Int, _ more: (inout StorageConfiguration) -> Void) throws -> Store {
+        try open {
             $0.synchronous = .normal
             $0.readerCount = 2
             $0.checkpointThresholdBytes = threshold
             $0.journalSizeLimitBytes = threshold
+            more(&$0)
+        }
+    }
+
+    /// Readers pinned at a generation see identical full dumps while the writer commits
+    /// thousands of saves; the WAL stays bounded while readers are always active.
+    func testSnapshotStabilityUnderWritesWithBoundedWAL() async throws {
+        let threshold = 256 << 10
+        let s = try openTwoReadersWAL(threshold) {
             $0.gcEveryCommits = 50
             $0.gcBatchSize = 200
             $0.walRestartMaxReaderWait = 600  // readers wait for the in-flight ones
@@ -118,7 +126,7 @@ final class GenerationTests: StorageTestCase {
 
     /// Short readers that overlap all the time: the WAL still restarts at every threshold
     /// crossing without the reader gate ever closing (the writer waits for the readers already
-    /// in flight, checkpoints the whole WAL, waits for the readers from before, truncates).
+    /// in flight, checkpoints the whole WAL, waits for the readers from before, restarts the WAL).
     /// (A restart can still be skipped now and then — a reader briefly holding a WAL lock — and
     /// is retried after the next commit; the threshold is several saves' worth of WAL so one skip
     /// does not reach the gate's 2x fallback. With async reader tasks there are gaps between
@@ -126,11 +134,7 @@ final class GenerationTests: StorageTestCase {
     /// it also passes with checkpointReaderWait = 0.)
     func testWALRestartsUnderContinuousReadsWithoutClosingTheGate() async throws {
         let threshold = 256 << 10
-        let s = try open {
-            $0.synchronous = .normal
-            $0.readerCount = 2
-            $0.checkpointThresholdBytes = threshold
-            $0.journalSizeLimitBytes = threshold
+        let s = try openTwoReadersWAL(threshold) {
             $0.checkpointReaderWait = 600   // short readers always finish: deterministic
             $0.walHardLimitBytes = 1 << 30
         }
