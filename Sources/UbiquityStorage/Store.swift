@@ -31,6 +31,15 @@ public struct StorageConfiguration: Sendable {
     /// (2 MiB) no longer holds the index pages a save touches once a store has about a million
     /// objects; the cache fills only as pages are used, so a small store costs no more.
     public var writerCacheKiB: Int = 32 << 10
+    /// Bytes of the store file each read connection maps into memory (`PRAGMA mmap_size`; 0: no
+    /// mapping, every page a reader's cache misses is a `pread`). Pages still in the WAL are read
+    /// from the WAL as before; the mapping is address space, not memory: the pages are the OS
+    /// page cache's. An I/O error on a mapped page is a SIGBUS instead of an error code (SQLite's
+    /// documented trade-off of memory-mapped I/O).
+    public var readerMmapBytes: Int = 1 << 30
+    /// Page cache of each read connection, in KiB (`PRAGMA cache_size=-N`); nil: SQLite's
+    /// default (2 MiB).
+    public var readerCacheKiB: Int? = nil
     /// The WAL file is trimmed to this size at the first commit after a restart (RESTART keeps
     /// the file otherwise: later commits overwrite it rather than grow it).
     public var journalSizeLimitBytes: Int = 16 << 20
@@ -164,6 +173,8 @@ public final class Store: Sendable {
             readConnections = try ReadConnections(count: max(1, config.readerCount)) {
                 let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
                 try c.exec("PRAGMA query_only=1")
+                try c.exec("PRAGMA mmap_size=\(max(0, cfg.readerMmapBytes))")
+                if let kib = cfg.readerCacheKiB { try c.exec("PRAGMA cache_size=-\(max(0, kib))") }
                 c.noCheckpointOnClose()
                 return c
             }

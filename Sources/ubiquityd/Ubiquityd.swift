@@ -46,6 +46,10 @@ struct Ubiquityd: ParsableCommand {
     var maxOpenStores = 256
     @Option(help: "Page cache of each open store's writer connection, in MiB (filled only as pages are used).")
     var writerCacheMib = 32
+    @Option(help: "Bytes of each store file a read connection maps into memory, in MiB (PRAGMA mmap_size); 0: no mapping.")
+    var readerMmapMib = 1024
+    @Option(help: "Page cache of each store read connection, in MiB; 0: SQLite's default (2 MiB).")
+    var readerCacheMib = 0
     @Option(help: "WAL content, in MiB, past which a store's writer checkpoints after a commit (also the WAL file's size cap).")
     var checkpointThresholdMib = 16
     @Option(help: "Objects returned by one Fetch or GetObjects call.")
@@ -76,6 +80,8 @@ struct Ubiquityd: ParsableCommand {
         guard ["full", "normal"].contains(synchronous.lowercased()) else { throw ValidationError("--synchronous must be full or normal") }
         guard maxOpenStores >= 1 else { throw ValidationError("--max-open-stores must be at least 1") }
         guard writerCacheMib >= 1 else { throw ValidationError("--writer-cache-mib must be at least 1") }
+        guard (0...65536).contains(readerMmapMib) else { throw ValidationError("--reader-mmap-mib must be 0...65536") }
+        guard readerCacheMib >= 0 else { throw ValidationError("--reader-cache-mib must be at least 0") }
         guard (1...1024).contains(checkpointThresholdMib) else { throw ValidationError("--checkpoint-threshold-mib must be between 1 and 1024") }
         guard maxFetchResults >= 1, maxChangesPerSave >= 1, maxContextsPerAccount >= 1, maxPendingChanges >= 1 else {
             throw ValidationError("--max-fetch-results, --max-changes-per-save, --max-contexts-per-account and --max-pending-changes must be at least 1")
@@ -112,6 +118,8 @@ struct Ubiquityd: ParsableCommand {
         storage.synchronous = synchronous.lowercased() == "normal" ? .normal : .full
         storage.writerCacheKiB = writerCacheMib << 10
         storage.checkpointThresholdBytes = checkpointThresholdMib << 20
+        storage.readerMmapBytes = readerMmapMib << 20
+        storage.readerCacheKiB = readerCacheMib > 0 ? readerCacheMib << 10 : nil
         storage.journalSizeLimitBytes = checkpointThresholdMib << 20
         storage.walHardLimitBytes = max(storage.walHardLimitBytes, 4 * storage.checkpointThresholdBytes)
         storage.logger = Logger(label: "ubiquity.storage")

@@ -188,6 +188,37 @@ final class SyncReadTests: StorageTestCase {
         XCTAssertEqual(failures.withLock { $0 }, [])
     }
 
+    /// Read connections map the store file (`readerMmapBytes`, here smaller than the file so
+    /// reads use both the mapping and `pread`) and still see every commit, through WAL
+    /// checkpoints and restarts (the writer changes the file under the mapping), at current and
+    /// pinned generations; 0 turns the mapping off.
+    func testMappedReadersSeeEveryCommitThroughCheckpoints() async throws {
+        let s = try open { $0.readerCount = 2; $0.readerMmapBytes = 64 << 10; $0.checkpointThresholdBytes = 32 << 10 }
+        var seed = SaveRequest()
+        seed.inserts = (0..<300).map { InsertOperation(temporaryID: "n\($0)", entity: "Note", values: ["text": .string(String(repeating: "x", count: 200)), "n": 0]) }
+        let ids = try await s.save(seed).permanentIDs.values.sorted()
+        let pin = try s.pin(lease: 3600)
+        for round in 1...30 {
+            var r = SaveRequest()
+            r.updates = ids.enumerated().filter { $0.offset % 30 == round % 30 }.map { UpdateOperation(objectID: $0.element, values: ["n": .int(Int64(round))]) }
+            _ = try await s.save(r)
+            let got = try s.objectsSync(ids) { $1 }
+            for (i, o) in got.enumerated() {
+                let want: Int64 = i % 30 == round % 30 ? Int64(round) : (i % 30 == 0 || i % 30 > round ? 0 : Int64(i % 30))
+                XCTAssertEqual(o?.values["n"], .int(want), "round \(round) object \(i)")
+            }
+            XCTAssertEqual(try s.objectsSync(ids, at: .token(pin.token)) { $1 }.map { $0?.values["n"] }, Array(repeating: .int(0), count: ids.count))
+        }
+        XCTAssertGreaterThan(s.walStats.checkpoints, 0)
+        let c = s.readConnections.checkout()!
+        XCTAssertEqual(try c.scalar("PRAGMA mmap_size"), .integer(64 << 10))
+        s.readConnections.checkin(c)
+        let off = try open("off") { $0.readerMmapBytes = 0 }
+        let c0 = off.readConnections.checkout()!
+        XCTAssertEqual(try c0.scalar("PRAGMA mmap_size"), .integer(0))
+        off.readConnections.checkin(c0)
+    }
+
     /// The statement cache's recent-statement list never hands out a statement the cache has
     /// finalized: more distinct texts than the cache holds, in an order that evicts statements
     /// still in the recent list, each checked for its own result.
