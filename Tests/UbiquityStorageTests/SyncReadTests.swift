@@ -188,6 +188,84 @@ final class SyncReadTests: StorageTestCase {
         XCTAssertEqual(failures.withLock { $0 }, [])
     }
 
+    // MARK: objectsIfImmediate (GetObjects on an event-loop thread: answer at once or nil)
+
+    /// Whatever it answers is exactly what `objectsSync` answers: current and pinned generations,
+    /// updated, deleted and unknown objects, another store's IDs, one statement or a read
+    /// transaction (relationships), the same errors.
+    func testObjectsIfImmediateAnswersExactlyAsObjectsSync() async throws {
+        let s = try open { $0.readerCount = 2 }
+        let note = try await insert(s, "Note", ["text": "v1", "n": 1])
+        let note2 = try await insert(s, "Note", ["text": "w", "n": 2])
+        let person = try await insert(s, "Person", ["name": "P", "age": 3])
+        let item = try await insert(s, "Item", ["seq": 1])
+        let pin = try s.pin(lease: 3600)
+        _ = try await update(s, note, ["text": "v2"])
+        _ = try await delete(s, note2)
+        let unknown = ObjectID(storeID: s.id, entity: "Note", pk: note.pk + 100_000)
+        let foreign = ObjectID(storeID: UUID(), entity: "Note", pk: note.pk)
+        let lists: [[ObjectID]] = [[note], [note2], [unknown], [person], [note, item], [foreign, note], [note, note2, person, unknown, note], []]
+        for at in [ReadGeneration.current, .token(pin.token)] {
+            for ids in lists {
+                let pooled = try s.objectsSync(ids, at: at) { ctx, found in (ctx.token, found) }
+                let now = try s.objectsIfImmediate(ids, at: at, stepBudget: 1000) { ctx, found in (ctx.token, found) }
+                XCTAssertNotNil(now, "\(ids) at \(at)")
+                XCTAssertEqual(now?.0, pooled.0, "\(ids) at \(at)")
+                XCTAssertEqual(now?.1, pooled.1, "\(ids) at \(at)")
+            }
+        }
+        XCTAssertEqual(try s.objectsIfImmediate([note], at: .token(pin.token), stepBudget: 10) { $1 }?.first??.values["text"], .string("v1"))
+        XCTAssertEqual(try s.objectsIfImmediate([note2], stepBudget: 10) { $1 }, [nil])
+        XCTAssertThrowsError(try s.objectsIfImmediate([note], minimumGeneration: s.currentToken.generation + 1, stepBudget: 10) { $1 }) { e in
+            XCTAssertEqual((e as? StorageError)?.reason, .generationNotReached)
+        }
+        let foreignToken = GenerationToken(storeID: UUID(), epoch: pin.token.epoch, generation: pin.token.generation)
+        XCTAssertThrowsError(try s.objectsIfImmediate([note], at: .token(foreignToken), stepBudget: 10) { $1 }) { e in
+            XCTAssertEqual((e as? StorageError)?.reason, .invalidArgument)
+        }
+    }
+
+    /// nil, never a wait and never a partial answer, when it cannot read at once within its
+    /// bound: no free connection, the reader gate closed, the step budget spent, the store
+    /// closed. The connection it used is left as the pool expects it.
+    func testObjectsIfImmediateReturnsNilInsteadOfWaiting() async throws {
+        let s = try open { $0.readerCount = 2 }
+        var seed = SaveRequest()
+        seed.inserts = (0..<400).map { InsertOperation(temporaryID: "n\($0)", entity: "Note", values: ["text": .string("N\($0)"), "n": .int(Int64($0))]) }
+        let ids = try await s.save(seed).permanentIDs.values.sorted()
+        let one = [ids[7]]
+        // Both connections checked out: nil; back: answered.
+        let a = s.readConnections.checkout()!, b = s.readConnections.checkout()!
+        XCTAssertNil(try s.objectsIfImmediate(one, stepBudget: 10) { $1 })
+        s.readConnections.checkin(a)
+        XCTAssertEqual(try s.objectsIfImmediate(one, stepBudget: 10) { $1 }?.first??.id, ids[7])
+        s.readConnections.checkin(b)
+        // The gate closed (a WAL restart draining readers): nil until it opens.
+        XCTAssertTrue(s.readerGate.close())
+        XCTAssertNil(try s.objectsIfImmediate(one, stepBudget: 10) { $1 })
+        s.readerGate.open()
+        XCTAssertEqual(try s.objectsIfImmediate(one, stepBudget: 10) { $1 }?.first??.id, ids[7])
+        // Past the budget (400 rows take far more than 1000 VM steps): interrupted, nil; the same
+        // read with room answers in full, and the connections' cancellation and busy handling
+        // are as before (a cancelled pooled read still stops, later reads still work).
+        var bodyRan = false
+        XCTAssertNil(try s.objectsIfImmediate(ids, stepBudget: 0) { _, f in bodyRan = true; return f })
+        XCTAssertFalse(bodyRan)
+        let full: [ObjectID?]? = try s.objectsIfImmediate(ids, stepBudget: 100_000) { _, f in f.map { $0?.id } }
+        XCTAssertEqual(full, ids.map { Optional($0) })
+        for _ in 0..<4 {
+            XCTAssertThrowsError(try s.objectsSync(ids, isCancelled: { true }) { $1 }) { e in XCTAssertEqual((e as? StorageError)?.reason, .cancelled) }
+            XCTAssertEqual(try s.objectsSync(ids) { $1 }.count, ids.count)
+        }
+        let c = s.readConnections.checkout()!
+        XCTAssertEqual(c.progressBudget, -1)
+        XCTAssertGreaterThan(c.busyPolls, 0)
+        s.readConnections.checkin(c)
+        // A closed store: nil (the caller's pooled read then reports or reopens it), not an error.
+        s.close()
+        XCTAssertNil(try s.objectsIfImmediate(one, stepBudget: 10) { $1 })
+    }
+
     /// Read connections map the store file (`readerMmapBytes`, here smaller than the file so
     /// reads use both the mapping and `pread`) and still see every commit, through WAL
     /// checkpoints and restarts (the writer changes the file under the mapping), at current and
