@@ -510,20 +510,6 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             }
             return
         }
-        if let attempt = descriptor.inlineAttempt, !Self.deadlinePassed(stream.deadline) {
-            // Rule 4's bounded try: answered here if it could be at once; nil means the pool.
-            let context = SyncCallContext(path: stream.path, metadata: stream.metadata, deadline: stream.deadline,
-                                          peer: tcp.peerDescription, cancellation: .never)
-            do {
-                if let reply = try attempt(request, context) {
-                    completeSync(stream, .success(reply))
-                    return
-                }
-            } catch {
-                completeSync(stream, .failure(CallStatusError(status: CallStatus(error: error))))
-                return
-            }
-        }
         guard env.blockingPool != nil else {
             respondTrailersOnly(stream, CallStatus(code: .internal, message: "no blocking worker pool"))
             return
@@ -535,14 +521,6 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                               target: LoopBound((self, stream), loop: tcp.loop))
         stream.blocking = job
         pendingJobs.append(job)
-    }
-
-    /// A call whose deadline has already passed is not tried inline: the pool path and the
-    /// deadline timer answer it as they always did.
-    @inline(__always)
-    private static func deadlinePassed(_ deadline: ContinuousClock.Instant?) -> Bool {
-        guard let deadline else { return false }
-        return ContinuousClock.now >= deadline
     }
 
     private func submitPendingJobs() {

@@ -13,18 +13,13 @@ public final class MethodDescriptor: Sendable {
     /// Where the handler runs; `.inline` and `.blocking` are unary methods with `syncHandler`.
     public let execution: HandlerExecution
     public let syncHandler: SyncUnaryHandler?
-    /// `.blocking` only: tried first on the loop thread (docs/threading.md rule 4); nil from it
-    /// hands the call to the pool as if it had not been tried.
-    public let inlineAttempt: InlineAttemptHandler?
 
-    init(path: String, kind: RPCKind, handler: @escaping RawHandler, execution: HandlerExecution, syncHandler: SyncUnaryHandler?,
-         inlineAttempt: InlineAttemptHandler? = nil) {
+    init(path: String, kind: RPCKind, handler: @escaping RawHandler, execution: HandlerExecution, syncHandler: SyncUnaryHandler?) {
         self.path = path
         self.kind = kind
         self.handler = handler
         self.execution = execution
         self.syncHandler = syncHandler
-        self.inlineAttempt = inlineAttempt
     }
 }
 
@@ -40,11 +35,10 @@ public struct Router: Sendable {
     }
 
     mutating func register(_ path: String, kind: RPCKind, execution: HandlerExecution, sync: SyncUnaryHandler?,
-                           inlineAttempt: InlineAttemptHandler? = nil, _ handler: @escaping RawHandler) {
+                           _ handler: @escaping RawHandler) {
         precondition(path.hasPrefix("/") && path.dropFirst().contains("/"), "method path must be /Service/Method: \(path)")
         precondition(methods[path] == nil, "method registered twice: \(path)")
-        methods[path] = MethodDescriptor(path: path, kind: kind, handler: handler, execution: execution, syncHandler: sync,
-                                         inlineAttempt: inlineAttempt)
+        methods[path] = MethodDescriptor(path: path, kind: kind, handler: handler, execution: execution, syncHandler: sync)
         let service = String(path.dropFirst().split(separator: "/")[0])
         if !services.contains(service) { services.append(service) }
     }

@@ -69,18 +69,9 @@ public struct SyncUnaryReply: Sendable {
 /// reply; throwing ends it with `CallStatus(error:)`, exactly as an async handler's throw does.
 public typealias SyncUnaryHandler = @Sendable (_ request: [UInt8], _ context: SyncCallContext) throws -> SyncUnaryReply
 
-/// A `.blocking` method's optional first try on the loop thread (docs/threading.md rule 4): the
-/// reply or the error if it could answer at once without waiting for anything and within its
-/// bound, nil (having answered nothing) to hand the call to the blocking pool instead. Its context
-/// is never cancelled (it runs within one loop turn).
-public typealias InlineAttemptHandler = @Sendable (_ request: [UInt8], _ context: SyncCallContext) throws -> SyncUnaryReply?
-
 extension Router {
-    /// Registers a raw synchronous unary method run `execution` (`.inline` or `.blocking`); a
-    /// `.blocking` one may have an `inlineAttempt` tried first on the loop thread.
-    public mutating func registerSync(_ path: String, execution: HandlerExecution, inlineAttempt: InlineAttemptHandler? = nil,
-                                      _ handler: @escaping SyncUnaryHandler) {
-        precondition(inlineAttempt == nil || execution == .blocking, "an inline attempt falls back to the blocking pool")
+    /// Registers a raw synchronous unary method run `execution` (`.inline` or `.blocking`).
+    public mutating func registerSync(_ path: String, execution: HandlerExecution, _ handler: @escaping SyncUnaryHandler) {
         precondition(execution != .task, "registerSync takes .inline or .blocking")
         // The async form is what a transport without sync support would run; this server never
         // calls it for these methods, but it keeps the descriptor complete and honest.
@@ -92,7 +83,7 @@ extension Router {
             let reply = try handler(bytes ?? [], ctx)
             call.finish(message: reply.message, trailingMetadata: reply.trailingMetadata)
         }
-        register(path, kind: .unary, execution: execution, sync: handler, inlineAttempt: inlineAttempt, fallback)
+        register(path, kind: .unary, execution: execution, sync: handler, fallback)
     }
 
     /// Registers a unary method whose handler runs on the loop thread (rule 4's exception): for
@@ -127,23 +118,11 @@ extension Router {
     /// `blockingUnaryEncoded` with a hand-written decoder tried first: `fastDecode` returns the
     /// request for the bytes it understands and nil for anything else, which SwiftProtobuf then
     /// decodes — so an unusual request gets exactly the message or the error it always got.
-    ///
-    /// With `inlineAttempt`, the call is first tried on the loop thread (docs/threading.md rule 4):
-    /// its bytes or error answer the call; nil hands it to the pool, where `body` runs as always.
     public mutating func blockingUnaryEncoded<Req: SwiftProtobuf.Message>(
         _ path: String, fastDecode: @escaping @Sendable ([UInt8]) -> Req?,
-        inlineAttempt: (@Sendable (Req, SyncCallContext) throws -> [UInt8]?)? = nil,
         _ body: @escaping @Sendable (Req, SyncCallContext) throws -> [UInt8]
     ) {
-        var attempt: InlineAttemptHandler? = nil
-        if let inlineAttempt {
-            attempt = { (bytes: [UInt8], ctx: SyncCallContext) throws -> SyncUnaryReply? in
-                let req = try fastDecode(bytes) ?? decode(Req.self, bytes)
-                guard let out = try inlineAttempt(req, ctx) else { return nil }
-                return SyncUnaryReply(out)
-            }
-        }
-        registerSync(path, execution: .blocking, inlineAttempt: attempt) { bytes, ctx in
+        registerSync(path, execution: .blocking) { bytes, ctx in
             SyncUnaryReply(try body(try fastDecode(bytes) ?? decode(Req.self, bytes), ctx))
         }
     }

@@ -58,27 +58,12 @@ public final class Backend: Sendable {
     /// The store named by `id` if it belongs to `account`; NOT_FOUND otherwise (the same answer
     /// for another account's store as for none, so IDs leak nothing).
     func record(_ id: String, account: Account, field: String = "store_id") throws -> Catalog.StoreRecord {
-        try record(id, account: account, field: field) { .some(catalog.store(id: $0)) }!
-    }
-
-    /// `record` with the catalog looked up by `find`, which returns nil if it could not look
-    /// (then so does this, after the same argument checks).
-    private func record(_ id: String, account: Account, field: String, _ find: (UUID) -> Catalog.StoreRecord??) throws -> Catalog.StoreRecord? {
         guard !id.isEmpty else { throw ServiceError.invalid(field, "a store_id is required (OpenStore returns it)", reason: "MISSING_FIELD") }
         guard let uuid = UUID.parse(id) else { throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: "BAD_STORE_ID") }
-        guard let found = find(uuid) else { return nil }
-        guard let r = found, r.account == account.id else {
+        guard let r = catalog.store(id: uuid), r.account == account.id else {
             throw ServiceError.notFound("no store \(id.lowercased()) in this account", reason: "STORE_NOT_FOUND")
         }
         return r
-    }
-
-    /// The account's store `id` for a caller that must not wait (an event-loop thread): the same
-    /// errors as `withStoreSync` for a bad or unknown ID, nil if the store is not open or a lock
-    /// it needs is held right now (the caller then uses `withStoreSync` elsewhere).
-    func storeIfImmediate(_ id: String, account: Account, field: String = "store_id") throws -> Store? {
-        guard let r = try record(id, account: account, field: field, { catalog.storeIfAvailable(id: $0) }) else { return nil }
-        return directory.storeIfOpen(r.id)
     }
 
     /// Runs `body` with the account's store open.

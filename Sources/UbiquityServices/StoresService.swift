@@ -8,24 +8,13 @@ import UbiquityStorage
 public struct StoresService: Sendable {
     let backend: Backend
     let contexts: ContextRegistry
-    /// Try small GetObjects calls on the loop thread first (`--inline-point-reads`).
-    let inlinePointReads: Bool
-    public init(backend: Backend, contexts: ContextRegistry, inlinePointReads: Bool = true) {
-        self.backend = backend; self.contexts = contexts; self.inlinePointReads = inlinePointReads
-    }
+    public init(backend: Backend, contexts: ContextRegistry) { self.backend = backend; self.contexts = contexts }
 
     static let defaultBatchSize = 500
-    /// GetObjects calls with at most this many IDs are tried on the loop thread.
-    static let inlineMaxObjectIDs = 8
-    /// SQLite progress-handler calls (1000 VM steps each) an inline GetObjects read may take
-    /// before it is interrupted and handed to the pool: a point read of one object takes a few
-    /// hundred steps, eight about 2000.
-    static let inlineStepBudget: Int32 = 10
 
     public func register(into router: inout Router) {
         let b = backend
         let contexts = self.contexts
-        let inlinePointReads = self.inlinePointReads
         let p = "/ubiquity.v1.Stores/"
 
         router.unary(p + "OpenStore") { (req: Ubiquity_V1_OpenStoreRequest, call) in
@@ -104,38 +93,21 @@ public struct StoresService: Sendable {
 
         // A read that is one SELECT runs without BEGIN … COMMIT (`Store.objectsSync`). The request
         // is decoded by hand in its common form (RequestDecoding.swift), by SwiftProtobuf otherwise.
-        //
-        // A small one (at most `inlineMaxObjectIDs` IDs) is first tried on the loop thread
-        // (docs/threading.md rule 4) when `inlinePointReads` is on: only if the store is open, a
-        // read connection is free and nothing needs waiting for, within `inlineStepBudget`;
-        // otherwise (nil) it goes to the pool and runs exactly as without the try.
-        let getObjects: @Sendable (Ubiquity_V1_GetObjectsRequest, SyncCallContext, Bool) throws -> [UInt8]? = { req, call, inline in
-            try ServiceErrors.mappingSync { () throws -> [UInt8]? in
+        router.blockingUnaryEncoded(p + "GetObjects", fastDecode: RequestDecoding.getObjects) { (req: Ubiquity_V1_GetObjectsRequest, call) in
+            try ServiceErrors.mappingSync {
                 let account = try b.account(call)
                 guard req.objectIds.count <= b.limits.maxFetchResults else {
                     throw ServiceError.exhausted("at most \(b.limits.maxFetchResults) object IDs per GetObjects call", reason: "LIMIT_EXCEEDED")
                 }
                 let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
-                let read = { (store: Store) throws -> [UInt8]? in
+                let cancellation = call.cancellation
+                return try b.withStoreSync(req.storeID, account: account) { store in
                     let ids = try req.objectIds.enumerated().map { try Convert.objectID($0.element, field: "object_ids[\($0.offset)]", store: store.id) }
-                    let encode = { (ctx: ReadContext, found: [ObjectSnapshot?]) -> [UInt8] in
+                    return try store.objectsSync(ids, at: at, minimumGeneration: minGen, isCancelled: { cancellation.isCancelled }) { ctx, found in
                         ObjectEncoding.getObjectsResponse(token: ctx.token, ids: ids, found: found, attributes: { ctx.attributes(of: $0) })
                     }
-                    if inline { return try store.objectsIfImmediate(ids, at: at, minimumGeneration: minGen, stepBudget: Self.inlineStepBudget, encode) }
-                    let cancellation = call.cancellation
-                    return try store.objectsSync(ids, at: at, minimumGeneration: minGen, isCancelled: { cancellation.isCancelled }, encode)
                 }
-                guard inline else { return try b.withStoreSync(req.storeID, account: account, read) }
-                guard req.objectIds.count <= Self.inlineMaxObjectIDs, let store = try b.storeIfImmediate(req.storeID, account: account) else { return nil }
-                return try read(store)
             }
-        }
-        let attempt: (@Sendable (Ubiquity_V1_GetObjectsRequest, SyncCallContext) throws -> [UInt8]?)?
-        if inlinePointReads { attempt = { req, call in try getObjects(req, call, true) } } else { attempt = nil }
-        router.blockingUnaryEncoded(p + "GetObjects", fastDecode: RequestDecoding.getObjects, inlineAttempt: attempt) {
-            (req: Ubiquity_V1_GetObjectsRequest, call: SyncCallContext) throws -> [UInt8] in
-            guard let out = try getObjects(req, call, false) else { throw RPCError(.internal, "GetObjects read returned nothing") }
-            return out
         }
 
         router.unary(p + "Save") { (raw: RawSaveRequest, call) in

@@ -79,10 +79,6 @@ public final class Catalog: Sendable {
     /// A store by ID (from memory).
     public func store(id: UUID) -> StoreRecord? { state.withLock { $0.byID[id] } }
 
-    /// `store(id:)` if the catalog's lock is free right now (it is held across catalog writes);
-    /// nil: it was not, the caller must not wait (an event-loop thread) and looks again elsewhere.
-    public func storeIfAvailable(id: UUID) -> StoreRecord?? { state.withLockIfAvailable { $0.byID[id] } }
-
     /// The account's stores, by name.
     public func stores(account: String) -> [StoreRecord] {
         state.withLock { $0.byID.values.filter { $0.account == account }.sorted { $0.name < $1.name } }

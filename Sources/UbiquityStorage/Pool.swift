@@ -10,13 +10,6 @@ final class Locked<T>: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         return try body(&value)
     }
-    /// `withLock` only if the lock is free right now; nil (body not run) otherwise. For callers
-    /// that must not wait (an event-loop thread).
-    func withLockIfAvailable<R>(_ body: (inout T) throws -> R) rethrows -> R? {
-        guard lock.try() else { return nil }
-        defer { lock.unlock() }
-        return try body(&value)
-    }
 }
 
 /// A blocking FIFO shared by pool threads.
@@ -82,15 +75,6 @@ final class ReadConnections: @unchecked Sendable {
         cond.lock(); defer { cond.unlock() }
         while free.isEmpty && !closed { cond.wait() }
         if closed { return nil }
-        out += 1
-        return free.removeLast()
-    }
-
-    /// A free connection if one is free right now; nil otherwise. Never waits for a connection
-    /// (for an event-loop thread); the lock itself is only ever held for a few list operations.
-    func tryCheckout() -> Connection? {
-        cond.lock(); defer { cond.unlock() }
-        if free.isEmpty || closed { return nil }
         out += 1
         return free.removeLast()
     }
@@ -191,18 +175,6 @@ final class ReaderGate: @unchecked Sendable {
         nextTicket += 1
         inside.append(t)
         cond.unlock()
-        return t
-    }
-
-    /// `enter` only if the gate is open; nil if it is closed (never waits for it to open; the
-    /// lock is held by others only for bookkeeping, never across a wait).
-    func tryEnter() -> UInt64? {
-        cond.lock(); defer { cond.unlock() }
-        if closed { return nil }
-        active += 1
-        let t = nextTicket
-        nextTicket += 1
-        inside.append(t)
         return t
     }
 

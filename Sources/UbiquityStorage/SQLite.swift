@@ -36,11 +36,6 @@ final class Connection {
     private let cacheLimit: Int
     /// The cancel flag of the request currently running on this connection (progress handler reads it).
     var currentCancel: CancelFlag?
-    /// Progress-handler calls (one per 1000 VM steps) left before the running statement is
-    /// interrupted; negative: no budget (the default). Set only around a bounded read run on an
-    /// event-loop thread (`Store.objectsIfImmediate`), which then sees `budgetExhausted`.
-    var progressBudget: Int32 = -1
-    var budgetExhausted = false
     /// Busy-handler polls (200 µs each) before SQLITE_BUSY; 0 makes a call fail at once if busy.
     var busyPolls: Int32 = 0
     /// How often this connection's busy handler ran (tests: the writer never waits for readers).
@@ -111,10 +106,6 @@ final class Connection {
         sqlite3_progress_handler(db, 1000, { ctx in
             guard let ctx else { return 0 }
             let conn = Unmanaged<Connection>.fromOpaque(ctx).takeUnretainedValue()
-            if conn.progressBudget >= 0 {
-                if conn.progressBudget == 0 { conn.budgetExhausted = true; return 1 }
-                conn.progressBudget -= 1
-            }
             return (conn.currentCancel?.isCancelled ?? false) ? 1 : 0
         }, Unmanaged.passUnretained(self).toOpaque())
     }

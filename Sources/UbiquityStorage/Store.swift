@@ -364,44 +364,6 @@ public final class Store: Sendable {
         }
     }
 
-    /// `objectsSync` for a caller that must not wait (an event-loop thread; docs/threading.md
-    /// rule 4): the same checks, registration and results, or nil — having returned nothing to
-    /// anyone — when it cannot run at once and within its bound. nil when no read connection is
-    /// free right now, when the reader gate is closed (a WAL restart is draining readers), when
-    /// SQLite would have to wait for a lock (the busy handler is off for this read: SQLITE_BUSY
-    /// gives nil, never a sleep), and when the SQL runs past `stepBudget` progress-handler calls
-    /// (each 1000 VM steps; the statement is interrupted and abandoned). The caller then runs
-    /// `objectsSync` elsewhere; reads are idempotent. Errors that are not about waiting or the
-    /// budget are thrown as `objectsSync` throws them.
-    public func objectsIfImmediate<T>(_ ids: [ObjectID], at g: ReadGeneration = .current, minimumGeneration: Int64? = nil,
-                                      stepBudget: Int32, _ body: (ReadContext, [ObjectSnapshot?]) throws -> T) throws -> T? {
-        // A store closed under us (evicted, or closed for a file operation that a pooled read
-        // would wait for and then see the reopened store): not an answer, look again elsewhere.
-        let gen: Int64, model: ResolvedModel, epoch: UInt64
-        do { (gen, model, epoch) = try beginTokenRead(g, minimumGeneration: minimumGeneration) }
-        catch let e as StorageError where e.reason == .storeClosed { return nil }
-        defer { endRead(gen) }
-        guard let conn = readConnections.tryCheckout() else { return nil }
-        defer { readConnections.checkin(conn) }
-        guard let ticket = readerGate.tryEnter() else { return nil }
-        defer { readerGate.leave(ticket) }
-        let sid = id
-        let polls = conn.busyPolls
-        conn.busyPolls = 0
-        conn.progressBudget = max(0, stepBudget)
-        conn.budgetExhausted = false
-        defer { conn.busyPolls = polls; conn.progressBudget = -1; conn.budgetExhausted = false }
-        do {
-            let oneStatement = RowReader(conn: conn, model: model, storeID: sid, gen: gen).loadsInOneStatement(ids)
-            return try Store.run(on: conn, flag: CancelFlag(), transaction: !oneStatement) { conn in
-                let ctx = ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen))
-                return try body(ctx, try ctx.objects(ids))
-            }
-        } catch let e as StorageError where conn.budgetExhausted || e.reason == .busy {
-            return nil
-        }
-    }
-
     /// Runs `body` alone on the writer thread (not grouped with saves).
     func onWriter<T: Sendable>(_ body: @escaping @Sendable (Connection, WriterEngine) throws -> T) async throws -> T {
         let flag = CancelFlag()

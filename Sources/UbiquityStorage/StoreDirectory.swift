@@ -83,21 +83,6 @@ public actor StoreDirectory {
         return try body(store)
     }
 
-    /// The store if it is open and the directory's lock is free right now; nil otherwise (never
-    /// waits: the lock is held across opening a store). Takes no lease: a store evicted meanwhile
-    /// closes only after its read connections are back (`ReadConnections.close`), and a closed
-    /// store's reads fail or return nil (`Store.objectsIfImmediate`), so the caller falls back to
-    /// `withStoreSync`. Counts as a use for eviction order.
-    public nonisolated func storeIfOpen(_ id: UUID) -> Store? {
-        state.withLockIfAvailable { d -> Store? in
-            guard !d.closed, let i = d.open.index(forKey: id) else { return nil }
-            d.tick += 1
-            d.open.values[i].lastUse = d.tick
-            d.open.values[i].lastUseTime = configuration.clock()
-            return d.open.values[i].store
-        } ?? nil
-    }
-
     private nonisolated func acquire(_ id: UUID, create: Bool, model: ModelDefinition?) throws -> Store {
         try state.withLock { d in
             if d.closed { throw StorageError(.storeClosed, "directory is shut down") }

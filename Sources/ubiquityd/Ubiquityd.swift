@@ -50,8 +50,6 @@ struct Ubiquityd: ParsableCommand {
     var readerMmapMib = 1024
     @Option(help: "Page cache of each store read connection, in MiB; 0: SQLite's default (2 MiB).")
     var readerCacheMib = 0
-    @Flag(inversion: .prefixedNo, help: "Answer GetObjects calls of at most 8 IDs on the event-loop thread when that needs no waiting (else the blocking pool).")
-    var inlinePointReads = true
     @Option(help: "WAL content, in MiB, past which a store's writer checkpoints after a commit (also the WAL file's size cap).")
     var checkpointThresholdMib = 16
     @Option(help: "Objects returned by one Fetch or GetObjects call.")
@@ -149,7 +147,7 @@ struct Ubiquityd: ParsableCommand {
         let health = HealthService(services: ["ubiquity.v1.Admin"] + dataServices)
         let contexts = ContextRegistry(limits: serviceLimits)
         ModelsService(backend: backend).register(into: &router)
-        StoresService(backend: backend, contexts: contexts, inlinePointReads: inlinePointReads).register(into: &router)
+        StoresService(backend: backend, contexts: contexts).register(into: &router)
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         let expiry = contextsService.startExpiry(interval: min(30, max(0.5, contextIdleSeconds / 4)))

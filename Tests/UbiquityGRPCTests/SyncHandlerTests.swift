@@ -82,23 +82,6 @@ final class SyncHandlerTests: XCTestCase {
             }
             return Pong()
         }
-        // A blocking method with an inline attempt: even numbers are answered on the loop
-        // thread, odd ones fall back (nil) to the pool, 1001 throws from the attempt.
-        router.blockingUnaryEncoded("/test.Sync/Maybe", fastDecode: { (_: [UInt8]) -> Ping? in nil },
-                                    inlineAttempt: { (req: Ping, _: SyncCallContext) -> [UInt8]? in
-            let n = Self.number(req)
-            if n == 1001 { throw RPCError(.outOfRange, "attempt says no") }
-            guard n % 2 == 0 else { return nil }
-            var res = Pong()
-            res.payload = Data("inline:\(Self.threadName())".utf8)
-            res.serverTimeMicros = n
-            return try res.serializedBytes()
-        }) { (req: Ping, _: SyncCallContext) -> [UInt8] in
-            var res = Pong()
-            res.payload = Data("pool:\(Self.threadName())".utf8)
-            res.serverTimeMicros = Self.number(req)
-            return try res.serializedBytes()
-        }
         var config = ServerConfiguration()
         config.port = 0
         config.blockingThreads = blockingThreads
@@ -176,38 +159,6 @@ final class SyncHandlerTests: XCTestCase {
             try await group.waitForAll()
         }
         XCTAssertEqual(probe.threadNames.withLock { $0 }, ["ubq-loop-0"])
-    }
-
-    /// An inline attempt that answers ends the call on the loop thread; one that returns nil
-    /// leaves the call to the pool, which answers it as if no attempt had been made; one that
-    /// throws ends the call with its status.
-    func testInlineAttemptAnswersOnTheLoopOrFallsBackToThePool() async throws {
-        try startServer(blockingThreads: 2)
-        let channel = try await GRPCChannel(host: "127.0.0.1", port: server.port)
-        defer { channel.close() }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for n in 0..<200 {
-                group.addTask {
-                    let res = try await channel.unary("/test.Sync/Maybe", Self.ping(n), as: Pong.self)
-                    XCTAssertEqual(res.serverTimeMicros, Int64(n))
-                    let at = String(decoding: res.payload, as: UTF8.self)
-                    if n % 2 == 0 { XCTAssertEqual(at, "inline:ubq-loop-0", "call \(n)") } else {
-                        XCTAssertTrue(at.hasPrefix("pool:ubq-blocking-"), "call \(n): \(at)")
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
-        do {
-            _ = try await channel.unary("/test.Sync/Maybe", Self.ping(1001), as: Pong.self)
-            XCTFail("expected an error")
-        } catch let error as RPCError {
-            XCTAssertEqual(error.code, .outOfRange)
-            XCTAssertEqual(error.message, "attempt says no")
-        }
-        // A call whose deadline has passed is not tried inline; a live deadline does not stop it.
-        let res = try await channel.unary("/test.Sync/Maybe", Self.ping(4), as: Pong.self, timeout: 5)
-        XCTAssertEqual(String(decoding: res.payload, as: UTF8.self), "inline:ubq-loop-0")
     }
 
     func testErrorsEndTheCallWithTheSameStatusAsAsyncHandlers() async throws {
