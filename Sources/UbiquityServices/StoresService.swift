@@ -61,10 +61,19 @@ public struct StoresService: Sendable {
                 let limits = b.queryLimits()
                 let cancellation = call.cancellation
                 return try b.withStoreSync(req.storeID, account: account) { store in
-                    let model = try b.model(of: store)
-                    let out = FetchResponseWriter(model: model)
-                    let r = try store.fetchSync(fr, at: at, minimumGeneration: minGen, limits: limits, isCancelled: { cancellation.isCancelled }, sink: out)
-                    return try out.finish(r, type: fr.resultType)
+                    // The model is resolved only when needed (two locks saved per call): streamed
+                    // objects are typed by the read's model. A store without a model still answers
+                    // NO_MODEL, whatever else is wrong with the request: its read always fails, and
+                    // the failure is checked for that first.
+                    let out = FetchResponseWriter()
+                    let r: FetchResult
+                    do {
+                        r = try store.fetchSync(fr, at: at, minimumGeneration: minGen, limits: limits, isCancelled: { cancellation.isCancelled }, sink: out)
+                    } catch {
+                        _ = try b.model(of: store)
+                        throw error
+                    }
+                    return try out.finish(r, type: fr.resultType, model: { try b.model(of: store) })
                 }
             }
         }

@@ -84,9 +84,9 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
     @discardableResult
     func assertSame(_ r: FetchRequest, at: ReadGeneration = .current, file: StaticString = #filePath, line: UInt = #line) throws -> Bool {
         let info = ModelInfo(Self.model, hash: "h")
-        let out = FetchResponseWriter(model: info)
+        let out = FetchResponseWriter()
         let streamed = try store.fetchSync(r, at: at, sink: out)
-        let bytes = try out.finish(streamed, type: r.resultType)
+        let bytes = try out.finish(streamed, type: r.resultType, model: { info })
         let decoded = try Ubiquity_V1_FetchResults(serializedBytes: bytes)
         let generic = try store.fetchSync(r, at: .token(streamed.token))
         XCTAssertFalse(generic.objectsStreamed, file: file, line: line)
@@ -137,9 +137,9 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
         XCTAssertTrue(try assertSame(r))
         // the old generation still shows the objects before the update
         let info = ModelInfo(Self.model, hash: "h")
-        let out = FetchResponseWriter(model: info)
+        let out = FetchResponseWriter()
         let again = try store.fetchSync(r, at: .token(old), sink: out)
-        let decoded = try Ubiquity_V1_FetchResults(serializedBytes: try out.finish(again, type: .objects))
+        let decoded = try Ubiquity_V1_FetchResults(serializedBytes: try out.finish(again, type: .objects, model: { info }))
         XCTAssertEqual(decoded.objectIds, before.objectIDs.map(\.uri))
         XCTAssertFalse(decoded.objects.contains { $0.values["s"]?.stringValue == "changed" })
     }
