@@ -53,7 +53,8 @@ public struct StoresService: Sendable {
         // Fetch and GetObjects are blocking handlers: the worker thread runs the read itself on a
         // read connection checked out of the store's pool, with no Task and no reader-thread hop.
         // Both return their response already encoded (FetchEncoding.swift, ObjectEncoding.swift).
-        router.blockingUnaryEncoded(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
+        // Fetch's request is decoded by hand in its common form (RequestDecoding.fetch).
+        router.blockingUnaryEncoded(p + "Fetch", fastDecode: RequestDecoding.fetch) { (req: Ubiquity_V1_FetchRequest, call) in
             try ServiceErrors.mappingSync(queryFields: "fetch.") {
                 let account = try b.account(call)
                 let fr = try Convert.fetchRequest(req.fetch, field: "fetch")
