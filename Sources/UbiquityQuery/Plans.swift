@@ -207,21 +207,11 @@ final class FetchPlanCache {
 
         static let zeroUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
+        /// A fixed value of each case, in `kindCode` order.
+        static let kinds: [StorageValue] = [.null, .string(""), .bool(false), .int(0), .double(0), .decimal(""), .date(0), .binary(Data()), .uuid(zeroUUID), .uri("")]
+
         /// A fixed value of `v`'s case.
-        static func kind(_ v: StorageValue) -> StorageValue {
-            switch v {
-            case .null: .null
-            case .string: .string("")
-            case .bool: .bool(false)
-            case .int: .int(0)
-            case .double: .double(0)
-            case .decimal: .decimal("")
-            case .date: .date(0)
-            case .binary: .binary(Data())
-            case .uuid: .uuid(zeroUUID)
-            case .uri: .uri("")
-            }
-        }
+        static func kind(_ v: StorageValue) -> StorageValue { kinds[kindCode(v)] }
 
         /// `v`'s case as a number (`kind(v)` of two values is equal exactly when this is).
         @inline(__always)

@@ -37,40 +37,40 @@ enum RequestDecoding {
     /// or message-valued arguments (lists, dates, …), unknown enum values, a message field or
     /// oneof given twice (SwiftProtobuf would merge them), unknown fields, other wire types,
     /// truncation, invalid UTF-8. Singular scalar fields given twice: the last wins, as in
-    /// SwiftProtobuf. `RequestDecodingTests` compares both decoders.
+    /// SwiftProtobuf. `FetchRequestDecodingTests` compares both decoders.
     static func fetch(_ bytes: [UInt8]) -> Ubiquity_V1_FetchRequest? {
-        bytes.withUnsafeBufferPointer { buf -> Ubiquity_V1_FetchRequest? in
-            var req = Ubiquity_V1_FetchRequest()
-            guard let base = buf.baseAddress else { return req }
+        bytes.withUnsafeBufferPointer { buf in
+            guard let base = buf.baseAddress else { return Ubiquity_V1_FetchRequest() }
             var r = WireReader(base, buf.count)
-            do {
-                while let (field, wire) = try r.tag() {
-                    switch (field, wire) {
-                    case (1, 2): req.storeID = try r.string()
-                    case (2, 2):
-                        guard !req.hasFetch else { return nil }
-                        var m = try r.message()
-                        req.fetch = try fetchSpec(&m)
-                    case (3, 2):
-                        guard !req.hasAt else { return nil }
-                        var m = try r.message()
-                        var at = Ubiquity_V1_ReadGeneration()
-                        while let (f, w) = try m.tag() {
-                            switch (f, w) {
-                            case (1, 2): at.token = try m.data()
-                            case (2, 0): at.minimumGeneration = Int64(bitPattern: try m.varint())
-                            default: return nil
-                            }
-                        }
-                        req.at = at
-                    default: return nil
+            return try? fetchRequest(&r)
+        }
+    }
+
+    private static func fetchRequest(_ r: inout WireReader) throws -> Ubiquity_V1_FetchRequest {
+        var req = Ubiquity_V1_FetchRequest()
+        while let (field, wire) = try r.tag() {
+            switch (field, wire) {
+            case (1, 2): req.storeID = try r.string()
+            case (2, 2):
+                guard !req.hasFetch else { throw NotFast() }
+                var m = try r.message()
+                req.fetch = try fetchSpec(&m)
+            case (3, 2):
+                guard !req.hasAt else { throw NotFast() }
+                var m = try r.message()
+                var at = Ubiquity_V1_ReadGeneration()
+                while let (f, w) = try m.tag() {
+                    switch (f, w) {
+                    case (1, 2): at.token = try m.data()
+                    case (2, 0): at.minimumGeneration = Int64(bitPattern: try m.varint())
+                    default: throw NotFast()
                     }
                 }
-            } catch {
-                return nil
+                req.at = at
+            default: throw NotFast()
             }
-            return req
         }
+        return req
     }
 
     private static func fetchSpec(_ r: inout WireReader) throws -> Ubiquity_V1_FetchSpec {

@@ -239,6 +239,13 @@ final class PlanCacheTests: QueryTestCase, @unchecked Sendable {
                 if same { XCTAssertEqual(FetchPlanCache.Key.hashOf(b, limits), FetchPlanCache.Key.hashOf(a, limits)) }
             }
         }
+        // `kind` (the table) and `kindCode` agree on every case
+        let samples: [StorageValue] = [.null, .string("s"), .bool(true), .int(5), .double(2.5), .decimal("1.5"), .date(3),
+                                       .binary(Data([1])), .uuid(UUID()), .uri("a:b")]
+        XCTAssertEqual(Set(samples.map(FetchPlanCache.Key.kindCode)).count, samples.count)
+        for v in samples {
+            XCTAssertEqual(FetchPlanCache.Key.kindCode(FetchPlanCache.Key.kind(v)), FetchPlanCache.Key.kindCode(v))
+        }
         // only the same-kind variants (and the reordered one) share the base's key
         let shared = variants.filter { FetchPlanCache.Key(request: base, limits: limits).matches($0, limits) }.count
         XCTAssertEqual(shared, 4)
