@@ -49,7 +49,11 @@ final class VariableTrace {
 /// (no snapshots are built), with the read's token. A fetch that used a sink returns a result
 /// with `objectsStreamed` set, `count` rows and no objects or IDs.
 public protocol FetchObjectSink: AnyObject {
-    func objects(token: GenerationToken, rows: inout ObjectRows) throws
+    /// `state` is the sink's to keep between calls: it stays with the compiled plan, so every
+    /// call that sees it has the same reader connection (store), model and request shape, and
+    /// is made by the thread holding that connection (docs/storage.md rule 2). Rows of a
+    /// plan's calls have the same entities with the same `attributes` (names, types, order).
+    func objects(token: GenerationToken, rows: inout ObjectRows, state: inout AnyObject?) throws
 }
 
 /// One compiled fetch: the statement and where each argument comes from.
@@ -76,6 +80,9 @@ final class FetchPlan {
     /// `.objects` of an entity without relationships and no `propertiesToFetch`: rows can go
     /// straight to a `FetchObjectSink`.
     let streamable: Bool
+    /// The sink's state between calls (`FetchObjectSink`); touched only by the thread holding
+    /// the connection whose cache holds this plan.
+    var sinkState: AnyObject?
 
     init(resultType: FetchResultType, sql: String, arguments: [Argument], slots: [Slot], checker: Checker, streamable: Bool) {
         self.resultType = resultType; self.sql = sql; statement = PreparedSQL(sql); self.arguments = arguments; self.slots = slots; self.checker = checker
@@ -91,10 +98,9 @@ final class FetchPlan {
             try QueryFunctions.install(ctx)  // plans may call ubq_fold / ubq_regex
             return FetchPlanCache()
         }
-        let key = FetchPlanCache.Key(request: request, limits: limits)
         let plan: FetchPlan
         let values: [StorageValue]
-        switch cache.lookup(key) {
+        switch cache.lookup(request, limits) {
         case .some(.some(let p)):
             plan = p
             values = try p.coerce(request.variables)
@@ -119,7 +125,7 @@ final class FetchPlan {
                 && ctx.objectsHaveNoRelationships(entity: request.entity)
             plan = FetchPlan(resultType: request.resultType, sql: sql, arguments: arguments, slots: trace.slots, checker: checker, streamable: streamable)
             values = trace.values.map(\.storageValue)
-            cache.insert(key, trace.cacheable ? plan : nil)
+            cache.insert(FetchPlanCache.Key(request: request, limits: limits), trace.cacheable ? plan : nil)
         }
         return try plan.execute(request, values: values, ctx: ctx, limits: limits, sink: sink)
     }
@@ -150,7 +156,7 @@ final class FetchPlan {
         case .objects:
             if streamable, let sink {
                 let token = ctx.token
-                let n = try ctx.withObjectRows(entity: request.entity, selecting: statement, args) { try sink.objects(token: token, rows: &$0) }
+                let n = try ctx.withObjectRows(entity: request.entity, selecting: statement, args) { try sink.objects(token: token, rows: &$0, state: &sinkState) }
                 try FetchExecutor.cap(n, limits: limits)
                 var r = FetchResult(token: ctx.token)
                 r.count = n
@@ -178,6 +184,9 @@ final class FetchPlan {
 /// out first. Touched only by the thread holding the connection (docs/storage.md rule 2).
 final class FetchPlanCache {
     /// The request with each variable value replaced by a value of the same kind, and the limits.
+    /// A call finds its plan without building one: `matches` compares a request with a key field
+    /// by field (variables by kind), and `hashOf` hashes it the way `hash(into:)` hashes the key
+    /// it would make, so a hit is exactly `Key(request:limits:) == key` (PlanCacheTests).
     struct Key: Hashable {
         var request: FetchRequest
         var limits: QueryLimits
@@ -198,47 +207,119 @@ final class FetchPlanCache {
 
         static let zeroUUID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
+        /// A fixed value of each case, in `kindCode` order.
+        static let kinds: [StorageValue] = [.null, .string(""), .bool(false), .int(0), .double(0), .decimal(""), .date(0), .binary(Data()), .uuid(zeroUUID), .uri("")]
+
         /// A fixed value of `v`'s case.
-        static func kind(_ v: StorageValue) -> StorageValue {
+        static func kind(_ v: StorageValue) -> StorageValue { kinds[kindCode(v)] }
+
+        /// `v`'s case as a number (`kind(v)` of two values is equal exactly when this is).
+        @inline(__always)
+        static func kindCode(_ v: StorageValue) -> Int {
             switch v {
-            case .null: .null
-            case .string: .string("")
-            case .bool: .bool(false)
-            case .int: .int(0)
-            case .double: .double(0)
-            case .decimal: .decimal("")
-            case .date: .date(0)
-            case .binary: .binary(Data())
-            case .uuid: .uuid(zeroUUID)
-            case .uri: .uri("")
+            case .null: 0
+            case .string: 1
+            case .bool: 2
+            case .int: 3
+            case .double: 4
+            case .decimal: 5
+            case .date: 6
+            case .binary: 7
+            case .uuid: 8
+            case .uri: 9
             }
+        }
+
+        func hash(into h: inout Hasher) { Key.hash(request, limits, into: &h) }
+
+        static func == (a: Key, b: Key) -> Bool { a.matches(b.request, b.limits) }
+
+        /// The hash of `Key(request: r, limits: l)`, computed from `r` itself.
+        static func hashOf(_ r: FetchRequest, _ l: QueryLimits) -> Int {
+            var h = Hasher()
+            hash(r, l, into: &h)
+            return h.finalize()
+        }
+
+        /// Every field but the variables' values, which count by kind only; the variables in an
+        /// order-independent way (a commutative sum of per-variable hashes, as `Dictionary` does).
+        private static func hash(_ r: FetchRequest, _ l: QueryLimits, into h: inout Hasher) {
+            h.combine(r.entity)
+            h.combine(r.predicate)
+            h.combine(r.sortDescriptors)
+            h.combine(r.fetchLimit)
+            h.combine(r.fetchOffset)
+            h.combine(r.fetchBatchSize)
+            h.combine(r.resultType)
+            h.combine(r.propertiesToFetch)
+            h.combine(r.propertiesToGroupBy)
+            h.combine(r.havingPredicate)
+            h.combine(r.returnsDistinctResults)
+            h.combine(r.relationshipKeyPathsForPrefetching)
+            h.combine(r.includesSubentities)
+            h.combine(l)
+            var vars = 0
+            for (name, a) in r.variables {
+                var v = Hasher()
+                v.combine(name)
+                switch a {
+                case .scalar(let x): v.combine(0); v.combine(kindCode(x))
+                case .list(let xs): v.combine(1); v.combine(xs.count); for x in xs { v.combine(kindCode(x)) }
+                }
+                vars &+= v.finalize()
+            }
+            h.combine(r.variables.count)
+            h.combine(vars)
+        }
+
+        /// Whether `Key(request: r, limits: l)` equals this key, without making it.
+        func matches(_ r: FetchRequest, _ l: QueryLimits) -> Bool {
+            let k = request
+            guard k.entity == r.entity, k.predicate == r.predicate, k.fetchLimit == r.fetchLimit, k.fetchOffset == r.fetchOffset,
+                  k.fetchBatchSize == r.fetchBatchSize, k.resultType == r.resultType, k.returnsDistinctResults == r.returnsDistinctResults,
+                  k.includesSubentities == r.includesSubentities, k.variables.count == r.variables.count, k.sortDescriptors == r.sortDescriptors,
+                  k.propertiesToFetch == r.propertiesToFetch, k.propertiesToGroupBy == r.propertiesToGroupBy, k.havingPredicate == r.havingPredicate,
+                  k.relationshipKeyPathsForPrefetching == r.relationshipKeyPathsForPrefetching, limits == l else { return false }
+            for (name, a) in r.variables {
+                switch (k.variables[name], a) {
+                case (.scalar(let x)?, .scalar(let y)):
+                    if Key.kindCode(x) != Key.kindCode(y) { return false }
+                case (.list(let xs)?, .list(let ys)):
+                    guard xs.count == ys.count else { return false }
+                    for (x, y) in zip(xs, ys) where Key.kindCode(x) != Key.kindCode(y) { return false }
+                default: return false
+                }
+            }
+            return true
         }
     }
 
     static let capacity = 64
     final class Entry {
+        let key: Key
         /// nil: compiled once and found uncacheable; the executor runs such requests.
         let plan: FetchPlan?
         var used: UInt64
-        init(_ plan: FetchPlan?, _ used: UInt64) { self.plan = plan; self.used = used }
+        init(_ key: Key, _ plan: FetchPlan?, _ used: UInt64) { self.key = key; self.plan = plan; self.used = used }
     }
-    private var plans: [Key: Entry] = [:]
-    /// The entry found last: a call of the same shape as the one before compares keys instead
-    /// of hashing one.
-    private var last: (key: Key, entry: Entry)?
+    /// Entries by `Key.hashOf` (a bucket holds the rare keys whose hashes collide).
+    private var plans: [Int: [Entry]] = [:]
+    /// The entry found last: a call of the same shape as the one before compares its request
+    /// with that key and hashes nothing.
+    private var last: Entry?
     private var clock: UInt64 = 0
 
-    var count: Int { plans.count }
+    private(set) var count = 0
     /// Calls served by a cached plan, and plans compiled (tests).
     private(set) var hits = 0, compiles = 0
 
-    /// `.some(plan)` (plan nil: known uncacheable) or nil when the key is not cached.
-    func lookup(_ key: Key) -> FetchPlan??  {
+    /// `.some(plan)` (plan nil: known uncacheable) or nil when no key matches `request`, `limits`.
+    func lookup(_ request: FetchRequest, _ limits: QueryLimits) -> FetchPlan??  {
         let entry: Entry
-        if let l = last, l.key == key { entry = l.entry } else {
-            guard let e = plans[key] else { return nil }
+        if let l = last, l.key.matches(request, limits) { entry = l } else {
+            guard let e = plans[Key.hashOf(request, limits)]?.first(where: { $0.key.matches(request, limits) }) else { return nil }
             entry = e
-            last = (key, e)
+            last = e
         }
         clock += 1
         entry.used = clock
@@ -247,12 +328,16 @@ final class FetchPlanCache {
     }
 
     func insert(_ key: Key, _ plan: FetchPlan?) {
-        if plans.count >= FetchPlanCache.capacity, let oldest = plans.min(by: { $0.value.used < $1.value.used })?.key {
-            plans.removeValue(forKey: oldest)
-            if last?.key == oldest { last = nil }
+        if count >= FetchPlanCache.capacity, let oldest = plans.values.joined().min(by: { $0.used < $1.used }) {
+            let h = Key.hashOf(oldest.key.request, oldest.key.limits)
+            plans[h]?.removeAll { $0 === oldest }
+            if plans[h]?.isEmpty == true { plans[h] = nil }
+            count -= 1
+            if last === oldest { last = nil }
         }
         clock += 1
         compiles += 1
-        plans[key] = Entry(plan, clock)
+        count += 1
+        plans[Key.hashOf(key.request, key.limits), default: []].append(Entry(key, plan, clock))
     }
 }

@@ -104,21 +104,42 @@ enum Convert {
         case .double(let d):
             switch type {
             case .float: out.kind = .floatValue(Float(d))
-            case .int16, .int32, .int64: out.kind = .int64Value(Int64(d))
+            case .int16, .int32, .int64: out.kind = .int64Value(int64(saturating: d))
             default: out.kind = .doubleValue(d)
             }
         case .decimal(let s): out.kind = .decimalValue(s)
         case .date(let d):
             var t = Google_Protobuf_Timestamp()
-            let secs = d.rounded(.down)
-            t.seconds = Int64(secs)
-            t.nanos = Int32(min(999_999_999, max(0, ((d - secs) * 1e9).rounded())))
+            (t.seconds, t.nanos) = timestamp(d)
             out.kind = .dateValue(t)
         case .binary(let d): out.kind = .binaryValue(d)
         case .uuid(let u): out.kind = .uuidValue(u.uuidString.lowercased())
         case .uri(let s): out.kind = .uriValue(s)
         }
         return out
+    }
+
+    /// A double stored under an integer attribute as the int64 a client is sent: truncated toward
+    /// zero, saturated at Int64's bounds, NaN as 0. (A REAL can sit in an integer column — e.g.
+    /// written before a migration changed the attribute's type, or by another SQLite client —
+    /// and `Int64(d)` would trap on NaN, infinities and values out of range.) Both encoders
+    /// (`protoValue`, `ObjectEncoding.value`) use it.
+    @inline(__always)
+    static func int64(saturating d: Double) -> Int64 {
+        if d.isNaN { return 0 }
+        if d >= 9_223_372_036_854_775_808.0 { return .max }  // 2^63
+        if d <= -9_223_372_036_854_775_808.0 { return .min }
+        return Int64(d)
+    }
+
+    /// A date (seconds since 1970) as a Timestamp's seconds and nanos: seconds rounded down,
+    /// nanos in 0...999_999_999. Dates no Timestamp can hold (NaN, infinite, beyond Int64's
+    /// seconds) saturate like `int64(saturating:)`, with nanos 0.
+    @inline(__always)
+    static func timestamp(_ d: Double) -> (seconds: Int64, nanos: Int32) {
+        let secs = d.rounded(.down)
+        guard secs > -9_223_372_036_854_775_808.0, secs < 9_223_372_036_854_775_808.0 else { return (int64(saturating: secs), 0) }
+        return (Int64(secs), Int32(min(999_999_999, max(0, ((d - secs) * 1e9).rounded()))))
     }
 
     static func arguments(_ m: [String: Ubiquity_V1_Argument], field: String) throws -> [String: QueryArgument] {

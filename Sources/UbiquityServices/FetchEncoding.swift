@@ -41,37 +41,97 @@ enum FetchEncoding {
 /// `objects` (no snapshot, no dictionary per object); `finish` completes the response, or
 /// encodes the result the generic way when the fetch did not stream (`objectsStreamed` false).
 /// One per call, used by the thread running the fetch only.
+///
+/// Streamed values are typed by the read's own model (each row's `AttributeSlot.type`, the
+/// model's declared type: what `ModelInfo.attributeTypes` holds for the same model), so the
+/// handler needs no `ModelInfo` unless the fetch did not stream.
 final class FetchResponseWriter: FetchObjectSink {
-    let model: ModelInfo?
     /// The response up to the objects, and the `object_ids` fields (written while the objects are).
     private var written: (ProtoWriter, ProtoWriter)?
 
-    init(model: ModelInfo?) { self.model = model }
+    init() {}
 
     deinit { if case let (w, ids)? = written.take() { w.discard(); ids.discard() } }
 
-    func objects(token: GenerationToken, rows: inout ObjectRows) throws {
+    /// The wire pieces of one entity's objects, made once and kept with the plan between calls
+    /// (`FetchObjectSink` state): the URI prefix of its IDs, its name field, and each attribute's
+    /// map-entry key field in `attributes` order, back to back in one buffer.
+    final class EntityEncoding {
+        let entity: String
+        let storeID: UUID
+        let attributeCount: Int
+        /// `x-ubiquity://<store>/<entity>/`
+        let uriPrefix: [UInt8]
+        /// Field 2 (`entity`) of a ManagedObject; empty for an empty name.
+        let nameField: [UInt8]
+        /// Attribute `i`'s key field is `keys[keyStart[i]..<keyStart[i + 1]]`.
+        let keys: UnsafeMutableBufferPointer<UInt8>
+        let keyStart: UnsafeMutableBufferPointer<Int>
+
+        init(_ row: ObjectRow) {
+            entity = row.id.entity
+            storeID = row.id.storeID
+            attributeCount = row.attributes.count
+            uriPrefix = Array("x-ubiquity://\(storeID.lowercasedString)/\(entity)/".utf8)
+            nameField = entity.isEmpty ? [] : FetchResponseWriter.stringField(2, entity)
+            let fields = row.attributes.map { FetchResponseWriter.stringField(1, $0.name) }
+            keys = .allocate(capacity: max(1, fields.reduce(0) { $0 + $1.count }))
+            keyStart = .allocate(capacity: fields.count + 1)
+            var at = 0
+            for (i, f) in fields.enumerated() {
+                keyStart[i] = at
+                _ = UnsafeMutableBufferPointer(rebasing: keys[at..<(at + f.count)]).initialize(from: f)
+                at += f.count
+            }
+            keyStart[fields.count] = at
+        }
+
+        deinit { keys.deallocate(); keyStart.deallocate() }
+
+        /// Made for rows like `row` (same entity, store and attribute count; the attributes of a
+        /// plan's rows of one entity are the same, in the same order).
+        @inline(__always)
+        func fits(_ row: ObjectRow) -> Bool {
+            entity == row.id.entity && storeID == row.id.storeID && attributeCount == row.attributes.count
+        }
+
+        @inline(__always)
+        func key(_ i: Int) -> UnsafeBufferPointer<UInt8> {
+            UnsafeBufferPointer(rebasing: keys[keyStart[i]..<keyStart[i + 1]])
+        }
+    }
+
+    /// The `EntityEncoding`s of a plan's calls (usually one: the fetched entity).
+    final class Encodings {
+        var entities: [EntityEncoding] = []
+
+        func encoding(for row: ObjectRow) -> EntityEncoding {
+            if let e = entities.first(where: { $0.fits(row) }) { return e }
+            let e = EntityEncoding(row)
+            entities.removeAll { $0.entity == e.entity }
+            entities.append(e)
+            return e
+        }
+    }
+
+    func objects(token: GenerationToken, rows: inout ObjectRows, state: inout AnyObject?) throws {
+        let cache: Encodings
+        if let c = state as? Encodings { cache = c } else { cache = Encodings(); state = cache }
         var w = ProtoWriter(capacity: 2048)
         var ids = ProtoWriter(capacity: 1024)
         do {
             let t = token.bytes
             if !t.isEmpty { w.bytes(1, t) }
-            // per entity run: the URI prefix of its IDs, its name field, each attribute's map-entry
-            // key in wire form and the model's type of each attribute (numbers are written by it)
-            var entity: String?
+            var enc: EntityEncoding?
             var uriPrefix: [UInt8] = [], nameField: [UInt8] = []
-            var keys: [[UInt8]] = []
-            var types: [AttributeType?] = []
             while let row = try rows.next() {
-                if entity != row.id.entity || keys.count != row.attributes.count {
-                    let e = row.id.entity
-                    entity = e
-                    uriPrefix = Array("x-ubiquity://\(row.id.storeID.lowercasedString)/\(e)/".utf8)
-                    nameField = e.isEmpty ? [] : FetchResponseWriter.stringField(2, e)
-                    let modelTypes = model?.attributeTypes[e]
-                    keys = row.attributes.map { FetchResponseWriter.stringField(1, $0.name) }
-                    types = row.attributes.map { modelTypes?[$0.name] }
+                if enc == nil || !enc.unsafelyUnwrapped.fits(row) {
+                    let e = cache.encoding(for: row)
+                    enc = e
+                    uriPrefix = e.uriPrefix
+                    nameField = e.nameField
                 }
+                let e = enc.unsafelyUnwrapped
                 let at = ids.count
                 ids.objectID(3, prefix: uriPrefix, pk: row.id.pk)
                 w.delimited(2) { w in
@@ -80,10 +140,10 @@ final class FetchResponseWriter: FetchObjectSink {
                     w.write(ids, (at + 1)..<ids.count)
                     w.write(nameField)
                     if row.version != 0 { w.int64(3, row.version) }
-                    for i in 0..<keys.count {
-                        w.delimited(4) { e in
-                            e.write(keys[i])
-                            e.delimited(2) { FetchResponseWriter.value(row, i, modelType: types[i], into: &$0) }
+                    for i in 0..<e.attributeCount {
+                        w.delimited(4) { m in
+                            m.write(e.key(i))
+                            m.delimited(2) { FetchResponseWriter.value(row, i, into: &$0) }
                         }
                     }
                 }
@@ -109,10 +169,12 @@ final class FetchResponseWriter: FetchObjectSink {
         return out
     }
 
-    /// `ObjectEncoding.value(row.value(i), type:)` for the common stored forms read in place; the
-    /// others (and non-ASCII text, whose String form repairs bad UTF-8) take the generic route.
-    static func value(_ row: ObjectRow, _ i: Int, modelType: AttributeType?, into w: inout ProtoWriter) {
+    /// `ObjectEncoding.value(row.value(i), type:)` for the common stored forms read in place, with
+    /// the attribute's declared type; the others (and non-ASCII text, whose String form repairs
+    /// bad UTF-8) take the generic route.
+    static func value(_ row: ObjectRow, _ i: Int, into w: inout ProtoWriter) {
         let stored = row.attributes[i].type
+        let modelType: AttributeType? = stored
         switch (row.raw(i), stored) {
         case (.null, _): w.int32(1, 0)
         case (.text(let t), .string) where t.allSatisfy({ $0 != 0 && $0 < 0x80 }):
@@ -133,9 +195,10 @@ final class FetchResponseWriter: FetchObjectSink {
         }
     }
 
-    /// The whole response for `r`, the result of the fetch this writer was the sink of.
-    func finish(_ r: FetchResult, type: FetchResultType) throws -> [UInt8] {
-        guard r.objectsStreamed, case let (w0, ids)? = written.take() else { return try FetchEncoding.fetchResults(r, type: type, model: model) }
+    /// The whole response for `r`, the result of the fetch this writer was the sink of. `model`
+    /// (the store's) is asked for only when the objects were not streamed.
+    func finish(_ r: FetchResult, type: FetchResultType, model: () throws -> ModelInfo?) throws -> [UInt8] {
+        guard r.objectsStreamed, case let (w0, ids)? = written.take() else { return try FetchEncoding.fetchResults(r, type: type, model: model()) }
         var w = w0
         w.write(ids, 0..<ids.count)
         ids.discard()

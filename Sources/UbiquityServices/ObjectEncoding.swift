@@ -50,14 +50,12 @@ enum ObjectEncoding {
         case .double(let d):
             switch type {
             case .float: w.float(7, Float(d))
-            case .int16, .int32, .int64: w.int64(6, Int64(d))
+            case .int16, .int32, .int64: w.int64(6, Convert.int64(saturating: d))
             default: w.double(8, d)
             }
         case .decimal(let s): w.string(9, s)
         case .date(let d):
-            let secs = d.rounded(.down)
-            let seconds = Int64(secs)
-            let nanos = Int32(min(999_999_999, max(0, ((d - secs) * 1e9).rounded())))
+            let (seconds, nanos) = Convert.timestamp(d)
             w.delimited(10) { t in
                 if seconds != 0 { t.int64(1, seconds) }
                 if nanos != 0 { t.int32(2, nanos) }

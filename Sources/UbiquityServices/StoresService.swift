@@ -53,18 +53,35 @@ public struct StoresService: Sendable {
         // Fetch and GetObjects are blocking handlers: the worker thread runs the read itself on a
         // read connection checked out of the store's pool, with no Task and no reader-thread hop.
         // Both return their response already encoded (FetchEncoding.swift, ObjectEncoding.swift).
-        router.blockingUnaryEncoded(p + "Fetch") { (req: Ubiquity_V1_FetchRequest, call) in
-            try ServiceErrors.mappingSync(queryFields: "fetch.") {
+        // Fetch's request is read by hand in its common form, straight into the engine's types
+        // (FetchDecoding.swift); any other is decoded by SwiftProtobuf and converted as before.
+        router.blockingUnaryEncoded(p + "Fetch", fastDecode: { RawFetchRequest(bytes: $0) }) { (raw: RawFetchRequest, call) in
+            let fast = FetchDecoding.decode(raw.bytes)
+            let req: Ubiquity_V1_FetchRequest? = fast == nil ? try Self.decodeFetch(raw.bytes) : nil
+            return try ServiceErrors.mappingSync(queryFields: "fetch.") {
                 let account = try b.account(call)
-                let fr = try Convert.fetchRequest(req.fetch, field: "fetch")
-                let (at, minGen) = try Convert.readGeneration(req.at, field: "at")
+                var d: DecodedFetch
+                if let fast { d = fast } else {
+                    d = DecodedFetch(storeID: req!.storeID, request: try Convert.fetchRequest(req!.fetch, field: "fetch"))
+                    (d.at, d.minimumGeneration) = try Convert.readGeneration(req!.at, field: "at")
+                }
+                let (fr, at, minGen) = (d.request, d.at, d.minimumGeneration)
                 let limits = b.queryLimits()
                 let cancellation = call.cancellation
-                return try b.withStoreSync(req.storeID, account: account) { store in
-                    let model = try b.model(of: store)
-                    let out = FetchResponseWriter(model: model)
-                    let r = try store.fetchSync(fr, at: at, minimumGeneration: minGen, limits: limits, isCancelled: { cancellation.isCancelled }, sink: out)
-                    return try out.finish(r, type: fr.resultType)
+                return try b.withStoreSync(d.storeID, account: account) { store in
+                    // The model is resolved only when needed (two locks saved per call): streamed
+                    // objects are typed by the read's model. A store without a model still answers
+                    // NO_MODEL, whatever else is wrong with the request: its read always fails, and
+                    // the failure is checked for that first.
+                    let out = FetchResponseWriter()
+                    let r: FetchResult
+                    do {
+                        r = try store.fetchSync(fr, at: at, minimumGeneration: minGen, limits: limits, isCancelled: { cancellation.isCancelled }, sink: out)
+                    } catch {
+                        _ = try b.model(of: store)
+                        throw error
+                    }
+                    return try out.finish(r, type: fr.resultType, model: { try b.model(of: store) })
                 }
             }
         }
@@ -407,6 +424,13 @@ public struct StoresService: Sendable {
             return try Ubiquity_V1_SaveRequest(serializedBytes: bytes)
         } catch {
             throw RPCError(.invalidArgument, "could not decode request as \(Ubiquity_V1_SaveRequest.protoMessageName): \(error)")
+        }
+    }
+
+    /// A Fetch request decoded by SwiftProtobuf, failing as the router fails a request it cannot decode.
+    static func decodeFetch(_ bytes: [UInt8]) throws -> Ubiquity_V1_FetchRequest {
+        do { return try Ubiquity_V1_FetchRequest(serializedBytes: bytes) } catch {
+            throw RPCError(.invalidArgument, "could not decode request as \(Ubiquity_V1_FetchRequest.protoMessageName): \(error)")
         }
     }
 

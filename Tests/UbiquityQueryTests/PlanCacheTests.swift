@@ -183,4 +183,92 @@ final class PlanCacheTests: QueryTestCase, @unchecked Sendable {
         let hits = try await cacheState(s).hits
         XCTAssertEqual(hits, 1)
     }
+
+    /// A call finds its plan by comparing its request with a key (`matches`) and hashing it
+    /// (`hashOf`) without making a key: both must answer exactly as making the key would, for
+    /// requests that differ in any field, in variable kinds, names, list lengths, or only in
+    /// variable values (the same plan) and in the order variables were added.
+    func testKeyMatchingAgreesWithMakingTheKey() {
+        var base = FetchRequest(entity: "Person")
+        base.predicate = "age == $a AND name IN $n"
+        base.variables = ["a": .scalar(.int(3)), "n": .list([.string("x"), .string("y")])]
+        let limits = QueryLimits()
+        var variants: [FetchRequest] = [base]
+        func vary(_ f: (inout FetchRequest) -> Void) { var r = base; f(&r); variants.append(r) }
+        vary { $0.entity = "Employee" }
+        vary { $0.predicate = nil }
+        vary { $0.predicate = "age == $a AND name IN $n " }
+        vary { $0.variables["a"] = .scalar(.int(99)) }                        // same kind: same key
+        vary { $0.variables["a"] = .scalar(.double(3)) }
+        vary { $0.variables["a"] = .scalar(.null) }
+        vary { $0.variables["a"] = .list([.int(3)]) }
+        vary { $0.variables["n"] = .list([.string("p"), .string("q")]) }      // same kinds
+        vary { $0.variables["n"] = .list([.string("x")]) }
+        vary { $0.variables["n"] = .list([.string("x"), .uri("y")]) }
+        vary { $0.variables["b"] = .scalar(.int(1)) }
+        vary { $0.variables = ["a": .scalar(.int(3))] }
+        vary { $0.variables = ["a": .scalar(.int(3)), "m": .list([.string("x"), .string("y")])] }
+        vary { r in  // the same variables added in another order
+            r.variables = [:]
+            r.variables["n"] = .list([.string("x"), .string("y")])
+            r.variables["a"] = .scalar(.int(7))
+        }
+        vary { $0.sortDescriptors = [SortDescriptor(keyPath: "age")] }
+        vary { $0.sortDescriptors = [SortDescriptor(keyPath: "age", ascending: false)] }
+        vary { $0.fetchLimit = 5 }
+        vary { $0.fetchOffset = 5 }
+        vary { $0.fetchBatchSize = 5 }
+        vary { $0.resultType = .count }
+        vary { $0.propertiesToFetch = ["name"] }
+        vary { $0.propertiesToGroupBy = ["name"] }
+        vary { $0.havingPredicate = "x > 1" }
+        vary { $0.returnsDistinctResults = true }
+        vary { $0.relationshipKeyPathsForPrefetching = ["mentor"] }
+        vary { $0.includesSubentities = false }
+        var other = limits
+        other.maxInListSize = 3
+        for a in variants {
+            let key = FetchPlanCache.Key(request: a, limits: limits)
+            XCTAssertEqual(FetchPlanCache.Key.hashOf(a, limits), FetchPlanCache.Key.hashOf(key.request, key.limits))
+            XCTAssertFalse(key.matches(a, other))
+            for b in variants {
+                let same = FetchPlanCache.Key(request: b, limits: limits) == key
+                XCTAssertEqual(key.matches(b, limits), same, "\(a) vs \(b)")
+                XCTAssertEqual(FetchPlanCache.Key(request: b, limits: limits) == key,
+                               FetchPlanCache.Key(request: b, limits: limits).request == key.request, "\(a) vs \(b)")
+                if same { XCTAssertEqual(FetchPlanCache.Key.hashOf(b, limits), FetchPlanCache.Key.hashOf(a, limits)) }
+            }
+        }
+        // `kind` (the table) and `kindCode` agree on every case
+        let samples: [StorageValue] = [.null, .string("s"), .bool(true), .int(5), .double(2.5), .decimal("1.5"), .date(3),
+                                       .binary(Data([1])), .uuid(UUID()), .uri("a:b")]
+        XCTAssertEqual(Set(samples.map(FetchPlanCache.Key.kindCode)).count, samples.count)
+        for v in samples {
+            XCTAssertEqual(FetchPlanCache.Key.kindCode(FetchPlanCache.Key.kind(v)), FetchPlanCache.Key.kindCode(v))
+        }
+        // only the same-kind variants (and the reordered one) share the base's key
+        let shared = variants.filter { FetchPlanCache.Key(request: base, limits: limits).matches($0, limits) }.count
+        XCTAssertEqual(shared, 4)
+    }
+
+    /// Requests whose keys share a hash bucket or replace `last` still find their own plans:
+    /// alternating shapes each hit their plan, with each call's values.
+    func testAlternatingShapesFindTheirOwnPlans() async throws {
+        let s = try openOne()
+        _ = try await load(s)
+        var a = FetchRequest(entity: "Person")
+        a.predicate = "age == $v"
+        var b = a
+        b.predicate = "score >= $v"
+        for i in 0..<12 {
+            var r = i % 2 == 0 ? a : b
+            r.variables = ["v": i % 3 == 0 ? .scalar(.double(Double(i))) : .scalar(.int(Int64(i % 10)))]
+            let got = try await s.fetch(r)
+            let want = try await uncached(s, r)
+            assertSame(got, want, "call \(i)")
+        }
+        let state = try await cacheState(s)
+        XCTAssertEqual(state.compiles, 4)  // two shapes × two kinds of $v
+        XCTAssertEqual(state.hits, 8)
+    }
 }

@@ -84,9 +84,9 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
     @discardableResult
     func assertSame(_ r: FetchRequest, at: ReadGeneration = .current, file: StaticString = #filePath, line: UInt = #line) throws -> Bool {
         let info = ModelInfo(Self.model, hash: "h")
-        let out = FetchResponseWriter(model: info)
+        let out = FetchResponseWriter()
         let streamed = try store.fetchSync(r, at: at, sink: out)
-        let bytes = try out.finish(streamed, type: r.resultType)
+        let bytes = try out.finish(streamed, type: r.resultType, model: { info })
         let decoded = try Ubiquity_V1_FetchResults(serializedBytes: bytes)
         let generic = try store.fetchSync(r, at: .token(streamed.token))
         XCTAssertFalse(generic.objectsStreamed, file: file, line: line)
@@ -122,6 +122,26 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
         XCTAssertTrue(try assertSame(limited))
     }
 
+    /// A save accepts any finite date, and a `Timestamp` with seconds near Int64.max is one; read
+    /// back, its seconds no longer fit an Int64 after rounding (2^63). Both encoders used to trap
+    /// (the server crashed on the fetch); now they saturate, the same way.
+    func testDatesBeyondInt64SecondsEncodeWithoutTrapping() async throws {
+        var r = SaveRequest()
+        let dates: [Double] = [Double(Int64.max) + Double(999_999_999) / 1e9, -Double(Int64.max), 1e300, -1e300]
+        for (i, d) in dates.enumerated() {
+            var v = Self.values(i)
+            v["date"] = .date(d)
+            v["k"] = .int(7)
+            r.inserts.append(InsertOperation(temporaryID: "x\(i)", entity: "Plain", values: v))
+        }
+        _ = try await store.save(r)
+        XCTAssertTrue(try assertSame(request("Plain", "k == $k", ["k": .scalar(.int(7))])))
+        let out = FetchResponseWriter()
+        let streamed = try store.fetchSync(request("Plain", "k == 7", sort: false), sink: out)
+        let decoded = try Ubiquity_V1_FetchResults(serializedBytes: try out.finish(streamed, type: .objects, model: { nil }))
+        XCTAssertEqual(Set(decoded.objects.map { $0.values["date"]!.dateValue.seconds }), [Int64.max, Int64.min])
+    }
+
     func testStreamedFetchAtAPinnedTokenSeesItsGeneration() async throws {
         try await insert(30)
         let old = store.currentToken
@@ -137,9 +157,9 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
         XCTAssertTrue(try assertSame(r))
         // the old generation still shows the objects before the update
         let info = ModelInfo(Self.model, hash: "h")
-        let out = FetchResponseWriter(model: info)
+        let out = FetchResponseWriter()
         let again = try store.fetchSync(r, at: .token(old), sink: out)
-        let decoded = try Ubiquity_V1_FetchResults(serializedBytes: try out.finish(again, type: .objects))
+        let decoded = try Ubiquity_V1_FetchResults(serializedBytes: try out.finish(again, type: .objects, model: { info }))
         XCTAssertEqual(decoded.objectIds, before.objectIDs.map(\.uri))
         XCTAssertFalse(decoded.objects.contains { $0.values["s"]?.stringValue == "changed" })
     }

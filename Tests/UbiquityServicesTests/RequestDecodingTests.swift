@@ -93,7 +93,7 @@ final class RequestDecodingTests: XCTestCase {
 
 /// A fixed-seed 64-bit LCG (Knuth's MMIX constants), high bits out: the test must not depend on
 /// the run, and mutation positions need no better randomness.
-private struct LCG {
+struct LCG {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {
