@@ -58,7 +58,9 @@ final class WriterEngine: Sendable {
         }
         let (startGen, epoch) = state.withLock { ($0.generation, $0.epoch) }
         var gen = startGen
-        do { try conn.exec("BEGIN IMMEDIATE") } catch {
+        // BEGIN, SAVEPOINT, RELEASE and COMMIT run as cached prepared statements (`run`), not
+        // `exec`, which parses the text again each time.
+        do { try conn.run("BEGIN IMMEDIATE") } catch {
             jobs.forEach { $0.complete(.failure(error)) }
             return
         }
@@ -67,7 +69,7 @@ final class WriterEngine: Sendable {
         for (i, job) in jobs.enumerated() {
             if job.flag.isCancelled { results[i] = .failure(StorageError(.cancelled, "request cancelled")); continue }
             do {
-                try conn.exec("SAVEPOINT s")
+                try conn.run("SAVEPOINT s")
             } catch { aborted = error; break }
             do {
                 var request = job.request
@@ -82,12 +84,13 @@ final class WriterEngine: Sendable {
                     request = planned
                 }
                 let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config,
-                                  prepared: job.planner == nil && job.prepared?.model === model ? job.prepared?.inserts : nil)
+                                  prepared: job.planner == nil && job.prepared?.model === model ? job.prepared?.inserts : nil,
+                                  insertStatements: owned.insertStatements)
                 let r = try txn.run()
                 if r.replayed || r.dryRun {
                     try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")
                 } else {
-                    try conn.exec("RELEASE s"); gen += 1; committed += 1
+                    try conn.run("RELEASE s"); gen += 1; committed += 1
                 }
                 results[i] = .success(r)
             } catch {
@@ -97,7 +100,7 @@ final class WriterEngine: Sendable {
             }
         }
         if aborted == nil {
-            do { try conn.exec(committed > 0 ? "COMMIT" : "ROLLBACK") } catch { aborted = error }
+            do { try conn.run(committed > 0 ? "COMMIT" : "ROLLBACK") } catch { aborted = error }
         }
         if let e = aborted {
             if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
@@ -245,12 +248,20 @@ final class SaveTxn {
 
     /// The inserts' model-only work, done before the save was queued (`PreparedSave`); nil: done here.
     let prepared: [PreparedInsert]?
+    /// The writer's multi-row INSERT statements (`flushInserts`).
+    let insertStatements: InsertStatements
+    /// New objects' first versions not written yet, all in table `pendingRoot`, in pk order.
+    /// `flushInserts` writes them with multi-row INSERTs before any other statement of the save
+    /// runs, so no statement ever misses one of them.
+    var pendingRoot = ""
+    var pendingRows: [(pk: Int64, entity: String, columnArgs: [SQLValue])] = []
 
     init(conn: Connection, model: ResolvedModel, storeID: UUID, epoch: UInt64, gen: Int64, currentGen: Int64, request: SaveRequest, config: StorageConfiguration,
-         prepared: [PreparedInsert]? = nil) {
+         prepared: [PreparedInsert]? = nil, insertStatements: InsertStatements) {
         self.conn = conn; self.model = model; self.storeID = storeID; self.epoch = epoch; self.gen = gen
         self.currentGen = currentGen; self.req = request; self.config = config
         self.prepared = prepared.flatMap { $0.count == request.inserts.count ? $0 : nil }
+        self.insertStatements = insertStatements
     }
 
     static let live = Int64.max
@@ -282,12 +293,35 @@ final class SaveTxn {
         return r
     }
 
-    /// Inserts version 1 of a new object from its prepared column values (`PreparedInsert.columnArgs`).
+    /// Queues version 1 of a new object from its prepared column values (`PreparedInsert.columnArgs`);
+    /// `flushInserts` writes it.
     func insertNew(_ root: String, pk: Int64, entity: String, columnArgs: [SQLValue]) throws {
-        var args: [SQLValue] = [.integer(pk), .integer(gen), .integer(SaveTxn.live), .integer(1), .text(entity)]
-        args.reserveCapacity(5 + columnArgs.count)
-        args.append(contentsOf: columnArgs)
-        try conn.run(model.insertSQL[root]!, args)
+        if root != pendingRoot { try flushInserts(); pendingRoot = root }
+        pendingRows.append((pk, entity, columnArgs))
+    }
+
+    /// Writes the queued new rows, up to `InsertStatements.sizes[0]` per INSERT: one statement
+    /// (one VDBE run, one statement journal, one reset) per chunk instead of per row.
+    func flushInserts() throws {
+        if pendingRows.isEmpty { return }
+        defer { pendingRows.removeAll(keepingCapacity: true) }
+        let width = 5 + (model.columns[pendingRoot]?.count ?? 0)
+        var i = 0
+        while i < pendingRows.count {
+            let (n, sql) = insertStatements.statement(model, root: pendingRoot, remaining: pendingRows.count - i, width: width, variableLimit: conn.variableLimit)
+            let st = try conn.statement(sql)
+            defer { st.reset() }
+            conn.statementCount += 1
+            var idx: Int32 = 1
+            for r in pendingRows[i..<(i + n)] {
+                try st.bind(idx, .integer(r.pk)); try st.bind(idx + 1, .integer(gen)); try st.bind(idx + 2, .integer(SaveTxn.live))
+                try st.bind(idx + 3, .integer(1)); try st.bind(idx + 4, .text(r.entity))
+                idx += 5
+                for v in r.columnArgs { try st.bind(idx, v); idx += 1 }
+            }
+            while try st.step() {}
+            i += n
+        }
     }
 
     func insertRow(_ root: String, _ r: Row) throws {
@@ -463,7 +497,8 @@ final class SaveTxn {
             if !p.issues.isEmpty { issues.append(contentsOf: p.issues); continue }
             guard let ent = p.info else { continue }
             let full = p.full
-            // uniqueness constraints (own and inherited)
+            // uniqueness constraints (own and inherited): their queries must see every row queued so far
+            if !ent.constraints.isEmpty { try flushInserts() }
             var clash: (Row, [String])?
             do {
                 for u in ent.constraints where clash == nil {
@@ -516,11 +551,12 @@ final class SaveTxn {
             tempMap[obj] = oid
             try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
             versions[oid] = 1
-            touched.insert(oid)
+            if !model.countChecked.isEmpty { touched.insert(oid) }  // only validateCounts reads it
             // a new pk: no change recorded for it yet
             changes[oid] = HistoryChange(kind: .insert, objectID: oid, entity: ins.entity, changedProperties: p.changedProperties, tombstone: nil)
             changeOrder.append(oid)
         }
+        try flushInserts()
     }
 
     /// The attribute values the client read: its snapshot, else the stored version it names (if still retained).
