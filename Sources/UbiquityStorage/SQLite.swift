@@ -304,7 +304,13 @@ struct Statement {
         case .null: rc = sqlite3_bind_null(stmt, idx)
         case .integer(let v): rc = sqlite3_bind_int64(stmt, idx, v)
         case .real(let v): rc = sqlite3_bind_double(stmt, idx, v)
-        case .text(let v): rc = sqlite3_bind_text(stmt, idx, v, -1, ubq_sqlite_transient())
+        case .text(let v):
+            // The string's own UTF-8 (small strings: a copy on the stack), not a C-string copy on the heap.
+            var v = v
+            rc = v.withUTF8 { u in
+                guard let b = u.baseAddress, u.count > 0 else { return sqlite3_bind_text(stmt, idx, "", 0, ubq_sqlite_transient()) }  // "" is not NULL
+                return b.withMemoryRebound(to: CChar.self, capacity: u.count) { sqlite3_bind_text(stmt, idx, $0, Int32(u.count), ubq_sqlite_transient()) }
+            }
         case .blob(let v):
             rc = v.withUnsafeBytes { sqlite3_bind_blob(stmt, idx, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), ubq_sqlite_transient()) }
         }

@@ -160,9 +160,10 @@ final class WriterOwned: @unchecked Sendable {
 /// keeps its prepared statement (`PreparedSQL`). Touched only on the writer thread (it lives in
 /// `WriterOwned`).
 final class InsertStatements {
-    /// Rows per statement: the largest that fits what is left, so a 100-row save runs 64+16+16+4
-    /// (four statements) and the statement cache holds at most four texts per table.
-    static let sizes = [64, 16, 4, 1]
+    /// Rows per statement: the largest that fits what is left, so a 100-row save runs 64+32+4
+    /// (three statements), any count below 128 at most seven, and the statement cache holds at
+    /// most seven texts per table.
+    static let sizes = [64, 32, 16, 8, 4, 2, 1]
     private var model: ResolvedModel?
     private var texts: [String: [PreparedSQL?]] = [:]
 

@@ -68,9 +68,16 @@ final class WriterEngine: Sendable {
         var committed = 0
         for (i, job) in jobs.enumerated() {
             if job.flag.isCancelled { results[i] = .failure(StorageError(.cancelled, "request cancelled")); continue }
-            do {
-                try conn.run("SAVEPOINT s")
-            } catch { aborted = error; break }
+            let prepared = job.planner == nil && job.prepared?.model === model ? job.prepared : nil
+            // A save that can fail only in SQLite once it has written (`PreparedSave.needsNoSavepoint`)
+            // runs without a savepoint: SQLite's failures end the whole group anyway, and a savepoint
+            // costs a copy of every page the save touches.
+            let savepoint = !(prepared?.needsNoSavepoint ?? false)
+            if savepoint {
+                do {
+                    try conn.run("SAVEPOINT s")
+                } catch { aborted = error; break }
+            }
             do {
                 var request = job.request
                 if let plan = job.planner {
@@ -84,18 +91,20 @@ final class WriterEngine: Sendable {
                     request = planned
                 }
                 let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config,
-                                  prepared: job.planner == nil && job.prepared?.model === model ? job.prepared?.inserts : nil,
-                                  insertStatements: owned.insertStatements)
+                                  prepared: prepared?.inserts, temporaryIDsUnique: !savepoint, insertStatements: owned.insertStatements)
                 let r = try txn.run()
                 if r.replayed || r.dryRun {
-                    try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")
+                    try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")  // never without a savepoint: needsNoSavepoint
                 } else {
-                    try conn.run("RELEASE s"); gen += 1; committed += 1
+                    if savepoint { try conn.run("RELEASE s") }
+                    gen += 1; committed += 1
                 }
                 results[i] = .success(r)
             } catch {
                 results[i] = .failure(error)
                 if conn.isAutocommit { aborted = error; break }  // SQLite rolled the whole transaction back
+                // Without a savepoint only a rollback of the whole group undoes what the save wrote.
+                if !savepoint { aborted = error; break }
                 do { try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s") } catch { aborted = error; break }
             }
         }
@@ -250,6 +259,8 @@ final class SaveTxn {
     let prepared: [PreparedInsert]?
     /// The writer's multi-row INSERT statements (`flushInserts`).
     let insertStatements: InsertStatements
+    /// The request's temporary IDs are known to be distinct (`PreparedSave.needsNoSavepoint`).
+    let temporaryIDsUnique: Bool
     /// New objects' first versions not written yet, all in table `pendingRoot`, in pk order.
     /// `flushInserts` writes them with multi-row INSERTs before any other statement of the save
     /// runs, so no statement ever misses one of them.
@@ -257,11 +268,12 @@ final class SaveTxn {
     var pendingRows: [(pk: Int64, entity: String, columnArgs: [SQLValue])] = []
 
     init(conn: Connection, model: ResolvedModel, storeID: UUID, epoch: UInt64, gen: Int64, currentGen: Int64, request: SaveRequest, config: StorageConfiguration,
-         prepared: [PreparedInsert]? = nil, insertStatements: InsertStatements) {
+         prepared: [PreparedInsert]? = nil, temporaryIDsUnique: Bool = false, insertStatements: InsertStatements) {
         self.conn = conn; self.model = model; self.storeID = storeID; self.epoch = epoch; self.gen = gen
         self.currentGen = currentGen; self.req = request; self.config = config
         self.prepared = prepared.flatMap { $0.count == request.inserts.count ? $0 : nil }
         self.insertStatements = insertStatements
+        self.temporaryIDsUnique = temporaryIDsUnique && self.prepared != nil
     }
 
     static let live = Int64.max
@@ -488,11 +500,11 @@ final class SaveTxn {
 
     func applyInserts() throws {
         var seen = Set<String>()
-        seen.reserveCapacity(req.inserts.count)
+        if !temporaryIDsUnique { seen.reserveCapacity(req.inserts.count) }
         var preparer = InsertPreparer(model: model, config: config)
         for (index, ins) in req.inserts.enumerated() {
             let obj = ins.temporaryID
-            if !seen.insert(obj).inserted { issues.append(ValidationIssue(.duplicateTemporaryID, object: obj, "temporary ID used twice")); continue }
+            if !temporaryIDsUnique && !seen.insert(obj).inserted { issues.append(ValidationIssue(.duplicateTemporaryID, object: obj, "temporary ID used twice")); continue }
             let p = prepared?[index] ?? preparer.prepare(ins)
             if !p.issues.isEmpty { issues.append(contentsOf: p.issues); continue }
             guard let ent = p.info else { continue }
@@ -1021,6 +1033,13 @@ struct PreparedInsert: Sendable {
 struct PreparedSave: Sendable {
     let model: ResolvedModel
     let inserts: [PreparedInsert]
+    /// Nothing but SQLite can make this save fail once it has written a row, so the writer runs
+    /// it without a savepoint (docs/storage.md, group commit): only inserts, each without issues,
+    /// relationships, uniqueness constraints or checked relationship counts, distinct temporary
+    /// IDs, no dry run, no client transaction ID (no replay to roll back), the model hash (if
+    /// given) this model's. What fails after that is SQLite's (I/O, disk full, interrupt), and
+    /// the group fails as a whole, as it does when SQLite ends the transaction itself.
+    var needsNoSavepoint = false
 }
 
 struct InsertPreparer {
@@ -1075,6 +1094,25 @@ struct InsertPreparer {
     /// All of a request's inserts, in order.
     static func prepare(_ req: SaveRequest, model: ResolvedModel, config: StorageConfiguration) -> PreparedSave {
         var preparer = InsertPreparer(model: model, config: config)
-        return PreparedSave(model: model, inserts: req.inserts.map { preparer.prepare($0) })
+        var p = PreparedSave(model: model, inserts: req.inserts.map { preparer.prepare($0) })
+        p.needsNoSavepoint = needsNoSavepoint(req, p.inserts, model: model)
+        return p
+    }
+
+    /// See `PreparedSave.needsNoSavepoint`. Runs on the saving caller's thread.
+    static func needsNoSavepoint(_ req: SaveRequest, _ inserts: [PreparedInsert], model: ResolvedModel) -> Bool {
+        guard !req.inserts.isEmpty, req.updates.isEmpty, req.deletes.isEmpty, !req.dryRun, req.clientTransactionID == nil,
+              req.modelVersionHash.map({ $0 == model.hash }) ?? true, inserts.count == req.inserts.count else { return false }
+        var ids = Set<String>()
+        ids.reserveCapacity(req.inserts.count)
+        var checked: InsertEntity?
+        for (ins, p) in zip(req.inserts, inserts) {
+            guard p.issues.isEmpty, let e = p.info, ins.relationships.isEmpty, ids.insert(ins.temporaryID).inserted else { return false }
+            if e !== checked {
+                guard e.constraints.isEmpty, !model.countChecked.contains(ins.entity) else { return false }
+                checked = e
+            }
+        }
+        return true
     }
 }
