@@ -174,10 +174,15 @@ final class InsertStatements {
         while k < Self.sizes.count - 1 && (Self.sizes[k] > remaining || Self.sizes[k] * width > variableLimit) { k += 1 }
         let n = Self.sizes[k]
         if let s = texts[root]?[k] { return (n, s) }
+        // OR FAIL: a multi-row INSERT with the default ABORT keeps a statement journal (a copy of
+        // every page it changes, to undo its own earlier rows), which a one-row INSERT never
+        // needed. Nothing needs it: a failing INSERT fails its save, which then rolls back to its
+        // savepoint or, without one, ends the whole group — as a failing one-row INSERT did.
         let one = model.insertSQL[root]!
         let values = one.range(of: " VALUES ")!
+        let into = one.range(of: "INSERT INTO ")!
         let tuple = one[values.upperBound...]
-        let sql = PreparedSQL(String(one[..<values.upperBound]) + Array(repeating: tuple, count: n).joined(separator: ", "))
+        let sql = PreparedSQL("INSERT OR FAIL INTO " + one[into.upperBound..<values.upperBound] + Array(repeating: tuple, count: n).joined(separator: ", "))
         var list = texts[root] ?? Array(repeating: nil, count: Self.sizes.count)
         list[k] = sql
         texts[root] = list
