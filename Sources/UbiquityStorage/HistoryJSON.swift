@@ -7,21 +7,19 @@ enum HistoryJSON {
         // Built as UTF-8 bytes (one String at the end): String appends were most of the cost.
         var out: [UInt8] = [UInt8(ascii: "[")]
         out.reserveCapacity(changes.count * 140)
+        // Everything from `{"changedProperties":[` up to the digits of the object's pk is the same
+        // for changes of one entity, kind and property list (all of a 100-insert save's changes
+        // share one list): it is written once and copied, and only the pk is written per change.
+        var head = Head()
         for (i, c) in changes.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
-            raw("{\"changedProperties\":[", into: &out)
-            for (j, p) in c.changedProperties.enumerated() { if j > 0 { out.append(UInt8(ascii: ",")) }; string(p, into: &out) }
-            raw("],\"entity\":", into: &out)
-            string(c.entity, into: &out)
-            raw(",\"kind\":\"", into: &out)
-            utf8(c.kind.rawValue, into: &out)
-            raw("\",\"objectID\":", into: &out)
-            if c.objectID.entity.utf8.contains(where: needsEscape) {
-                string(c.objectID.uri, into: &out)
+            if !head.fits(c) { head = Head(c) }
+            out.append(contentsOf: head.bytes)
+            if head.endsInURIPrefix {
+                appendDecimal(c.objectID.pk.magnitude, into: &out)
+                out.append(UInt8(ascii: "\""))
             } else {
-                out.append(UInt8(ascii: "\""))
-                c.objectID.appendURI(to: &out)
-                out.append(UInt8(ascii: "\""))
+                string(c.objectID.uri, into: &out)
             }
             if let t = c.tombstone {
                 raw(",\"tombstone\":{", into: &out)
@@ -39,6 +37,61 @@ enum HistoryJSON {
         }
         out.append(UInt8(ascii: "]"))
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// A change's bytes before its pk digits, and what they depend on.
+    private struct Head {
+        var bytes: [UInt8] = []
+        /// True: `bytes` end with the object URI's opening quote and its text up to the pk digits
+        /// ("…/Entity/p"); false (an entity name JSON must escape): they end at `"objectID":`.
+        var endsInURIPrefix = false
+        var kind = HistoryChange.Kind.insert
+        var entity = "", idEntity = ""
+        var storeID: UUID?  // nil: no head yet
+        var temporary = false
+        var properties: [String] = []
+
+        init() {}
+
+        init(_ c: HistoryChange) {
+            kind = c.kind; entity = c.entity; idEntity = c.objectID.entity; storeID = c.objectID.storeID
+            temporary = c.objectID.pk < 0; properties = c.changedProperties
+            raw("{\"changedProperties\":[", into: &bytes)
+            for (j, p) in c.changedProperties.enumerated() { if j > 0 { bytes.append(UInt8(ascii: ",")) }; string(p, into: &bytes) }
+            raw("],\"entity\":", into: &bytes)
+            string(c.entity, into: &bytes)
+            raw(",\"kind\":\"", into: &bytes)
+            utf8(c.kind.rawValue, into: &bytes)
+            raw("\",\"objectID\":", into: &bytes)
+            endsInURIPrefix = !c.objectID.entity.utf8.contains(where: needsEscape)
+            if endsInURIPrefix {
+                bytes.append(UInt8(ascii: "\""))
+                c.objectID.appendURI(to: &bytes)
+                bytes.removeLast(decimalCount(c.objectID.pk.magnitude))
+            }
+        }
+
+        /// Whether `c`'s bytes before its pk digits are `bytes` (an array compare is a pointer
+        /// compare when both lists are the same array, as inserts of one entity share theirs).
+        func fits(_ c: HistoryChange) -> Bool {
+            c.objectID.storeID == storeID && c.kind == kind && (c.objectID.pk < 0) == temporary
+                && c.entity == entity && c.objectID.entity == idEntity && c.changedProperties == properties
+        }
+    }
+
+    static func decimalCount(_ v: UInt64) -> Int {
+        var n = 1, t = v
+        while t >= 10 { t /= 10; n += 1 }
+        return n
+    }
+
+    static func appendDecimal(_ v: UInt64, into out: inout [UInt8]) {
+        let n = decimalCount(v), end = out.count + n
+        out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: n))
+        out.withUnsafeMutableBufferPointer { b in
+            var x = v, i = end
+            repeat { i -= 1; b[i] = UInt8(ascii: "0") + UInt8(x % 10); x /= 10 } while x > 0
+        }
     }
 
     @inline(__always) static func needsEscape(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5c }

@@ -244,6 +244,9 @@ final class Connection {
         try run("VACUUM INTO ?", [.text(path)])
     }
 
+    /// Most `?` parameters one statement may have (`SQLITE_LIMIT_VARIABLE_NUMBER`).
+    private(set) lazy var variableLimit = Int(sqlite3_limit(db, SQLITE_LIMIT_VARIABLE_NUMBER, -1))
+
     var changes: Int { Int(sqlite3_changes(db)) }
     var isAutocommit: Bool { sqlite3_get_autocommit(db) != 0 }
 
@@ -291,19 +294,27 @@ struct Statement {
     let sql: String
 
     func bind(_ args: [SQLValue]) throws {
-        for (i, a) in args.enumerated() {
-            let idx = Int32(i + 1)
-            let rc: Int32
-            switch a {
-            case .null: rc = sqlite3_bind_null(stmt, idx)
-            case .integer(let v): rc = sqlite3_bind_int64(stmt, idx, v)
-            case .real(let v): rc = sqlite3_bind_double(stmt, idx, v)
-            case .text(let v): rc = sqlite3_bind_text(stmt, idx, v, -1, ubq_sqlite_transient())
-            case .blob(let v):
-                rc = v.withUnsafeBytes { sqlite3_bind_blob(stmt, idx, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), ubq_sqlite_transient()) }
+        for (i, a) in args.enumerated() { try bind(Int32(i + 1), a) }
+    }
+
+    /// Binds parameter `idx` (1-based).
+    func bind(_ idx: Int32, _ a: SQLValue) throws {
+        let rc: Int32
+        switch a {
+        case .null: rc = sqlite3_bind_null(stmt, idx)
+        case .integer(let v): rc = sqlite3_bind_int64(stmt, idx, v)
+        case .real(let v): rc = sqlite3_bind_double(stmt, idx, v)
+        case .text(let v):
+            // The string's own UTF-8 (small strings: a copy on the stack), not a C-string copy on the heap.
+            var v = v
+            rc = v.withUTF8 { u in
+                guard let b = u.baseAddress, u.count > 0 else { return sqlite3_bind_text(stmt, idx, "", 0, ubq_sqlite_transient()) }  // "" is not NULL
+                return b.withMemoryRebound(to: CChar.self, capacity: u.count) { sqlite3_bind_text(stmt, idx, $0, Int32(u.count), ubq_sqlite_transient()) }
             }
-            if rc != SQLITE_OK { throw conn.error(rc, sql: sql) }
+        case .blob(let v):
+            rc = v.withUnsafeBytes { sqlite3_bind_blob(stmt, idx, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), ubq_sqlite_transient()) }
         }
+        if rc != SQLITE_OK { throw conn.error(rc, sql: sql) }
     }
 
     func step() throws -> Bool {

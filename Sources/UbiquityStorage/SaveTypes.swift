@@ -152,4 +152,40 @@ struct SaveJob {
 final class WriterOwned: @unchecked Sendable {
     // Invariant: every property is read and written only on the writer thread (rule 1).
     var commitsSinceGC = 0
+    let insertStatements = InsertStatements()
+}
+
+/// The writer's multi-row INSERT texts (`SaveTxn.flushInserts`), per root table and rows per
+/// statement, for one model object; made again when the model changes (a migration). Each text
+/// keeps its prepared statement (`PreparedSQL`). Touched only on the writer thread (it lives in
+/// `WriterOwned`).
+final class InsertStatements {
+    /// Rows per statement: the largest that fits what is left, so a 100-row save runs 64+32+4
+    /// (three statements), any count below 128 at most seven, and the statement cache holds at
+    /// most seven texts per table.
+    static let sizes = [64, 32, 16, 8, 4, 2, 1]
+    private var model: ResolvedModel?
+    private var texts: [String: [PreparedSQL?]] = [:]
+
+    /// The statement for the next chunk of `remaining` rows of `width` values each, and its row count.
+    func statement(_ model: ResolvedModel, root: String, remaining: Int, width: Int, variableLimit: Int) -> (rows: Int, sql: PreparedSQL) {
+        if self.model !== model { self.model = model; texts = [:] }
+        var k = 0
+        while k < Self.sizes.count - 1 && (Self.sizes[k] > remaining || Self.sizes[k] * width > variableLimit) { k += 1 }
+        let n = Self.sizes[k]
+        if let s = texts[root]?[k] { return (n, s) }
+        // OR FAIL: a multi-row INSERT with the default ABORT keeps a statement journal (a copy of
+        // every page it changes, to undo its own earlier rows), which a one-row INSERT never
+        // needed. Nothing needs it: a failing INSERT fails its save, which then rolls back to its
+        // savepoint or, without one, ends the whole group — as a failing one-row INSERT did.
+        let one = model.insertSQL[root]!
+        let values = one.range(of: " VALUES ")!
+        let into = one.range(of: "INSERT INTO ")!
+        let tuple = one[values.upperBound...]
+        let sql = PreparedSQL("INSERT OR FAIL INTO " + one[into.upperBound..<values.upperBound] + Array(repeating: tuple, count: n).joined(separator: ", "))
+        var list = texts[root] ?? Array(repeating: nil, count: Self.sizes.count)
+        list[k] = sql
+        texts[root] = list
+        return (n, sql)
+    }
 }

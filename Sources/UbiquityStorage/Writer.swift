@@ -58,7 +58,9 @@ final class WriterEngine: Sendable {
         }
         let (startGen, epoch) = state.withLock { ($0.generation, $0.epoch) }
         var gen = startGen
-        do { try conn.exec("BEGIN IMMEDIATE") } catch {
+        // BEGIN, SAVEPOINT, RELEASE and COMMIT run as cached prepared statements (`run`), not
+        // `exec`, which parses the text again each time.
+        do { try conn.run("BEGIN IMMEDIATE") } catch {
             jobs.forEach { $0.complete(.failure(error)) }
             return
         }
@@ -66,9 +68,16 @@ final class WriterEngine: Sendable {
         var committed = 0
         for (i, job) in jobs.enumerated() {
             if job.flag.isCancelled { results[i] = .failure(StorageError(.cancelled, "request cancelled")); continue }
-            do {
-                try conn.exec("SAVEPOINT s")
-            } catch { aborted = error; break }
+            let prepared = job.planner == nil && job.prepared?.model === model ? job.prepared : nil
+            // A save that can fail only in SQLite once it has written (`PreparedSave.needsNoSavepoint`)
+            // runs without a savepoint: SQLite's failures end the whole group anyway, and a savepoint
+            // costs a copy of every page the save touches.
+            let savepoint = !(prepared?.needsNoSavepoint ?? false)
+            if savepoint {
+                do {
+                    try conn.run("SAVEPOINT s")
+                } catch { aborted = error; break }
+            }
             do {
                 var request = job.request
                 if let plan = job.planner {
@@ -82,22 +91,25 @@ final class WriterEngine: Sendable {
                     request = planned
                 }
                 let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config,
-                                  prepared: job.planner == nil && job.prepared?.model === model ? job.prepared?.inserts : nil)
+                                  prepared: prepared?.inserts, temporaryIDsUnique: !savepoint, insertStatements: owned.insertStatements)
                 let r = try txn.run()
                 if r.replayed || r.dryRun {
-                    try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")
+                    try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")  // never without a savepoint: needsNoSavepoint
                 } else {
-                    try conn.exec("RELEASE s"); gen += 1; committed += 1
+                    if savepoint { try conn.run("RELEASE s") }
+                    gen += 1; committed += 1
                 }
                 results[i] = .success(r)
             } catch {
                 results[i] = .failure(error)
                 if conn.isAutocommit { aborted = error; break }  // SQLite rolled the whole transaction back
+                // Without a savepoint only a rollback of the whole group undoes what the save wrote.
+                if !savepoint { aborted = error; break }
                 do { try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s") } catch { aborted = error; break }
             }
         }
         if aborted == nil {
-            do { try conn.exec(committed > 0 ? "COMMIT" : "ROLLBACK") } catch { aborted = error }
+            do { try conn.run(committed > 0 ? "COMMIT" : "ROLLBACK") } catch { aborted = error }
         }
         if let e = aborted {
             if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
@@ -245,12 +257,23 @@ final class SaveTxn {
 
     /// The inserts' model-only work, done before the save was queued (`PreparedSave`); nil: done here.
     let prepared: [PreparedInsert]?
+    /// The writer's multi-row INSERT statements (`flushInserts`).
+    let insertStatements: InsertStatements
+    /// The request's temporary IDs are known to be distinct (`PreparedSave.needsNoSavepoint`).
+    let temporaryIDsUnique: Bool
+    /// New objects' first versions not written yet, all in table `pendingRoot`, in pk order.
+    /// `flushInserts` writes them with multi-row INSERTs before any other statement of the save
+    /// runs, so no statement ever misses one of them.
+    var pendingRoot = ""
+    var pendingRows: [(pk: Int64, entity: String, columnArgs: [SQLValue])] = []
 
     init(conn: Connection, model: ResolvedModel, storeID: UUID, epoch: UInt64, gen: Int64, currentGen: Int64, request: SaveRequest, config: StorageConfiguration,
-         prepared: [PreparedInsert]? = nil) {
+         prepared: [PreparedInsert]? = nil, temporaryIDsUnique: Bool = false, insertStatements: InsertStatements) {
         self.conn = conn; self.model = model; self.storeID = storeID; self.epoch = epoch; self.gen = gen
         self.currentGen = currentGen; self.req = request; self.config = config
         self.prepared = prepared.flatMap { $0.count == request.inserts.count ? $0 : nil }
+        self.insertStatements = insertStatements
+        self.temporaryIDsUnique = temporaryIDsUnique && self.prepared != nil
     }
 
     static let live = Int64.max
@@ -282,12 +305,35 @@ final class SaveTxn {
         return r
     }
 
-    /// Inserts version 1 of a new object from its prepared column values (`PreparedInsert.columnArgs`).
+    /// Queues version 1 of a new object from its prepared column values (`PreparedInsert.columnArgs`);
+    /// `flushInserts` writes it.
     func insertNew(_ root: String, pk: Int64, entity: String, columnArgs: [SQLValue]) throws {
-        var args: [SQLValue] = [.integer(pk), .integer(gen), .integer(SaveTxn.live), .integer(1), .text(entity)]
-        args.reserveCapacity(5 + columnArgs.count)
-        args.append(contentsOf: columnArgs)
-        try conn.run(model.insertSQL[root]!, args)
+        if root != pendingRoot { try flushInserts(); pendingRoot = root }
+        pendingRows.append((pk, entity, columnArgs))
+    }
+
+    /// Writes the queued new rows, up to `InsertStatements.sizes[0]` per INSERT: one statement
+    /// (one VDBE run, one statement journal, one reset) per chunk instead of per row.
+    func flushInserts() throws {
+        if pendingRows.isEmpty { return }
+        defer { pendingRows.removeAll(keepingCapacity: true) }
+        let width = 5 + (model.columns[pendingRoot]?.count ?? 0)
+        var i = 0
+        while i < pendingRows.count {
+            let (n, sql) = insertStatements.statement(model, root: pendingRoot, remaining: pendingRows.count - i, width: width, variableLimit: conn.variableLimit)
+            let st = try conn.statement(sql)
+            defer { st.reset() }
+            conn.statementCount += 1
+            var idx: Int32 = 1
+            for r in pendingRows[i..<(i + n)] {
+                try st.bind(idx, .integer(r.pk)); try st.bind(idx + 1, .integer(gen)); try st.bind(idx + 2, .integer(SaveTxn.live))
+                try st.bind(idx + 3, .integer(1)); try st.bind(idx + 4, .text(r.entity))
+                idx += 5
+                for v in r.columnArgs { try st.bind(idx, v); idx += 1 }
+            }
+            while try st.step() {}
+            i += n
+        }
     }
 
     func insertRow(_ root: String, _ r: Row) throws {
@@ -454,16 +500,17 @@ final class SaveTxn {
 
     func applyInserts() throws {
         var seen = Set<String>()
-        seen.reserveCapacity(req.inserts.count)
+        if !temporaryIDsUnique { seen.reserveCapacity(req.inserts.count) }
         var preparer = InsertPreparer(model: model, config: config)
         for (index, ins) in req.inserts.enumerated() {
             let obj = ins.temporaryID
-            if !seen.insert(obj).inserted { issues.append(ValidationIssue(.duplicateTemporaryID, object: obj, "temporary ID used twice")); continue }
+            if !temporaryIDsUnique && !seen.insert(obj).inserted { issues.append(ValidationIssue(.duplicateTemporaryID, object: obj, "temporary ID used twice")); continue }
             let p = prepared?[index] ?? preparer.prepare(ins)
             if !p.issues.isEmpty { issues.append(contentsOf: p.issues); continue }
             guard let ent = p.info else { continue }
             let full = p.full
-            // uniqueness constraints (own and inherited)
+            // uniqueness constraints (own and inherited): their queries must see every row queued so far
+            if !ent.constraints.isEmpty { try flushInserts() }
             var clash: (Row, [String])?
             do {
                 for u in ent.constraints where clash == nil {
@@ -516,11 +563,12 @@ final class SaveTxn {
             tempMap[obj] = oid
             try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
             versions[oid] = 1
-            touched.insert(oid)
+            if !model.countChecked.isEmpty { touched.insert(oid) }  // only validateCounts reads it
             // a new pk: no change recorded for it yet
             changes[oid] = HistoryChange(kind: .insert, objectID: oid, entity: ins.entity, changedProperties: p.changedProperties, tombstone: nil)
             changeOrder.append(oid)
         }
+        try flushInserts()
     }
 
     /// The attribute values the client read: its snapshot, else the stored version it names (if still retained).
@@ -985,6 +1033,13 @@ struct PreparedInsert: Sendable {
 struct PreparedSave: Sendable {
     let model: ResolvedModel
     let inserts: [PreparedInsert]
+    /// Nothing but SQLite can make this save fail once it has written a row, so the writer runs
+    /// it without a savepoint (docs/storage.md, group commit): only inserts, each without issues,
+    /// relationships, uniqueness constraints or checked relationship counts, distinct temporary
+    /// IDs, no dry run, no client transaction ID (no replay to roll back), the model hash (if
+    /// given) this model's. What fails after that is SQLite's (I/O, disk full, interrupt), and
+    /// the group fails as a whole, as it does when SQLite ends the transaction itself.
+    var needsNoSavepoint = false
 }
 
 struct InsertPreparer {
@@ -1039,6 +1094,25 @@ struct InsertPreparer {
     /// All of a request's inserts, in order.
     static func prepare(_ req: SaveRequest, model: ResolvedModel, config: StorageConfiguration) -> PreparedSave {
         var preparer = InsertPreparer(model: model, config: config)
-        return PreparedSave(model: model, inserts: req.inserts.map { preparer.prepare($0) })
+        var p = PreparedSave(model: model, inserts: req.inserts.map { preparer.prepare($0) })
+        p.needsNoSavepoint = needsNoSavepoint(req, p.inserts, model: model)
+        return p
+    }
+
+    /// See `PreparedSave.needsNoSavepoint`. Runs on the saving caller's thread.
+    static func needsNoSavepoint(_ req: SaveRequest, _ inserts: [PreparedInsert], model: ResolvedModel) -> Bool {
+        guard !req.inserts.isEmpty, req.updates.isEmpty, req.deletes.isEmpty, !req.dryRun, req.clientTransactionID == nil,
+              req.modelVersionHash.map({ $0 == model.hash }) ?? true, inserts.count == req.inserts.count else { return false }
+        var ids = Set<String>()
+        ids.reserveCapacity(req.inserts.count)
+        var checked: InsertEntity?
+        for (ins, p) in zip(req.inserts, inserts) {
+            guard p.issues.isEmpty, let e = p.info, ins.relationships.isEmpty, ids.insert(ins.temporaryID).inserted else { return false }
+            if e !== checked {
+                guard e.constraints.isEmpty, !model.countChecked.contains(ins.entity) else { return false }
+                checked = e
+            }
+        }
+        return true
     }
 }

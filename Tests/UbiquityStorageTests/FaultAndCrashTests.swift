@@ -64,6 +64,58 @@ final class FaultTests: StorageTestCase {
 }
 
 extension FaultTests {
+    /// Insert-only saves run without a savepoint (`PreparedSave.needsNoSavepoint`); a write
+    /// failure inside one must fail its whole group: a save reported OK has all its rows, a failed
+    /// one none, whatever group they shared (here with a save that has a savepoint).
+    func testWriteFailureInASavepointFreeSaveLeavesNothingPartial() async throws {
+        let s = try open("nosavepoint") { $0.vfsName = FaultInjection.vfsName; $0.synchronous = .full }
+        let seed = try await insert(s, "Note", ["n": 0])
+        for (k, (nth, full)) in [(1, false), (2, true), (3, false), (5, true), (8, false), (13, false)].enumerated() {
+            FaultInjection.arm(writeNth: nth, diskFull: full)
+            func plain(_ tag: Int) -> SaveRequest {
+                var r = SaveRequest()
+                r.inserts = (0..<40).map { InsertOperation(temporaryID: "t\($0)", entity: "Note", values: ["n": .int(Int64(100_000 * (k + 1) + 1000 * tag + $0))]) }
+                return r
+            }
+            var mixed = plain(3)
+            mixed.updates = [UpdateOperation(objectID: seed, values: ["text": .string("round \(k)")])]
+            let ok = await withTaskGroup(of: (Int, Bool).self) { g in
+                for (tag, r) in [(1, plain(1)), (2, plain(2)), (3, mixed)] { g.addTask { (tag, (try? await s.save(r)) != nil) } }
+                var ok: [Int: Bool] = [:]
+                for await (tag, fine) in g { ok[tag] = fine }
+                return ok
+            }
+            FaultInjection.disarm()
+            let ns = Set(try await s.dump().objects.compactMap { o -> Int64? in if case .int(let n)? = o.values["n"] { return n }; return nil })
+            for tag in 1...3 {
+                let mine = (0..<40).map { Int64(100_000 * (k + 1) + 1000 * tag + $0) }
+                let present = mine.filter { ns.contains($0) }.count
+                XCTAssertEqual(present, ok[tag]! ? 40 : 0, "round \(k), save \(tag): all or nothing")
+            }
+        }
+        let problems = try await s.integrityCheck()
+        XCTAssertEqual(problems, [])
+    }
+
+    /// Which saves may skip the savepoint: only inserts that cannot fail once written.
+    func testOnlySavesThatCannotFailAfterWritingSkipTheSavepoint() throws {
+        let s = try open()
+        let model = try XCTUnwrap(s.state.withLock { $0.model })
+        func check(_ r: SaveRequest) -> Bool { InsertPreparer.prepare(r, model: model, config: s.config).needsNoSavepoint }
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "a", entity: "Note", values: ["n": 1]), InsertOperation(temporaryID: "b", entity: "Item", values: ["seq": 2])]
+        XCTAssertTrue(check(r))
+        var v = r; v.inserts.append(InsertOperation(temporaryID: "a", entity: "Note")); XCTAssertFalse(check(v), "duplicate temporary ID")
+        v = r; v.inserts.append(InsertOperation(temporaryID: "c", entity: "Item")); XCTAssertFalse(check(v), "missing required value")
+        v = r; v.inserts.append(InsertOperation(temporaryID: "c", entity: "Department", values: ["title": "x"])); XCTAssertFalse(check(v), "uniqueness constraint")
+        v = r; v.inserts.append(InsertOperation(temporaryID: "c", entity: "Passport", values: ["number": "1"], relationships: ["owner": []])); XCTAssertFalse(check(v), "relationships")
+        v = r; v.dryRun = true; XCTAssertFalse(check(v), "dry run")
+        v = r; v.clientTransactionID = "x"; XCTAssertFalse(check(v), "client transaction ID")
+        v = r; v.modelVersionHash = "other"; XCTAssertFalse(check(v), "another model")
+        v = r; v.modelVersionHash = model.hash; XCTAssertTrue(check(v))
+        v = r; v.deletes = [DeleteOperation(objectID: ObjectID(storeID: s.id, entity: "Note", pk: 1))]; XCTAssertFalse(check(v), "deletes")
+    }
+
     /// Two saves in one group commit — the second a retry of the first (same client transaction
     /// ID) — and the commit's fsync fails: neither may report success, and a later retry applies.
     func testFailedGroupCommitFailsReplaysMadeInsideIt() async throws {

@@ -444,6 +444,32 @@ final class SaveTests: StorageTestCase {
         XCTAssertEqual(decoded, changes)
     }
 
+    /// The encoder writes the part of a change before its pk once per run of alike changes: every
+    /// change must still decode as itself when entity, kind, store, sign of the pk or property
+    /// list change from one to the next (and when the lists are equal but not the same array).
+    func testHistoryJSONReusesOnlyMatchingHeads() throws {
+        let a = UUID(), b = UUID()
+        let shared = ["age", "name"]
+        var changes: [HistoryChange] = []
+        func add(_ kind: HistoryChange.Kind, _ store: UUID, _ entity: String, _ idEntity: String, _ pk: Int64, _ props: [String]) {
+            changes.append(HistoryChange(kind: kind, objectID: ObjectID(storeID: store, entity: idEntity, pk: pk), entity: entity, changedProperties: props, tombstone: nil))
+        }
+        for pk in [1, 9, 10, 99, 100, 12345, Int64.max] { add(.insert, a, "Item", "Item", pk, shared) }
+        add(.insert, a, "Item", "Item", 7, ["age", "nam"])
+        add(.insert, a, "Item", "Item", 8, ["age"] + ["name"])
+        add(.update, a, "Item", "Item", 8, shared)
+        add(.insert, b, "Item", "Item", 8, shared)
+        add(.insert, a, "Note", "Note", 8, shared)
+        add(.insert, a, "Person", "Employee", 8, shared)
+        add(.insert, a, "Q\"x", "Q\"x", 3, shared)
+        add(.insert, a, "Q\"x", "Q\"x", 4, shared)
+        add(.insert, a, "Item", "Item", 3, [])
+        changes.append(HistoryChange(kind: .delete, objectID: ObjectID(storeID: a, entity: "Item", pk: 5), entity: "Item", changedProperties: [], tombstone: ["name": "n"]))
+        add(.insert, a, "Item", "Item", 6, [])
+        let decoded = try JSONDecoder().decode([HistoryChange].self, from: Data(HistoryJSON.encode(changes).utf8))
+        XCTAssertEqual(decoded, changes)
+    }
+
     /// A save cancelled while queued behind other writer work is not applied.
     func testCancelledSaveIsNotApplied() async throws {
         let s = try open()
@@ -513,5 +539,51 @@ final class SaveTests: StorageTestCase {
         let why = await reason { _ = try await update(s, foreign, ["n": 1]) }
         guard case .validationFailed(let issues)? = why else { return XCTFail("expected validation failure") }
         XCTAssertEqual(issues.map(\.code), [.objectNotFound])
+    }
+
+    /// New rows are written by multi-row INSERTs in chunks (64, 16, 4, 1 rows): every row of every
+    /// chunk must land with its own values and pk, in insert order, across tables (a change of
+    /// table flushes the queue), and a uniqueness check must see rows queued before it.
+    func testInsertsWrittenInChunksKeepEveryRow() async throws {
+        let s = try open()
+        var r = SaveRequest()
+        var expected: [(String, String, [String: StorageValue])] = []
+        for i in 0..<87 {
+            let v: [String: StorageValue] = ["text": .string("t\(i)"), "n": .int(Int64(i * 7))]
+            expected.append(("n\(i)", "Note", v))
+            if i % 10 == 3 && i > 70 {  // 74 notes in a row first: a full chunk and smaller ones
+                let w: [String: StorageValue] = ["seq": .int(Int64(1000 + i)), "payload": .binary(Data([UInt8(i), 0, 255]))]
+                expected.append(("i\(i)", "Item", w))
+            }
+        }
+        r.inserts = expected.map { InsertOperation(temporaryID: $0.0, entity: $0.1, values: $0.2) }
+        let res = try await s.save(r)
+        let ids = expected.map { res.permanentIDs[$0.0]! }
+        XCTAssertEqual(ids.map(\.pk), ids.map(\.pk).sorted(), "pks follow the insert order")
+        XCTAssertEqual(Set(ids.map(\.pk)).count, ids.count)
+        let objects = try await s.objects(ids)
+        for (e, o) in zip(expected, objects) {
+            guard let o else { XCTFail("\(e.0) missing"); continue }
+            XCTAssertEqual(o.id.entity, e.1)
+            for (k, v) in e.2 { XCTAssertEqual(o.values[k], v, "\(e.0).\(k)") }
+        }
+        let noteCount = try await s.objectIDs(entity: "Note").count
+        let itemCount = try await s.objectIDs(entity: "Item").count
+        XCTAssertEqual(noteCount, 87); XCTAssertEqual(itemCount, 2)
+        let h = try await s.history(after: nil)
+        XCTAssertEqual(h.transactions.last?.changes.map(\.objectID), ids)
+
+        // 70 people queued before one that repeats the fifth one's email: the check must find it
+        var c = SaveRequest()
+        for i in 0..<70 {
+            c.inserts.append(InsertOperation(temporaryID: "p\(i)", entity: "Person", values: ["name": .string("P\(i)"), "email": .string("p\(i)@x")]))
+        }
+        for i in 0..<20 { c.inserts.append(InsertOperation(temporaryID: "q\(i)", entity: "Note", values: ["n": .int(Int64(i))])) }
+        c.inserts.append(InsertOperation(temporaryID: "dup", entity: "Person", values: ["name": "Dup", "email": "p4@x"]))
+        let why = await reason { _ = try await s.save(c) }
+        guard case .constraintConflict(let recs)? = why else { return XCTFail("expected a uniqueness clash, got \(String(describing: why))") }
+        XCTAssertEqual(recs.map(\.temporaryID), ["dup"])
+        let after = try await s.objectIDs(entity: "Note").count
+        XCTAssertEqual(after, 87, "the failed save left nothing")
     }
 }
