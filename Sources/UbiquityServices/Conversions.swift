@@ -170,12 +170,14 @@ enum Convert {
         return m
     }
 
-    static func objectID(_ s: String, field: String, store: UUID? = nil, allowTemporary: Bool = false) throws -> ObjectID {
+    /// `field` is built only for an error (callers name list elements, `object_ids[i]`: formatting
+    /// that per ID was a string allocation per ID of every GetObjects).
+    static func objectID(_ s: String, field: @autoclosure () -> String, store: UUID? = nil, allowTemporary: Bool = false) throws -> ObjectID {
         guard let id = ObjectID(uri: s, allowTemporary: allowTemporary) else {
-            throw ServiceError.invalid(field, "\"\(s.prefix(200))\" is not an object ID (expected x-ubiquity://<store-uuid>/<Entity>/p<pk>)", reason: "BAD_OBJECT_ID")
+            throw ServiceError.invalid(field(), "\"\(s.prefix(200))\" is not an object ID (expected x-ubiquity://<store-uuid>/<Entity>/p<pk>)", reason: "BAD_OBJECT_ID")
         }
         if let store, id.storeID != store {
-            throw ServiceError.invalid(field, "\(s) belongs to another store", reason: "BAD_OBJECT_ID")
+            throw ServiceError.invalid(field(), "\(s) belongs to another store", reason: "BAD_OBJECT_ID")
         }
         return id
     }

@@ -237,7 +237,9 @@ final class ReadShapes {
     }
 
     /// What a read of one ID of an entity needs (`objectBatched`, `loadsInOneStatement`).
-    struct PointShape {
+    /// A class: a point read asks for it twice (one-statement check, then the read), and a copy
+    /// is one retain rather than one per string and set (immutable; the connection's thread only).
+    final class PointShape {
         let root: String
         /// The batched select of one ID in the root table.
         let sql: String
@@ -246,6 +248,11 @@ final class ReadShapes {
         let familyHasSelf: Bool
         /// No entity of the root table has relationships: the read is one statement.
         let oneStatement: Bool
+
+        init(root: String, sql: String, family: Set<String>, familyHasSelf: Bool, oneStatement: Bool) {
+            self.root = root; self.sql = sql; self.family = family
+            self.familyHasSelf = familyHasSelf; self.oneStatement = oneStatement
+        }
     }
 
     // The last entity asked for and its answer: point reads ask for the same entity again and

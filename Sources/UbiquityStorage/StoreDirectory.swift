@@ -1,5 +1,6 @@
 internal import CSQLite
 import Foundation
+import Synchronization
 
 /// A data directory of stores: `<root>/stores/<uuid>.sqlite`. Stores open lazily on first use,
 /// close when idle or when more than `maxOpenStores` are open (least recently used first), and
@@ -15,7 +16,19 @@ public actor StoreDirectory {
     /// under this lock from start to end, as it ran exclusively on the actor before.
     private nonisolated let state = Locked(OpenStores())
 
-    private struct Entry { var store: Store; var lastUse: UInt64; var leases: Int; var lastUseTime: Double }
+    /// An open store's count of running `withStore` bodies. Taken under `state`'s lock (with the
+    /// lookup), given back without it (`Lease.end`: no second lock and hash of the ID per request).
+    /// Everything that closes a store reads the count under the lock, where it can only fall.
+    private final class Lease: Sendable {
+        private let count = Atomic<Int>(1)
+        var active: Int { count.load(ordering: .acquiring) }
+        func take() { count.add(1, ordering: .relaxed) }
+        func end() { count.subtract(1, ordering: .releasing) }
+    }
+    private struct Entry {
+        var store: Store; var lastUse: UInt64; let lease: Lease; var lastUseTime: Double
+        var leases: Int { lease.active }
+    }
     private struct OpenStores { var open: [UUID: Entry] = [:]; var tick: UInt64 = 0; var closed = false }
 
     /// Takes the directory lock; throws `.directoryLocked` if another process holds it.
@@ -70,20 +83,20 @@ public actor StoreDirectory {
     /// Runs on the caller's executor: the store is resolved under a lock, with no actor hop.
     public nonisolated func withStore<T: Sendable>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
                                                    _ body: @Sendable (Store) async throws -> T) async throws -> T {
-        let store = try acquire(id, create: create, model: model)
-        defer { release(id) }
+        let (store, lease) = try acquire(id, create: create, model: model)
+        defer { lease.end() }
         return try await body(store)
     }
 
     /// `withStore` for synchronous callers (e.g. a blocking request handler on a worker thread).
     public nonisolated func withStoreSync<T>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
                                              _ body: (Store) throws -> T) throws -> T {
-        let store = try acquire(id, create: create, model: model)
-        defer { release(id) }
+        let (store, lease) = try acquire(id, create: create, model: model)
+        defer { lease.end() }
         return try body(store)
     }
 
-    private nonisolated func acquire(_ id: UUID, create: Bool, model: ModelDefinition?) throws -> Store {
+    private nonisolated func acquire(_ id: UUID, create: Bool, model: ModelDefinition?) throws -> (Store, Lease) {
         try state.withLock { d in
             if d.closed { throw StorageError(.storeClosed, "directory is shut down") }
             d.tick += 1
@@ -91,21 +104,19 @@ public actor StoreDirectory {
             // One hash of the ID: the entry is updated in place through its index.
             if let i = d.open.index(forKey: id) {
                 d.open.values[i].lastUse = d.tick
-                d.open.values[i].leases += 1
                 d.open.values[i].lastUseTime = now
-                return d.open.values[i].store
+                let e = d.open.values[i]
+                e.lease.take()
+                return (e.store, e.lease)
             }
             let p = path(for: id)
             if !create && !FileManager.default.fileExists(atPath: p) { throw StorageError(.notFound, "no store \(id)") }
             Self.evict(&d, toAdmit: 1, max: maxOpenStores)
             let s = try Store.open(path: p, id: id, model: model, configuration: configuration)
-            d.open[id] = Entry(store: s, lastUse: d.tick, leases: 1, lastUseTime: now)
-            return s
+            let e = Entry(store: s, lastUse: d.tick, lease: Lease(), lastUseTime: now)
+            d.open[id] = e
+            return (s, e.lease)
         }
-    }
-
-    private nonisolated func release(_ id: UUID) {
-        state.withLock { d in if let i = d.open.index(forKey: id) { d.open.values[i].leases -= 1 } }
     }
 
     /// Closes least recently used stores with no lease until there is room.

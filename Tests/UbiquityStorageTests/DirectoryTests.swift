@@ -42,6 +42,24 @@ final class DirectoryTests: StorageTestCase {
         await d.shutdown()
     }
 
+    /// A store is leased while a `withStore` body runs (taken under the directory's lock, given
+    /// back without it): eviction and destroy must skip it then, and see it free afterwards.
+    func testLeasedStoreIsNotEvictedOrDestroyed() async throws {
+        let d = try StoreDirectory(root: dir + "/data", configuration: config(), maxOpenStores: 1)
+        let a = UUID(), b = UUID(), c = UUID()
+        try d.withStoreSync(a, create: true, model: Fixtures.model) { _ in
+            try d.withStoreSync(b, create: true, model: Fixtures.model) { _ in }
+            XCTAssertEqual(d.openCount, 2, "a is in use: not evicted to admit b")
+        }
+        try d.withStoreSync(c, create: true, model: Fixtures.model) { _ in }
+        XCTAssertEqual(d.openCount, 1, "a and b are free again: evicted to admit c")
+        let inUse = try await d.withStore(c) { _ in await self.reason { try await d.destroy(c) } }
+        XCTAssertEqual(inUse, .busy)
+        try await d.destroy(c)
+        XCTAssertEqual(d.openCount, 0)
+        await d.shutdown()
+    }
+
     func testDestroyReplaceBaselineAndIntegrity() async throws {
         do { try await destroyReplaceBaseline() } catch let e as StorageError { XCTFail("\(e) sql: \(e.sql ?? "-")") }
     }
