@@ -50,7 +50,7 @@ final class WriterPriorityTests: StorageTestCase {
         let before = s.currentToken.generation
         for i in 0..<100 {
             var r = SaveRequest()
-            r.updates = [UpdateOperation(objectID: ids[i % ids.count], values: ["age": .int(Int64(1000 + i))])]
+            r.updates = [UpdateOperation(objectID: ids[i % ids.count], values: ["score": .double(Double(1000 + i))])]
             let res = try await s.save(r)
             XCTAssertEqual(res.token.generation, before + Int64(i) + 1)
         }
@@ -59,7 +59,7 @@ final class WriterPriorityTests: StorageTestCase {
         XCTAssertEqual(failures.withLock { $0 }, [])
         XCTAssertGreaterThan(reads.withLock { $0 }, 0)
         let after = try await s.objects(ids)
-        for i in 80..<100 { XCTAssertEqual(after[i % ids.count]?.values["age"], .int(Int64(1000 + i))) }
+        for i in 80..<100 { XCTAssertEqual(after[i % ids.count]?.values["score"], .double(Double(1000 + i))) }
         #endif
     }
 
