@@ -243,10 +243,12 @@ final class WriterThread<Job>: Sendable {
     let queue = JobQueue<Job>()
     private let done = DispatchGroup()
 
-    init(connection: Connection, maxBatch: Int, handler: @escaping @Sendable (Connection, [Job]) -> Void, onClose: @escaping @Sendable (Connection) -> Void) {
+    /// `nice`: the thread's CPU priority (0: the process's; `ThreadPriority`, docs/threading.md rule 14).
+    init(connection: Connection, maxBatch: Int, nice: Int = 0, handler: @escaping @Sendable (Connection, [Job]) -> Void, onClose: @escaping @Sendable (Connection) -> Void) {
         let box = ConnectionBox(connection)
         done.enter()
         let t = Thread { [queue, done] in
+            if nice != 0 { ThreadPriority.setCurrentThreadNice(nice) }
             let conn = box.take()
             while true {
                 let jobs = queue.pop(max: maxBatch)

@@ -40,6 +40,10 @@ public struct StorageConfiguration: Sendable {
     /// Page cache of each read connection, in KiB (`PRAGMA cache_size=-N`); nil: SQLite's
     /// default (2 MiB).
     public var readerCacheKiB: Int? = nil
+    /// Nice value (CPU priority) of each store's writer thread, 0...19; 0: the process's.
+    /// Higher: when reads and saves compete for the cores, reads get more of them (the writer
+    /// still runs, at a smaller CFS share). docs/threading.md rule 14, docs/operations.md.
+    public var writerNice: Int = 0
     /// The WAL file is trimmed to this size at the first commit after a restart (RESTART keeps
     /// the file otherwise: later commits overwrite it rather than grow it).
     public var journalSizeLimitBytes: Int = 16 << 20
@@ -181,7 +185,7 @@ public final class Store: Sendable {
         } catch { w.close(); throw error }
         readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate)
-        let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, handler: { conn, jobs in engine.handle(conn, jobs) },
+        let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, handler: { conn, jobs in engine.handle(conn, jobs) },
                                              onClose: { conn in _ = conn.checkpoint(truncate: true) })
         self.writer = writer
         gate.onDrained = { [weak writer] in
