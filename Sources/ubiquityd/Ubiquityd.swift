@@ -51,7 +51,7 @@ struct Ubiquityd: ParsableCommand {
     @Option(help: "Page cache of each store read connection, in MiB; 0: SQLite's default (2 MiB).")
     var readerCacheMib = 0
     @Option(help: "WAL content, in MiB, past which a store's writer checkpoints after a commit (also the WAL file's size cap).")
-    var checkpointThresholdMib = 16
+    var checkpointThresholdMib = 32
     @Option(help: "Objects returned by one Fetch or GetObjects call.")
     var maxFetchResults = 10_000
     @Option(help: "Changes in one Save, objects in one BatchInsert, Seed or ImportStore.")
