@@ -3,27 +3,6 @@ import SwiftProtobuf
 import UbiquityProtos
 import UbiquityStorage
 
-/// A `SaveRequest` kept in wire form. Its decode only walks the top-level fields (checking the
-/// framing) and keeps them verbatim as unknown fields, so `bytes` is the request as sent; the
-/// Save handler reads it with `SaveDecoding.decode`. Its name is the real message's, so a request
-/// whose framing is broken gets the router's usual "could not decode request as
-/// ubiquity.v1.SaveRequest: …" status.
-struct RawSaveRequest: SwiftProtobuf.Message {
-    static let protoMessageName = Ubiquity_V1_SaveRequest.protoMessageName
-    var unknownFields = UnknownStorage()
-
-    init() {}
-
-    /// The request's bytes (top-level fields in the order sent).
-    var bytes: Data { unknownFields.data }
-
-    mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-        while try decoder.nextFieldNumber() != nil {}
-    }
-    func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws { try unknownFields.traverse(visitor: &visitor) }
-    func isEqualTo(message: any SwiftProtobuf.Message) -> Bool { (message as? RawSaveRequest)?.bytes == bytes }
-}
-
 /// A `SaveRequest` decoded straight into the engine's types (no `Ubiquity_V1_Value` messages, no
 /// SwiftProtobuf map decoding). Relationship targets given as object IDs are parsed but not yet
 /// checked against the store (`foreignReference`).
@@ -54,7 +33,7 @@ struct DecodedSave {
 /// decodes the request with SwiftProtobuf and converts it as before, so its result or error is
 /// unchanged. A non-nil result equals what `Convert` makes of SwiftProtobuf's decode.
 enum SaveDecoding {
-    static func decode(_ data: Data) -> DecodedSave? {
+    static func decode(_ data: [UInt8]) -> DecodedSave? {
         data.withUnsafeBytes { raw -> DecodedSave? in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return DecodedSave() }
             var r = WireReader(base, raw.count)
@@ -229,8 +208,8 @@ enum SaveDecoding {
 enum SaveEncoding {
     /// `Convert.saveResult(r, model:)` serialized, written directly (each object ID's URI once,
     /// no SwiftProtobuf maps). A result with resolved conflicts goes through `Convert`.
-    static func saveResult(_ r: SaveResult, model: ModelInfo?) throws -> EncodedMessage {
-        guard r.resolvedConflicts.isEmpty else { return try EncodedMessage(Convert.saveResult(r, model: model)) }
+    static func saveResult(_ r: SaveResult, model: ModelInfo?) throws -> [UInt8] {
+        guard r.resolvedConflicts.isEmpty else { return try Convert.saveResult(r, model: model).serializedBytes() }
         var w = ProtoWriter(capacity: 64 + 150 * (r.permanentIDs.count + r.versions.count + r.skipped.count))
         let token = r.token.bytes
         if !token.isEmpty { w.bytes(1, token) }
@@ -240,6 +219,6 @@ enum SaveEncoding {
         for id in r.skipped { w.objectID(6, id) }
         if r.dryRun { w.bool(7, true) }
         if r.replayed { w.bool(8, true) }
-        return EncodedMessage(w.finish())
+        return w.finishBytes()
     }
 }

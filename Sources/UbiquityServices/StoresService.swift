@@ -127,12 +127,15 @@ public struct StoresService: Sendable {
             }
         }
 
-        router.unary(p + "Save") { (raw: RawSaveRequest, call) in
-            // The common request (inserts only, every value valid) is read straight from its bytes;
-            // any other is decoded by SwiftProtobuf and converted as before (SaveDecoding).
-            let fast = SaveDecoding.decode(raw.bytes)
-            let req: Ubiquity_V1_SaveRequest? = fast == nil ? try Self.decodeSave(raw.bytes) : nil
-            return try await ServiceErrors.mapping {
+        router.register(p + "Save", kind: .unary) { call in
+            // The request's bytes as sent (the transport has checked there is exactly one message):
+            // the common request (inserts only, every value valid) is read straight from them; any
+            // other is decoded by SwiftProtobuf and converted as before (SaveDecoding), failing as
+            // the router fails a request it cannot decode. The result goes out in wire form.
+            let bytes = try await call.receive() ?? []
+            let fast = SaveDecoding.decode(bytes)
+            let req: Ubiquity_V1_SaveRequest? = fast == nil ? try Self.decodeSave(bytes) : nil
+            let result = try await ServiceErrors.mapping {
                 let account = try b.account(call)
                 let n = fast?.inserts.count ?? (req!.inserts.count + req!.updates.count + req!.deletes.count)
                 guard n <= b.limits.maxChangesPerSave else {
@@ -151,12 +154,13 @@ public struct StoresService: Sendable {
                         s.dryRun = fast.dryRun
                     } else {
                         // (a target in another store: the conversion below reports it as before)
-                        s = try Self.saveRequest(try req ?? Self.decodeSave(raw.bytes), store: store.id)
+                        s = try Self.saveRequest(try req ?? Self.decodeSave(bytes), store: store.id)
                     }
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
                     return try SaveEncoding.saveResult(try await contexts.save(s, on: store, model: model), model: model)
                 }
             }
+            call.finish(message: result)
         }
 
         router.unary(p + "BatchInsert") { (req: Ubiquity_V1_BatchInsertRequest, call) in
@@ -419,7 +423,7 @@ public struct StoresService: Sendable {
     }
 
     /// A Save request decoded by SwiftProtobuf, failing as the router fails a request it cannot decode.
-    static func decodeSave(_ bytes: Data) throws -> Ubiquity_V1_SaveRequest {
+    static func decodeSave(_ bytes: [UInt8]) throws -> Ubiquity_V1_SaveRequest {
         do {
             return try Ubiquity_V1_SaveRequest(serializedBytes: bytes)
         } catch {

@@ -6,31 +6,9 @@ import Foundation
 import SwiftProtobuf
 import UbiquityStorage
 
-/// A response already in wire form, for a handler registered with a message type (the Save
-/// result, an async unary): SwiftProtobuf's binary encoder copies unknown-field bytes verbatim,
-/// so serializing this message yields exactly `bytes`, and the client decodes the real message
-/// type. (Blocking handlers return their bytes through `blockingUnaryEncoded` without it.)
-struct EncodedMessage: SwiftProtobuf.Message {
-    static let protoMessageName = "ubiquity.v1.EncodedMessage"
-    var bytes = Data()
-    var unknownFields = UnknownStorage()
-
-    init() {}
-    init(_ bytes: Data) { self.bytes = bytes }
-    init(_ message: some SwiftProtobuf.Message) throws { bytes = try message.serializedData() }
-
-    mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-        while try decoder.nextFieldNumber() != nil {}
-    }
-    func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-        if !bytes.isEmpty { try visitor.visitUnknown(bytes: bytes) }
-    }
-    func isEqualTo(message: any SwiftProtobuf.Message) -> Bool { (message as? EncodedMessage)?.bytes == bytes }
-}
-
 /// Protobuf wire-format writer (proto3: the fields a generated message would emit, in field
-/// order) into a growing buffer of its own; `finish()` hands it to a `Data` without a copy.
-/// Used through `inout` only (a copy would share the buffer), and `finish()` exactly once.
+/// order) into a growing buffer of its own; `finishBytes()` hands it out as an array.
+/// Used through `inout` only (a copy would share the buffer), and `finishBytes()` exactly once.
 struct ProtoWriter {
     private var base: UnsafeMutablePointer<UInt8>
     private(set) var count = 0
@@ -46,11 +24,6 @@ struct ProtoWriter {
     }
 
     /// The bytes written; the writer must not be used afterwards.
-    consuming func finish() -> Data {
-        if count == 0 { base.deallocate(); return Data() }
-        return Data(bytesNoCopy: base, count: count, deallocator: .custom { p, _ in p.assumingMemoryBound(to: UInt8.self).deallocate() })
-    }
-
     /// The bytes written as an array (one copy; what the router's encoded handlers return); the
     /// writer must not be used afterwards.
     consuming func finishBytes() -> [UInt8] {

@@ -53,7 +53,7 @@ struct Ubiquityd: ParsableCommand {
     @Option(help: "CPU priority (nice value, 0-19) of each store's writer thread; higher lets reads take more of the cores while saves run. 0: the process's.")
     var writerNice = 0
     @Option(help: "WAL content, in MiB, past which a store's writer checkpoints after a commit (also the WAL file's size cap).")
-    var checkpointThresholdMib = 16
+    var checkpointThresholdMib = 32
     @Option(help: "Objects returned by one Fetch or GetObjects call.")
     var maxFetchResults = 10_000
     @Option(help: "Changes in one Save, objects in one BatchInsert, Seed or ImportStore.")
