@@ -109,6 +109,7 @@ final class ReaderPool: Sendable {
         for i in 0..<count {
             done.enter()
             let t = Thread { [queue, done] in
+                ThreadPriority.prepareStoreThread(name: "ubq-reader-\(i)", nice: 0)
                 while true {
                     let jobs = queue.pop(max: 1)
                     if jobs.isEmpty { break }
@@ -120,7 +121,6 @@ final class ReaderPool: Sendable {
                 }
                 done.leave()
             }
-            t.name = "ubq-reader-\(i)"
             t.stackSize = 1 << 22
             t.start()
         }
@@ -248,7 +248,7 @@ final class WriterThread<Job>: Sendable {
         let box = ConnectionBox(connection)
         done.enter()
         let t = Thread { [queue, done] in
-            if nice != 0 { ThreadPriority.setCurrentThreadNice(nice) }
+            ThreadPriority.prepareStoreThread(name: "ubq-writer", nice: nice)
             let conn = box.take()
             while true {
                 let jobs = queue.pop(max: maxBatch)
@@ -259,7 +259,6 @@ final class WriterThread<Job>: Sendable {
             conn.close()
             done.leave()
         }
-        t.name = "ubq-writer"
         t.stackSize = 1 << 23
         t.start()
     }

@@ -15,13 +15,15 @@ final class WriterPriorityTests: StorageTestCase {
 
     func testWriterThreadRunsAtTheConfiguredNiceAndStillCommitsUnderReadLoad() async throws {
         #if os(Linux)
-        let base = ThreadPriority.currentThreadNice()
+        // Store threads start from the process's nice value (the main thread's), not their creator's.
+        let base = ThreadPriority.processNice()
         XCTAssertNotNil(base)
+        let mine = ThreadPriority.currentThreadNice()
         let s = try open { $0.readerCount = 2; $0.writerNice = 10 }
         let got = await writerNice(s)
         // setpriority sets an absolute value; only a process already nicer than 10 keeps its own
         if let base, base <= 10 { XCTAssertEqual(got, 10) } else { XCTAssertEqual(got, base) }
-        XCTAssertEqual(ThreadPriority.currentThreadNice(), base, "only the writer thread changes")
+        XCTAssertEqual(ThreadPriority.currentThreadNice(), mine, "only the writer thread changes")
         let plain = try open("plain")
         let plainNice = await writerNice(plain)
         XCTAssertEqual(plainNice, base, "writerNice 0 leaves the writer at the process's priority")
@@ -76,6 +78,35 @@ final class WriterPriorityTests: StorageTestCase {
         done.wait()
         XCTAssertEqual(seen.withLock { $0 }, 19)
         XCTAssertEqual(ThreadPriority.currentThreadNice(), base)
+        #endif
+    }
+
+    /// Store threads name themselves, whichever thread opened the store: a new thread inherits
+    /// its creator's name (here a Dispatch worker's), so a name set only on the `Thread` object
+    /// never reached the kernel, and `top -H` showed the Dispatch queue's name.
+    func testStoreThreadsCarryTheirNamesWhenOpenedFromADispatchWorker() throws {
+        #if os(Linux)
+        let opened = DispatchSemaphore(value: 0)
+        let result = Locked<Result<Store, Error>?>(nil)
+        DispatchQueue.global(qos: .userInitiated).async {
+            result.withLock { $0 = Result { try self.open("named") { $0.readerCount = 2 } } }
+            opened.signal()
+        }
+        opened.wait()
+        let s = try XCTUnwrap(result.withLock { $0 }).get()
+        _ = try s.readSync { ctx in try ctx.objects([]) }
+        // Reader threads start when the pool does; give them a moment to name themselves.
+        var names: Set<String> = []
+        for _ in 0..<200 {
+            names = Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap {
+                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+            })
+            if names.isSuperset(of: ["ubq-writer", "ubq-reader-0", "ubq-reader-1"]) { break }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        XCTAssertTrue(names.contains("ubq-writer"), "thread names: \(names.sorted())")
+        XCTAssertTrue(names.contains("ubq-reader-0"), "thread names: \(names.sorted())")
+        XCTAssertTrue(names.contains("ubq-reader-1"), "thread names: \(names.sorted())")
         #endif
     }
 }
