@@ -59,11 +59,14 @@ public final class Backend: Sendable {
     /// for another account's store as for none, so IDs leak nothing).
     func record(_ id: String, account: Account, field: String = "store_id") throws -> Catalog.StoreRecord {
         guard !id.isEmpty else { throw ServiceError.invalid(field, "a store_id is required (OpenStore returns it)", reason: "MISSING_FIELD") }
-        guard let uuid = UUID.parse(id) else { throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: "BAD_STORE_ID") }
-        guard let r = catalog.store(id: uuid), r.account == account.id else {
+        switch catalog.store(idText: id) {
+        case .malformed:
+            throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: "BAD_STORE_ID")
+        case .found(let r) where r.account == account.id:
+            return r
+        case .found, .missing:
             throw ServiceError.notFound("no store \(id.lowercased()) in this account", reason: "STORE_NOT_FOUND")
         }
-        return r
     }
 
     /// Runs `body` with the account's store open.

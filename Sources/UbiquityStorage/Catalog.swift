@@ -18,6 +18,10 @@ public final class Catalog: Sendable {
         var conn: Connection?
         var byID: [UUID: StoreRecord] = [:]
         var accounts: Set<String> = []
+        /// The last store ID text `store(idText:)` found and its record. Invariant: if set,
+        /// `byID[UUID.parse(text)] == record`; every change of `byID` goes through
+        /// `withConnection`, which clears it (a removed or replaced store is never answered from it).
+        var memo: (text: String, record: StoreRecord)?
     }
     private let state: Locked<State>
 
@@ -48,6 +52,7 @@ public final class Catalog: Sendable {
     private func withConnection<T>(_ body: (Connection, inout State) throws -> T) throws -> T {
         try state.withLock { s in
             guard let c = s.conn else { throw StorageError(.storeClosed, "catalog is closed") }
+            s.memo = nil
             return try body(c, &s)
         }
     }
@@ -78,6 +83,20 @@ public final class Catalog: Sendable {
 
     /// A store by ID (from memory).
     public func store(id: UUID) -> StoreRecord? { state.withLock { $0.byID[id] } }
+
+    public enum Lookup: Sendable, Equatable { case malformed, missing, found(StoreRecord) }
+
+    /// A store by its ID as a client sent it (`UUID.parse` form). The last text found is
+    /// remembered: a run of calls on one store skips the UUID parse and the table lookup.
+    public func store(idText text: String) -> Lookup {
+        state.withLock { s in
+            if let m = s.memo, m.text == text { return .found(m.record) }
+            guard let id = UUID.parse(text) else { return .malformed }
+            guard let r = s.byID[id] else { return .missing }
+            s.memo = (text, r)
+            return .found(r)
+        }
+    }
 
     /// The account's stores, by name.
     public func stores(account: String) -> [StoreRecord] {

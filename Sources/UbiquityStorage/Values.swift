@@ -123,7 +123,7 @@ extension UUID {
 
     /// Writes the 36 bytes of the lowercase canonical form at `p`; returns 36.
     @inline(__always)
-    func writeLowercased(into p: UnsafeMutablePointer<UInt8>) -> Int {
+    public func writeLowercased(into p: UnsafeMutablePointer<UInt8>) -> Int {
         @inline(__always) func hex(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
         return withUnsafeBytes(of: uuid) { raw in
             var o = 0

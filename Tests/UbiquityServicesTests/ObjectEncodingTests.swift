@@ -107,6 +107,13 @@ final class ObjectEncodingTests: XCTestCase {
                                   relationships: ["others": many])
         let empty = ObjectSnapshot(id: a, version: 1, values: [:], relationships: ["others": []])
         try check([a, gone, b], [objA, nil, objB])
+        // IDs of another store in between, in objects, relationships and missing IDs: the writer
+        // writes a store's first ID straight and keeps its prefix from the second on, per store
+        let other = ObjectID(storeID: UUID(), entity: "Thing", pk: 7)
+        let objO = ObjectSnapshot(id: other, version: 2, values: [:], relationships: ["others": [a, other, b, other, a]])
+        try check([other], [objO])
+        try check([other], [nil])
+        try check([a, other, gone, b, other, a], [objA, objO, nil, objB, nil, nil])
         try check([gone, gone], [nil, nil])
         try check([a], [empty])
         try check([], [])

@@ -356,6 +356,33 @@ def test_replace_store_gives_old_tokens_store_replaced(client):
     assert error_of(e.value)[0] == grpc.StatusCode.NOT_FOUND
 
 
+def test_store_lookup_memo_follows_store_switches_and_destroy(client):
+    """The catalog remembers the last store ID text looked up (Catalog.store(idText:)): reads that
+    alternate between stores, other spellings of an ID, a malformed ID and a destroyed store must
+    answer exactly as without the memo."""
+    a = client.open(model=person_model())
+    b = client.open(model=person_model())
+    [ann] = client.insert_people(a, [{"name": "Ann"}])
+    [bob] = client.insert_people(b, [{"name": "Bob"}])
+    for _ in range(3):
+        assert [values(o)["name"] for o in client.get(a, [ann]).objects] == ["Ann"]
+        assert [values(o)["name"] for o in client.get(b, [bob]).objects] == ["Bob"]
+        assert [o.object_id for o in client.get(a.upper(), [ann]).objects] == [ann]
+        # an ID of the other store is refused, whichever store was looked up last
+        with pytest.raises(grpc.RpcError) as e:
+            client.get(a, [bob])
+        assert error_of(e.value)[0] == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as e:
+        client.get(a[:-1] + "x", [ann])
+    assert error_of(e.value)[2] == "BAD_STORE_ID"
+    client.get(a, [ann])  # a is the last store found
+    client.stores.DestroyStore(st.DestroyStoreRequest(store_id=a))
+    with pytest.raises(grpc.RpcError) as e:
+        client.get(a, [ann])
+    assert error_of(e.value)[:3:2] == (grpc.StatusCode.NOT_FOUND, "STORE_NOT_FOUND")
+    assert [values(o)["name"] for o in client.get(b, [bob]).objects] == ["Bob"]
+
+
 def test_import_store_keeps_relationships(client):
     src = client.open(model=person_model())
     dst = client.open(model=person_model())
