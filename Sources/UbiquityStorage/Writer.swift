@@ -906,7 +906,7 @@ struct ValueChecker {
             let before = issues.count
             defer { Self.sortByProperty(&issues, from: before) }
             for (k, v) in values {
-                guard let i = ent.slot[k] else { unknownAttribute(entity, k, object: object, into: &issues); continue }
+                guard let i = ent.slotIndex(k) else { unknownAttribute(entity, k, object: object, into: &issues); continue }
                 slots[i] = v
                 checkValue(entity, k, v, ent.slotAttributes[i], object: object, into: &issues)
             }
@@ -1009,6 +1009,17 @@ final class InsertEntity: Sendable {
         }
         sortedNames = attributes.keys.sorted()
     }
+
+    /// The slot of attribute `name`, nil if the entity has none. A small entity's names are
+    /// scanned (`==` on short names costs less than hashing the name); the same String equality
+    /// as the `slot` dictionary's, so the same answer (InsertPreparerTests).
+    func slotIndex(_ name: String) -> Int? {
+        if slotNames.count <= 8 {
+            for i in slotNames.indices where slotNames[i] == name { return i }
+            return nil
+        }
+        return slot[name]
+    }
 }
 
 /// The part of an insert that depends only on the model, the configuration and the request, not
@@ -1045,10 +1056,16 @@ struct PreparedSave: Sendable {
 struct InsertPreparer {
     let model: ResolvedModel
     let config: StorageConfiguration
+    let checker: ValueChecker
     var infos: [String: InsertEntity] = [:]
     var last: (String, InsertEntity)?
+    /// Scratch for the insert being prepared: each known attribute's value by slot (the entity's
+    /// plan), so nothing below hashes a name. Reused from insert to insert (cleared first).
+    var slots: [StorageValue?] = []
 
-    init(model: ResolvedModel, config: StorageConfiguration) { self.model = model; self.config = config }
+    init(model: ResolvedModel, config: StorageConfiguration) {
+        self.model = model; self.config = config; checker = ValueChecker(model: model, config: config)
+    }
 
     mutating func prepare(_ ins: InsertOperation) -> PreparedInsert {
         let obj = ins.temporaryID
@@ -1065,9 +1082,8 @@ struct InsertPreparer {
             infos[ins.entity] = e; last = (ins.entity, e); ent = e
         }
         if ent.isAbstract { p.issues.append(ValidationIssue(.abstractEntity, object: obj, entity: ins.entity, "\(ins.entity) is abstract")); return p }
-        let checker = ValueChecker(model: model, config: config)
-        // each known attribute's value by slot (the entity's plan), so nothing below hashes a name
-        var slots = [StorageValue?](repeating: nil, count: ent.slotNames.count)
+        let n = ent.slotNames.count
+        if slots.count == n { for i in 0..<n { slots[i] = nil } } else { slots = [StorageValue?](repeating: nil, count: n) }
         checker.checkValues(ent, ins.entity, ins.values, object: obj, slots: &slots, into: &p.issues)
         if !ins.relationships.isEmpty { checker.checkRelationshipNames(ins.entity, ins.relationships, object: obj, into: &p.issues) }
         var full = ins.values
