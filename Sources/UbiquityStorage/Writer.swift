@@ -908,6 +908,7 @@ struct ValueChecker {
             for (k, v) in values {
                 guard let i = ent.slotIndex(k) else { unknownAttribute(entity, k, object: object, into: &issues); continue }
                 slots[i] = v
+                if ent.passesCheck(i, v, maxValueBytes: config.maxValueBytes) { continue }
                 checkValue(entity, k, v, ent.slotAttributes[i], object: object, into: &issues)
             }
         }
@@ -1003,11 +1004,28 @@ final class InsertEntity: Sendable {
         self.slot = slot
         slotNames = Array(attributes.keys)
         self.slotAttributes = slotAttributes
+        slotChecks = slotAttributes.map { ($0.type, $0.minimum == nil && $0.maximum == nil) }
         columns = rootColumns.map { c in
             guard c.hasPrefix("a_"), let i = slot[String(c.dropFirst(2))] else { return nil }
             return (i, slotAttributes[i].type)
         }
         sortedNames = attributes.keys.sorted()
+    }
+
+    /// Per slot: the attribute's type and whether it has no bound (`passesCheck`).
+    let slotChecks: [(type: AttributeType, unbounded: Bool)]
+
+    /// True when `checkValue` finds nothing wrong with `v` for the attribute in `slot`, decided
+    /// without copying its definition: not null, the right type, within the size limit, and the
+    /// attribute has no bound (checkValue stops there too). False: run `checkValue`.
+    func passesCheck(_ slot: Int, _ v: StorageValue, maxValueBytes: Int) -> Bool {
+        let c = slotChecks[slot]
+        guard c.unbounded, !v.isNull, ResolvedModel.typeError(c.type, v) == nil else { return false }
+        switch v {
+        case .string(let s), .uri(let s): return s.utf8.count <= maxValueBytes
+        case .binary(let d): return d.count <= maxValueBytes
+        default: return true
+        }
     }
 
     /// The slot of attribute `name`, nil if the entity has none. A small entity's names are

@@ -72,4 +72,36 @@ final class InsertPreparerTests: XCTestCase {
         XCTAssertEqual(together[4].issues.map(\.code), [.unknownProperty])
         XCTAssertEqual(together[4].issues.first?.property, "nope")
     }
+    /// `passesCheck` (the check without copying the definition) says "no issue" only when the
+    /// full `checkValue` finds none, and does say so for plain valid values.
+    func testPassesCheckAgreesWithCheckValue() throws {
+        let attrs = [
+            AttributeDefinition(name: "s", type: .string, optional: false), AttributeDefinition(name: "i16", type: .int16),
+            AttributeDefinition(name: "b", type: .binary), AttributeDefinition(name: "n", type: .int64, minimum: 0, maximum: 10),
+            AttributeDefinition(name: "d", type: .decimal), AttributeDefinition(name: "u", type: .uri),
+        ]
+        let m = try ResolvedModel(ModelDefinition(entities: [EntityDefinition(name: "E", attributes: attrs)]))
+        var config = StorageConfiguration()
+        config.maxValueBytes = 4
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "e", entity: "E")]
+        let ent = try XCTUnwrap(InsertPreparer.prepare(r, model: m, config: config).inserts[0].info)
+        let checker = ValueChecker(model: m, config: config)
+        let values: [StorageValue] = [.null, "abc", "abcde", .int(5), .int(40_000), .int(-1), .int(11), .double(1.5), .double(.nan),
+                                      .binary(Data([1, 2])), .binary(Data(count: 5)), .decimal("1.5"), .decimal("x"), .uri("a:b"), .bool(true)]
+        var passed = 0
+        for slot in ent.slotNames.indices {
+            for v in values {
+                var issues: [ValidationIssue] = []
+                checker.checkValue("E", ent.slotNames[slot], v, ent.slotAttributes[slot], object: "e", into: &issues)
+                if ent.passesCheck(slot, v, maxValueBytes: config.maxValueBytes) {
+                    passed += 1
+                    XCTAssertEqual(issues, [], "\(ent.slotNames[slot]) = \(v)")
+                } else if issues.isEmpty && !v.isNull {
+                    XCTAssertEqual(ent.slotNames[slot], "n", "only a bounded attribute takes the full check for a valid value")
+                }
+            }
+        }
+        XCTAssertGreaterThanOrEqual(passed, 6)
+    }
 }
