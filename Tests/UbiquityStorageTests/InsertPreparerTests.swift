@@ -84,7 +84,7 @@ final class InsertPreparerTests: XCTestCase {
         var config = StorageConfiguration()
         config.maxValueBytes = 4
         var r = SaveRequest()
-        r.inserts = [InsertOperation(temporaryID: "e", entity: "E")]
+        r.inserts = [InsertOperation(temporaryID: "e", entity: "E", values: ["s": "a"])]
         let ent = try XCTUnwrap(InsertPreparer.prepare(r, model: m, config: config).inserts[0].info)
         let checker = ValueChecker(model: m, config: config)
         let values: [StorageValue] = [.null, "abc", "abcde", .int(5), .int(40_000), .int(-1), .int(11), .double(1.5), .double(.nan),
