@@ -353,18 +353,21 @@ final class ResolvedModel: Sendable {
     }
 
     /// nil if `v` is acceptable for the attribute's type (before bounds), else why not.
-    static func typeError(_ a: AttributeDefinition, _ v: StorageValue) -> String? {
-        switch (a.type, v) {
+    static func typeError(_ a: AttributeDefinition, _ v: StorageValue) -> String? { typeError(a.type, v) }
+
+    /// `typeError` for an attribute of type `type` (it reads nothing else of the definition).
+    static func typeError(_ type: AttributeType, _ v: StorageValue) -> String? {
+        switch (type, v) {
         case (.string, .string), (.bool, .bool), (.decimal, .decimal), (.date, .date), (.binary, .binary), (.uuid, .uuid), (.uri, .uri),
              (.float, .double), (.double, .double), (.float, .int), (.double, .int), (.decimal, .int): break
         case (.int16, .int(let i)): if i < Int64(Int16.min) || i > Int64(Int16.max) { return "\(i) out of int16 range" }
         case (.int32, .int(let i)): if i < Int64(Int32.min) || i > Int64(Int32.max) { return "\(i) out of int32 range" }
         case (.int64, .int): break
-        default: return "expected \(a.type.rawValue), got \(v.typeName)"
+        default: return "expected \(type.rawValue), got \(v.typeName)"
         }
         if case .decimal(let s) = v, Decimal(string: s) == nil { return "not a decimal: \(s)" }
         if case .uri(let s) = v, URL(string: s) == nil { return "not a URI" }
-        if case .double(let d) = v, !d.isFinite, a.type == .decimal { return "not finite" }
+        if case .double(let d) = v, !d.isFinite, type == .decimal { return "not finite" }
         return nil
     }
 

@@ -906,8 +906,9 @@ struct ValueChecker {
             let before = issues.count
             defer { Self.sortByProperty(&issues, from: before) }
             for (k, v) in values {
-                guard let i = ent.slot[k] else { unknownAttribute(entity, k, object: object, into: &issues); continue }
+                guard let i = ent.slotIndex(k) else { unknownAttribute(entity, k, object: object, into: &issues); continue }
                 slots[i] = v
+                if ent.passesCheck(i, v, maxValueBytes: config.maxValueBytes) { continue }
                 checkValue(entity, k, v, ent.slotAttributes[i], object: object, into: &issues)
             }
         }
@@ -1003,11 +1004,39 @@ final class InsertEntity: Sendable {
         self.slot = slot
         slotNames = Array(attributes.keys)
         self.slotAttributes = slotAttributes
+        slotChecks = slotAttributes.map { ($0.type, $0.minimum == nil && $0.maximum == nil) }
         columns = rootColumns.map { c in
             guard c.hasPrefix("a_"), let i = slot[String(c.dropFirst(2))] else { return nil }
             return (i, slotAttributes[i].type)
         }
         sortedNames = attributes.keys.sorted()
+    }
+
+    /// Per slot: the attribute's type and whether it has no bound (`passesCheck`).
+    let slotChecks: [(type: AttributeType, unbounded: Bool)]
+
+    /// True when `checkValue` finds nothing wrong with `v` for the attribute in `slot`, decided
+    /// without copying its definition: not null, the right type, within the size limit, and the
+    /// attribute has no bound (checkValue stops there too). False: run `checkValue`.
+    func passesCheck(_ slot: Int, _ v: StorageValue, maxValueBytes: Int) -> Bool {
+        let c = slotChecks[slot]
+        guard c.unbounded, !v.isNull, ResolvedModel.typeError(c.type, v) == nil else { return false }
+        switch v {
+        case .string(let s), .uri(let s): return s.utf8.count <= maxValueBytes
+        case .binary(let d): return d.count <= maxValueBytes
+        default: return true
+        }
+    }
+
+    /// The slot of attribute `name`, nil if the entity has none. A small entity's names are
+    /// scanned (`==` on short names costs less than hashing the name); the same String equality
+    /// as the `slot` dictionary's, so the same answer (InsertPreparerTests).
+    func slotIndex(_ name: String) -> Int? {
+        if slotNames.count <= 8 {
+            for i in slotNames.indices where slotNames[i] == name { return i }
+            return nil
+        }
+        return slot[name]
     }
 }
 
@@ -1045,10 +1074,16 @@ struct PreparedSave: Sendable {
 struct InsertPreparer {
     let model: ResolvedModel
     let config: StorageConfiguration
+    let checker: ValueChecker
     var infos: [String: InsertEntity] = [:]
     var last: (String, InsertEntity)?
+    /// Scratch for the insert being prepared: each known attribute's value by slot (the entity's
+    /// plan), so nothing below hashes a name. Reused from insert to insert (cleared first).
+    var slots: [StorageValue?] = []
 
-    init(model: ResolvedModel, config: StorageConfiguration) { self.model = model; self.config = config }
+    init(model: ResolvedModel, config: StorageConfiguration) {
+        self.model = model; self.config = config; checker = ValueChecker(model: model, config: config)
+    }
 
     mutating func prepare(_ ins: InsertOperation) -> PreparedInsert {
         let obj = ins.temporaryID
@@ -1065,9 +1100,8 @@ struct InsertPreparer {
             infos[ins.entity] = e; last = (ins.entity, e); ent = e
         }
         if ent.isAbstract { p.issues.append(ValidationIssue(.abstractEntity, object: obj, entity: ins.entity, "\(ins.entity) is abstract")); return p }
-        let checker = ValueChecker(model: model, config: config)
-        // each known attribute's value by slot (the entity's plan), so nothing below hashes a name
-        var slots = [StorageValue?](repeating: nil, count: ent.slotNames.count)
+        let n = ent.slotNames.count
+        if slots.count == n { for i in 0..<n { slots[i] = nil } } else { slots = [StorageValue?](repeating: nil, count: n) }
         checker.checkValues(ent, ins.entity, ins.values, object: obj, slots: &slots, into: &p.issues)
         if !ins.relationships.isEmpty { checker.checkRelationshipNames(ins.entity, ins.relationships, object: obj, into: &p.issues) }
         var full = ins.values
