@@ -502,7 +502,7 @@ struct Checker {
                 switch v {
                 case .uuid(let u): return .text(u.uuidString.lowercased())
                 case .string(let s):
-                    guard let u = UUID(uuidString: s) else { throw error(.typeMismatch, "'\(s)' is not a UUID", column) }
+                    guard let u = UUID.parse(s) else { throw error(.typeMismatch, "'\(s)' is not a UUID", column) }
                     return .text(u.uuidString.lowercased())
                 default: throw mismatch()
                 }

@@ -158,7 +158,7 @@ public final class ContextRegistry: Sendable {
     /// The context, if it exists and belongs to the account.
     func find(_ id: String, account: Account) throws -> ContextBox {
         guard !id.isEmpty else { throw ServiceError.invalid("context_id", "a context_id is required (CreateContext returns it)", reason: "MISSING_FIELD") }
-        guard let uuid = UUID(uuidString: id) else { throw ServiceError.invalid("context_id", "\"\(id.prefix(100))\" is not a context ID", reason: "BAD_CONTEXT_ID") }
+        guard let uuid = UUID.parse(id) else { throw ServiceError.invalid("context_id", "\"\(id.prefix(100))\" is not a context ID", reason: "BAD_CONTEXT_ID") }
         guard let box = contexts.withLock({ $0[uuid] }), box.account == account.id else {
             throw ServiceError.notFound("no context \(id.lowercased()) (closed, expired after \(Int(limits.contextIdleSeconds)) s idle, or never created)", reason: "CONTEXT_NOT_FOUND")
         }

@@ -62,7 +62,7 @@ enum Convert {
         case .dateValue(let t): return .date(Double(t.seconds) + Double(t.nanos) / 1e9)
         case .binaryValue(let d): return .binary(d)
         case .uuidValue(let s):
-            guard let u = UUID(uuidString: s) else {
+            guard let u = UUID.parse(s) else {
                 throw ServiceError.invalid(field(), "\"\(s)\" is not a UUID (expected e.g. 1b4e28ba-2fa1-11d2-883f-0016d3cca427)", reason: "BAD_VALUE")
             }
             return .uuid(u)

@@ -136,7 +136,7 @@ enum SaveDecoding {
                 out = .date(try timestamp(&sub))
             case (11, 2): out = .binary(try r.data())
             case (12, 2):
-                guard let u = UUID(uuidString: try r.string()) else { throw NotFast() }
+                guard let u = UUID.parse(try r.string()) else { throw NotFast() }
                 out = .uuid(u)
             case (13, 2): out = .uri(try r.string())
             default: throw NotFast()

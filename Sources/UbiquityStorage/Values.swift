@@ -108,11 +108,13 @@ extension UUID {
         self.init(uuid: t)
     }
 
-    /// `UUID(uuidString:)`, reading the canonical form without Foundation's sscanf.
+    /// A UUID in its canonical 36-character form (hex digits of either case, dashes at 8, 13,
+    /// 18, 23); nil for anything else. Use this, not `UUID(uuidString:)`, for input: on Linux,
+    /// Foundation reads each byte with sscanf's `%2hhx`, which also takes "0x" as a hex prefix
+    /// and skips blanks, so a malformed ID such as "…0f0x" was read as another UUID ("…0f00").
     public static func parse(_ s: String) -> UUID? {
         var s = s
-        if let u = s.withUTF8({ UUID(canonical: $0) }) { return u }
-        return UUID(uuidString: s)
+        return s.withUTF8 { UUID(canonical: $0) }
     }
 
     /// `uuidString.lowercased()` without Foundation's formatting and Unicode case mapping (every
@@ -208,7 +210,7 @@ public struct ObjectID: Hashable, Sendable, Codable, CustomStringConvertible, Co
         let prefix = "x-ubiquity://"
         guard uri.hasPrefix(prefix) else { return nil }
         let parts = uri.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, let sid = UUID(uuidString: String(parts[0])), let kind = parts[2].first,
+        guard parts.count == 3, let sid = UUID.parse(String(parts[0])), let kind = parts[2].first,
               kind == "p" || (allowTemporary && kind == "t"),
               let n = Int64(parts[2].dropFirst()), n > 0, !parts[1].isEmpty else { return nil }
         return ObjectID(storeID: sid, entity: String(parts[1]), pk: kind == "t" ? -n : n)

@@ -38,5 +38,14 @@ final class ObjectIDTests: XCTestCase {
         for s in ["", "not-a-uuid", String(u.dropLast()), u + "0", u.replacingOccurrences(of: "-", with: "_")] {
             XCTAssertEqual(UUID.parse(s), UUID(uuidString: s), s)
         }
+        // Stricter than Foundation on Linux, whose sscanf("%2hhx") reads "0x" as a hex prefix and
+        // skips blanks: these are not UUIDs, and must not name another store or object.
+        for bad in ["0f8fad5b-d9cb-469f-a165-70867728950x", "0x8fad5b-d9cb-469f-a165-70867728950e",
+                    "0f8fad5b-d9cb-469f-a165-7086772895 e", "0f8fad5b-d9cb-469f-a165- 0867728950e", "0f8fad5b-d9cb-469f-a165-+0867728950e"] {
+            XCTAssertNil(UUID.parse(bad), bad)
+            XCTAssertNil(ObjectID(uri: "x-ubiquity://\(bad)/Item/p1"), bad)
+            XCTAssertNil(reference("x-ubiquity://\(bad)/Item/p1", allowTemporary: true), bad)
+        }
+        XCTAssertEqual(UUID.parse(u.uppercased()), UUID(uuidString: u))
     }
 }
