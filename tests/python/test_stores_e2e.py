@@ -484,3 +484,27 @@ def test_reflection_lists_every_data_method(channel):
                                  "ExportBaseline", "ImportStore", "DestroyStore", "ReplaceStore"}
     assert methods["Contexts"] == {"CreateContext", "Fetch", "Insert", "Update", "Delete", "Save", "Rollback", "Reset",
                                    "Refresh", "SetQueryGeneration", "GetState", "CloseContext"}
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\xff\xff\xff\xff",                 # field 31, wire type 7: no such wire type
+    b"\x0a\xff\xff\xff\xff\x0f",         # length-delimited field longer than the message
+    b"\x12\x05\x0a\x03ab",               # inserts: an embedded message cut short
+], ids=["bad-wire-type", "overlong-length", "truncated-insert"])
+@pytest.mark.parametrize("method", ["Save", "Fetch", "GetObjects"])
+def test_undecodable_data_requests_invalid_argument_and_change_nothing(client, method, garbage):
+    """Save, Fetch and GetObjects read their request bytes by hand (with SwiftProtobuf as the
+    fallback), not through the router's decode: bytes neither can read get INVALID_ARGUMENT,
+    nothing is written, and the store keeps answering."""
+    sid = client.open(model=person_model())
+    [ann] = client.insert_people(sid, [{"name": "Ann"}])
+    before = client.fetch(sid, "Person")
+    call = client.channel.unary_unary(f"/ubiquity.v1.Stores/{method}")  # raw bytes on the wire
+    with pytest.raises(grpc.RpcError) as e:
+        call(garbage, timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "could not decode request" in e.value.details()
+    after = client.fetch(sid, "Person")
+    assert names(after) == names(before) == ["Ann"]
+    assert after.token == before.token  # no save happened: the generation did not move
+    assert [values(o)["name"] for o in client.get(sid, [ann]).objects] == ["Ann"]
