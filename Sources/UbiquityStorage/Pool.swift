@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Mutex-protected value.
 final class Locked<T>: @unchecked Sendable {
@@ -55,19 +56,43 @@ struct ReaderJob {
 /// it back in; the lock orders the hand-over, so each connection is used by one thread at a time
 /// (SQLite NOMUTEX connections allow that). Blocking request handlers read this way on their own
 /// thread; async callers go through `ReaderPool`, whose threads do the same.
+///
+/// A connection may come back holding its read transaction (`HeldSnapshot`, storage rule 4):
+/// such a snapshot is ended (by whichever thread next has the connection) once it is `holdNanos`
+/// old, or once `releaseSnapshots` has been called since it began. The sweeper thread ends the
+/// expired snapshots of idle connections, so no snapshot outlives its hold by more than one job.
 final class ReadConnections: @unchecked Sendable {
-    // Invariant: `free`, `out` and `closed` are only accessed while `cond` is locked. A connection
-    // in `free` is touched by no thread; a checked-out one only by the thread that checked it out,
-    // until it checks it back in.
+    // Invariant: `free`, `out`, `closed`, `sweeperIdle`, `ending` and `endWaiters` are only accessed while `cond` is
+    // locked. A connection in `free` is touched by no thread (the lock holder may read its
+    // `heldSnapshot`); a checked-out one only by the thread that checked it out, until it checks
+    // it back in. `releaseEpoch` is atomic: bumped by `releaseSnapshots`, read anywhere.
     private let cond = NSCondition()
     private var free: [Connection]
     private var out = 0
     private var closed = false
+    /// How long a read transaction may be kept for later jobs (0: never kept).
+    let holdNanos: UInt64
+    /// Snapshots that began before the latest bump must not serve another job.
+    let releaseEpoch = Atomic<UInt64>(0)
+    private var sweeperIdle = true
+    /// Idle connections checked out by `endIdleSnapshots` and not back yet.
+    private var ending = 0
+    private var endWaiters = 0
+    private let sweeperWake = DispatchSemaphore(value: 0)
 
-    init(count: Int, open: () throws -> Connection) throws {
+    init(count: Int, holdNanos: UInt64 = 0, open: () throws -> Connection) throws {
         var conns: [Connection] = []
         do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
         free = conns
+        self.holdNanos = holdNanos
+        if holdNanos > 0 {
+            let t = Thread { [self] in
+                ThreadPriority.prepareStoreThread(name: "ubq-snapshots", nice: 0)
+                sweep()
+            }
+            t.stackSize = 1 << 18
+            t.start()
+        }
     }
 
     /// Waits for a free connection; nil once closed.
@@ -79,11 +104,91 @@ final class ReadConnections: @unchecked Sendable {
         return free.removeLast()
     }
 
+    /// Returns a connection. A snapshot it holds stays only if it is still young enough and no
+    /// `releaseSnapshots` came since it began (checked under the lock that `releaseSnapshots`
+    /// takes after its bump, so one of the two ends it).
     func checkin(_ c: Connection) {
-        cond.lock(); defer { cond.unlock() }
+        if let s = c.heldSnapshot, !mayKeep(s, now: DispatchTime.now().uptimeNanoseconds) { ReadConnections.endSnapshot(c) }
+        cond.lock()
+        if let s = c.heldSnapshot, s.epoch != releaseEpoch.load(ordering: .sequentiallyConsistent) {
+            cond.unlock()
+            ReadConnections.endSnapshot(c)
+            cond.lock()
+        }
         free.append(c)
         out -= 1
-        cond.signal()
+        if endWaiters > 0 { cond.broadcast() } else { cond.signal() }
+        var wake = false
+        if c.heldSnapshot != nil && sweeperIdle { sweeperIdle = false; wake = true }
+        cond.unlock()
+        if wake { sweeperWake.signal() }
+    }
+
+    /// True if `s` may serve another job (age and release epoch; the caller checks generation and model).
+    func mayKeep(_ s: HeldSnapshot, now: UInt64) -> Bool {
+        now &- s.began < holdNanos && s.epoch == releaseEpoch.load(ordering: .sequentiallyConsistent)
+    }
+
+    /// Ends a connection's held read transaction (the calling thread owns the connection).
+    static func endSnapshot(_ c: Connection) {
+        c.heldSnapshot = nil
+        if !c.isAutocommit {
+            do { try c.run("COMMIT") } catch { try? c.exec("ROLLBACK") }
+        }
+    }
+
+    /// Ends every held snapshot: idle connections' now (on the calling thread, which checks them
+    /// out for it), checked-out ones' when their job ends (they no longer qualify). Called by the
+    /// writer before it checkpoints or closes the reader gate (rule 5).
+    func releaseSnapshots() {
+        if holdNanos == 0 { return }
+        releaseEpoch.add(1, ordering: .sequentiallyConsistent)
+        endIdleSnapshots { _ in true }
+        cond.lock()
+        endWaiters += 1
+        while ending > 0 { cond.wait() }  // the sweeper's, ended in a moment
+        endWaiters -= 1
+        cond.unlock()
+    }
+
+    /// Checks out the idle connections whose snapshot `expired` says to end, ends them, checks
+    /// them back in. True if an idle connection still holds a snapshot afterwards.
+    @discardableResult
+    private func endIdleSnapshots(_ expired: (HeldSnapshot) -> Bool) -> Bool {
+        cond.lock()
+        var taken: [Connection] = []
+        free.removeAll { c in
+            guard let s = c.heldSnapshot, expired(s) else { return false }
+            taken.append(c)
+            return true
+        }
+        out += taken.count
+        ending += taken.count
+        cond.unlock()
+        for c in taken { ReadConnections.endSnapshot(c) }
+        cond.lock(); defer { cond.unlock() }
+        free.append(contentsOf: taken)
+        out -= taken.count
+        ending -= taken.count
+        if !taken.isEmpty { cond.broadcast() }
+        let stillHeld = free.contains { $0.heldSnapshot != nil }
+        if !stillHeld && out == 0 { sweeperIdle = true }
+        return stillHeld || out > 0
+    }
+
+    /// The sweeper thread: while any snapshot may be held, every quarter hold (at least 1 ms)
+    /// ends the idle connections' expired ones; sleeps on `sweeperWake` otherwise.
+    private func sweep() {
+        let tick = max(holdNanos / 4, 1_000_000)
+        while true {
+            sweeperWake.wait()
+            while true {
+                if (cond.withLockRead { closed }) { return }
+                usleep(useconds_t(tick / 1000))
+                let now = DispatchTime.now().uptimeNanoseconds
+                if !endIdleSnapshots({ [self] s in !mayKeep(s, now: now) }) { break }
+            }
+        }
     }
 
     /// Refuses further checkouts, waits for the checked-out connections to come back, closes all.
@@ -95,8 +200,13 @@ final class ReadConnections: @unchecked Sendable {
         let conns = free
         free = []
         cond.unlock()
-        conns.forEach { $0.close() }
+        sweeperWake.signal()
+        for c in conns { ReadConnections.endSnapshot(c); c.close() }
     }
+}
+
+extension NSCondition {
+    func withLockRead<R>(_ body: () -> R) -> R { lock(); defer { unlock() }; return body() }
 }
 
 /// N reader threads for async callers: each job checks a connection out of `ReadConnections`
@@ -114,9 +224,13 @@ final class ReaderPool: Sendable {
                     let jobs = queue.pop(max: 1)
                     if jobs.isEmpty { break }
                     for j in jobs {
-                        guard let conn = connections.checkout() else { j.run(nil); continue }
-                        let t = gate.enter(); j.run(conn); gate.leave(t)
+                        // Inside the gate whenever it has a connection (which may hold a
+                        // snapshot, storage rule 4): the writer's waits see every such reader.
+                        let t = gate.enter()
+                        guard let conn = connections.checkout() else { gate.leave(t); j.run(nil); continue }
+                        j.run(conn)
                         connections.checkin(conn)
+                        gate.leave(t)
                     }
                 }
                 done.leave()
@@ -145,8 +259,9 @@ final class ReaderPool: Sendable {
 /// jobs in flight finish, and when the last one leaves, `onDrained` asks the writer to
 /// TRUNCATE-checkpoint (which then finds no reader) and reopen.
 final class ReaderGate: @unchecked Sendable {
-    // Invariant: every field is accessed only while `cond` is locked; `onDrained` is set once
-    // before any reader thread starts and only read afterwards.
+    // Invariant: every field is accessed only while `cond` is locked; `onDrained` and
+    // `releaseSnapshots` are set once while the store opens, before any save can reach the
+    // writer (their only caller besides `leave`), and only read afterwards.
     private let cond = NSCondition()
     private var closed = false
     private var active = 0
@@ -160,6 +275,10 @@ final class ReaderGate: @unchecked Sendable {
     private var stuck: UInt64? = nil
     private var closures = 0
     var onDrained: (@Sendable () -> Void)?
+    /// Ends the read transactions reader connections keep between jobs
+    /// (`ReadConnections.releaseSnapshots`); called, outside the lock, first thing in
+    /// `waitForReadersInside` and `close`, so that both see only readers in flight.
+    var releaseSnapshots: (@Sendable () -> Void)?
 
     init(maxWait: Double) { self.maxWait = maxWait }
 
@@ -193,6 +312,7 @@ final class ReaderGate: @unchecked Sendable {
     /// may enter meanwhile (the gate stays open). False if one is still inside; a reader that
     /// made a wait time out is not waited for again.
     func waitForReadersInside(timeout: Double) -> Bool {
+        releaseSnapshots?()
         cond.lock(); defer { cond.unlock() }
         let horizon = nextTicket
         guard let first = inside.first, first < horizon else { return true }
@@ -211,6 +331,9 @@ final class ReaderGate: @unchecked Sendable {
 
     /// Closes the gate; true if no reader is in flight (the caller may restart right away).
     func close() -> Bool {
+        // Flag first: a snapshot that begins after the release below is not kept past its job.
+        closedFlag.store(true, ordering: .sequentiallyConsistent)
+        releaseSnapshots?()
         cond.lock(); defer { cond.unlock() }
         if closed { return false }
         closed = true
@@ -220,8 +343,12 @@ final class ReaderGate: @unchecked Sendable {
     }
 
     func open() {
-        cond.lock(); closed = false; notified = false; cond.broadcast(); cond.unlock()
+        cond.lock(); closed = false; notified = false; closedFlag.store(false, ordering: .sequentiallyConsistent); cond.broadcast(); cond.unlock()
     }
+
+    /// `isClosed` without the lock (true from just before `close` ends held snapshots until
+    /// `open`): a reader keeps no snapshot past its job while it is set.
+    let closedFlag = Atomic<Bool>(false)
 
     var isClosed: Bool { cond.lock(); defer { cond.unlock() }; return closed }
     /// Times the gate was closed (WAL past twice its bound).

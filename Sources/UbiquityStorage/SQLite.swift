@@ -40,6 +40,9 @@ final class Connection {
     var busyPolls: Int32 = 0
     /// How often this connection's busy handler ran (tests: the writer never waits for readers).
     var busyWaits = 0
+    /// A read connection's read transaction kept open after its job (`HeldSnapshot`,
+    /// docs/storage.md rule 4); nil when the connection is in autocommit mode between jobs.
+    var heldSnapshot: HeldSnapshot?
     /// Set only around the engine's own `VACUUM INTO` (backups, baselines).
     var allowVacuumInto = false
     /// Frames in the WAL after this connection's last commit, kept by the WAL hook

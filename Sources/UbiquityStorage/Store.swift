@@ -39,6 +39,11 @@ public struct StorageConfiguration: Sendable {
     /// page cache's. An I/O error on a mapped page is a SIGBUS instead of an error code (SQLite's
     /// documented trade-off of memory-mapped I/O).
     public var readerMmapBytes: Int = 1 << 30
+    /// How long a read connection may keep its read transaction after a job, in milliseconds, for
+    /// later reads at a generation that snapshot contains (`HeldSnapshot`, docs/storage.md rule
+    /// 4); 0: every read job runs its own `BEGIN … COMMIT`. Held snapshots are ended before every
+    /// checkpoint and reader-gate closure, so the WAL stays bounded as before.
+    public var readerSnapshotHoldMilliseconds: Int = 50
     /// Page cache of each read connection, in KiB (`PRAGMA cache_size=-N`); nil: SQLite's
     /// default (2 MiB).
     public var readerCacheKiB: Int? = nil
@@ -176,7 +181,7 @@ public final class Store: Sendable {
         readerGate = gate
         do {
             let cfg = config
-            readConnections = try ReadConnections(count: max(1, config.readerCount)) {
+            readConnections = try ReadConnections(count: max(1, config.readerCount), holdNanos: UInt64(max(0, config.readerSnapshotHoldMilliseconds)) * 1_000_000) {
                 let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
                 try c.exec("PRAGMA query_only=1")
                 try c.exec("PRAGMA mmap_size=\(max(0, cfg.readerMmapBytes))")
@@ -185,6 +190,8 @@ public final class Store: Sendable {
                 return c
             }
         } catch { w.close(); throw error }
+        let rcs = readConnections
+        gate.releaseSnapshots = { rcs.releaseSnapshots() }
         readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate)
         let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, handler: { conn, jobs in engine.handle(conn, jobs) },
@@ -193,6 +200,7 @@ public final class Store: Sendable {
         gate.onDrained = { [weak writer] in
             let ok = writer?.submit(.exclusive(CancelFlag(), { conn, engine in
                 guard let conn, let engine else { gate.open(); return }
+                rcs.releaseSnapshots()  // any kept by readers that went ahead after the gate's wait
                 engine.restartWAL(conn)
             })) ?? false
             if !ok { gate.open() }
@@ -294,33 +302,18 @@ public final class Store: Sendable {
     // MARK: Async plumbing
 
     /// Runs `body` on a reader thread. Cancellation of the calling task interrupts its SQL.
-    func onReader<T: Sendable>(transaction: Bool = true, _ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+    /// `use`: `.at(gen, model)` for reads filtered to one generation (they may share a held
+    /// snapshot, `runRead`), `.fresh` for the others.
+    func onReader<T: Sendable>(transaction: Bool = true, use: ReadSnapshotUse = .fresh, _ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
         let flag = CancelFlag()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
-                readers.submit(ReaderJob { conn in
+                readers.submit(ReaderJob { [self] conn in
                     guard let conn else { cont.resume(throwing: StorageError(.storeClosed, "store is closed")); return }
-                    cont.resume(with: Result { try Store.run(on: conn, flag: flag, transaction: transaction, body) })
+                    cont.resume(with: Result { try runRead(on: conn, flag: flag, transaction: transaction, use: use, body) })
                 })
             }
         } onCancel: { flag.cancel() }
-    }
-
-    /// One read job on a connection: the cancel check, the cancel flag for the progress handler,
-    /// and (if `transaction`) one `BEGIN … COMMIT` around `body` (rule 4).
-    static func run<T>(on conn: Connection, flag: CancelFlag, transaction: Bool, _ body: (Connection) throws -> T) throws -> T {
-        if flag.isCancelled { throw StorageError(.cancelled, "request cancelled") }
-        conn.currentCancel = flag
-        defer { conn.currentCancel = nil }
-        do {
-            if transaction { try conn.run("BEGIN") }
-            let v = try body(conn)
-            if transaction { try conn.run("COMMIT") }
-            return v
-        } catch {
-            if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
-            throw error
-        }
     }
 
     /// `onReader` for synchronous callers (a blocking worker thread, never a task): the caller
@@ -328,14 +321,16 @@ public final class Store: Sendable {
     /// `isCancelled` interrupts its SQL like a task's cancellation does.
     /// `transaction(conn)` says whether the job needs `BEGIN … COMMIT` (rule 4); false only for a
     /// job that runs a single statement, which reads one snapshot by itself.
-    func onReaderSync<T>(isCancelled: (@Sendable () -> Bool)?, transaction: (Connection) -> Bool = { _ in true },
+    func onReaderSync<T>(isCancelled: (@Sendable () -> Bool)?, use: ReadSnapshotUse, transaction: (Connection) -> Bool = { _ in true },
                          _ body: (Connection) throws -> T) throws -> T {
         let flag = CancelFlag(poll: isCancelled)
-        guard let conn = readConnections.checkout() else { throw StorageError(.storeClosed, "store is closed") }
-        defer { readConnections.checkin(conn) }
+        // Same order as a `ReaderPool` thread: inside the gate while holding a connection (and
+        // maybe its held snapshot, rule 4); the checkin, which may end it, before leaving.
         let ticket = readerGate.enter()
         defer { readerGate.leave(ticket) }
-        return try Store.run(on: conn, flag: flag, transaction: transaction(conn), body)
+        guard let conn = readConnections.checkout() else { throw StorageError(.storeClosed, "store is closed") }
+        defer { readConnections.checkin(conn) }
+        return try runRead(on: conn, flag: flag, transaction: transaction(conn), use: use, body)
     }
 
     /// `read` for synchronous callers (see `onReaderSync`): same generation checks, same
@@ -345,7 +340,7 @@ public final class Store: Sendable {
         let (gen, model, epoch) = try beginTokenRead(g, minimumGeneration: minimumGeneration)
         defer { endRead(gen) }
         let sid = id
-        return try onReaderSync(isCancelled: isCancelled) { conn in
+        return try onReaderSync(isCancelled: isCancelled, use: .at(generation: gen, model: model)) { conn in
             try body(ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen)))
         }
     }
@@ -362,7 +357,7 @@ public final class Store: Sendable {
         let (gen, model, epoch) = try beginTokenRead(g, minimumGeneration: minimumGeneration)
         defer { endRead(gen) }
         let sid = id
-        return try onReaderSync(isCancelled: isCancelled, transaction: { conn in
+        return try onReaderSync(isCancelled: isCancelled, use: .at(generation: gen, model: model), transaction: { conn in
             !RowReader(conn: conn, model: model, storeID: sid, gen: gen).loadsInOneStatement(ids)
         }) { conn in
             let ctx = ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen))
@@ -394,7 +389,7 @@ public final class Store: Sendable {
         let (gen, model) = try beginRead(g, minimumGeneration: minimumGeneration)
         defer { endRead(gen) }
         let sid = id
-        return try await onReader { conn in
+        return try await onReader(use: .at(generation: gen, model: model)) { conn in
             let r = RowReader(conn: conn, model: model, storeID: sid, gen: gen)
             return try ids.map { try r.object($0) }
         }
@@ -414,7 +409,7 @@ public final class Store: Sendable {
         defer { endRead(gen) }
         let sid = id
         let epoch = state.withLock { $0.epoch }
-        return try await onReader { conn in
+        return try await onReader(use: .at(generation: gen, model: model)) { conn in
             let r = RowReader(conn: conn, model: model, storeID: sid, gen: gen)
             return StoreDump(token: GenerationToken(storeID: sid, epoch: epoch, generation: gen), objects: try r.all())
         }
@@ -426,7 +421,7 @@ public final class Store: Sendable {
         defer { endRead(gen) }
         guard model.entities[entity] != nil else { throw StorageError(.validationFailed([ValidationIssue(.unknownEntity, entity: entity, "no such entity")]), "unknown entity") }
         let sid = id
-        return try await onReader { conn in
+        return try await onReader(use: .at(generation: gen, model: model)) { conn in
             let fam = model.family[entity]!
             var out: [ObjectID] = []
             try conn.query("SELECT pk, z_ent FROM \(q(model.table(of: entity))) WHERE created_gen <= ?1 AND ended_gen > ?1 ORDER BY pk", [.integer(gen)]) { st in
@@ -451,7 +446,7 @@ public final class Store: Sendable {
         let (gen, model, epoch) = try beginTokenRead(g, minimumGeneration: minimumGeneration)
         defer { endRead(gen) }
         let sid = id
-        return try await onReader { conn in
+        return try await onReader(use: .at(generation: gen, model: model)) { conn in
             try body(ReadContext(conn: conn, model: model, storeID: sid, token: GenerationToken(storeID: sid, epoch: epoch, generation: gen)))
         }
     }
@@ -534,7 +529,7 @@ public final class Store: Sendable {
 
     /// `PRAGMA integrity_check` on a reader; returns the problems (empty: ok).
     public func integrityCheck() async throws -> [String] {
-        try await onReader { conn in
+        try await onReader(use: .fresh) { conn in
             var out: [String] = []
             try conn.query("PRAGMA integrity_check") { st in let s = st.text(0); if s != "ok" { out.append(s) } }
             return out
@@ -554,7 +549,7 @@ public final class Store: Sendable {
         }
         if after < horizon { throw StorageError(.historyExpired, "history before generation \(horizon) was trimmed") }
         let sid = id
-        return try await onReader { conn in
+        return try await onReader(use: .fresh) { conn in
             var txs: [HistoryTransaction] = []
             try conn.query("SELECT generation, timestamp, author, context, changes FROM ubq_history WHERE generation > ? ORDER BY generation LIMIT ?",
                            [.integer(after), .integer(Int64(max(1, limit)))]) { st in

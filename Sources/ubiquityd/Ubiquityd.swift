@@ -50,6 +50,8 @@ struct Ubiquityd: ParsableCommand {
     var readerMmapMib = 1024
     @Option(help: "Page cache of each store read connection, in MiB; 0: SQLite's default (2 MiB).")
     var readerCacheMib = 0
+    @Option(help: "How long a store read connection may keep its SQLite snapshot for later reads at a generation it contains, in milliseconds (0-1000); 0: one transaction per read.")
+    var readerSnapshotHoldMs = StorageConfiguration().readerSnapshotHoldMilliseconds
     @Option(help: "CPU priority (nice value, 0-19) of each store's writer thread; higher lets reads take more of the cores while saves run. 0: the process's.")
     var writerNice = 0
     @Option(help: "WAL content, in MiB, past which a store's writer checkpoints after a commit (also the WAL file's size cap).")
@@ -84,6 +86,7 @@ struct Ubiquityd: ParsableCommand {
         guard writerCacheMib >= 1 else { throw ValidationError("--writer-cache-mib must be at least 1") }
         guard (0...65536).contains(readerMmapMib) else { throw ValidationError("--reader-mmap-mib must be 0...65536") }
         guard readerCacheMib >= 0 else { throw ValidationError("--reader-cache-mib must be at least 0") }
+        guard (0...1000).contains(readerSnapshotHoldMs) else { throw ValidationError("--reader-snapshot-hold-ms must be 0...1000") }
         guard (0...19).contains(writerNice) else { throw ValidationError("--writer-nice must be 0...19") }
         guard (1...1024).contains(checkpointThresholdMib) else { throw ValidationError("--checkpoint-threshold-mib must be between 1 and 1024") }
         guard maxFetchResults >= 1, maxChangesPerSave >= 1, maxContextsPerAccount >= 1, maxPendingChanges >= 1 else {
@@ -123,6 +126,7 @@ struct Ubiquityd: ParsableCommand {
         storage.checkpointThresholdBytes = checkpointThresholdMib << 20
         storage.readerMmapBytes = readerMmapMib << 20
         storage.readerCacheKiB = readerCacheMib > 0 ? readerCacheMib << 10 : nil
+        storage.readerSnapshotHoldMilliseconds = readerSnapshotHoldMs
         storage.writerNice = writerNice
         storage.journalSizeLimitBytes = checkpointThresholdMib << 20
         storage.walHardLimitBytes = max(storage.walHardLimitBytes, 4 * storage.checkpointThresholdBytes)
