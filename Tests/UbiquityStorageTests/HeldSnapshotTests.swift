@@ -28,6 +28,28 @@ final class HeldSnapshotTests: StorageTestCase {
         return conns.map { $0.heldSnapshot }
     }
 
+    /// Runs `read(t)` in a loop on `threads` threads until `stop` (and each ran at least `min`
+    /// times); returns what they reported as failures.
+    func readLoops(threads: Int, min: Int = 1, stop: Locked<Bool>, _ read: @escaping @Sendable (Int) throws -> [String], while body: () async throws -> Void) async rethrows -> [String] {
+        let failures = Locked<[String]>([])
+        let group = DispatchGroup()
+        for t in 0..<threads {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                var n = 0
+                while !stop.withLock({ $0 }) || n < min {
+                    do { let f = try read(t); if !f.isEmpty { failures.withLock { $0 += f } } } catch { failures.withLock { $0.append("thread \(t): \(error)") } }
+                    n += 1
+                }
+            }.start()
+        }
+        try await body()
+        stop.withLock { $0 = true }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in group.notify(queue: .global()) { c.resume() } }
+        return failures.withLock { Array($0.prefix(10)) }
+    }
+
     func seed(_ s: Store, _ n: Int = 20) async throws -> [ObjectID] {
         var r = SaveRequest()
         r.inserts = (0..<n).map { InsertOperation(temporaryID: "p\($0)", entity: "Person", values: ["name": .string("P\($0)"), "age": .int(Int64($0))]) }
@@ -80,39 +102,27 @@ final class HeldSnapshotTests: StorageTestCase {
         let pin = try s.pin(lease: 3600)
         let reference = try await s.objects(ids, at: .token(pin.token))
         let acked = Locked<Int64>(0)
-        let stop = Locked(false)
-        let failures = Locked<[String]>([])
-        let reads = Locked(0)
-        let group = DispatchGroup()
-        for t in 0..<4 {
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                var lastSeen: Int64 = -1
-                while !stop.withLock({ $0 }) || reads.withLock({ $0 }) < 20 {
-                    do {
-                        let got = try s.readSync(at: .token(pin.token)) { ctx in try ctx.objects(ids) }
-                        if got != reference { failures.withLock { $0.append("thread \(t): pinned read differs") } }
-                        let floor = acked.withLock { $0 }
-                        let cur = try s.readSync { ctx in try ctx.objects([ids[0]]) }
-                        guard case .double(let v)? = cur.first??.values["score"] else { failures.withLock { $0.append("thread \(t): no score") }; continue }
-                        let seen = Int64(v)
-                        if seen < floor { failures.withLock { $0.append("thread \(t): current read missed acknowledged save \(floor) (saw \(seen))") } }
-                        if seen < lastSeen { failures.withLock { $0.append("thread \(t): current read went back from \(lastSeen) to \(seen)") } }
-                        lastSeen = seen
-                    } catch { failures.withLock { $0.append("thread \(t): \(error)") } }
-                    reads.withLock { $0 += 1 }
-                }
-            }.start()
-        }
-        for i in 1...150 {
-            _ = try await update(s, ids[0], ["score": .double(Double(i))])
-            acked.withLock { $0 = Int64(i) }
-            if i % 10 == 0 { let a = try await s.objects(ids, at: .token(pin.token)); XCTAssertEqual(a, reference) }
-        }
-        stop.withLock { $0 = true }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in group.notify(queue: .global()) { c.resume() } }
-        XCTAssertEqual(failures.withLock { Array($0.prefix(10)) }, [])
+        let lastSeen = Locked([Int64](repeating: -1, count: 4))
+        let failures = try await readLoops(threads: 4, min: 5, stop: Locked(false), { t in
+            var f: [String] = []
+            let got = try s.readSync(at: .token(pin.token)) { ctx in try ctx.objects(ids) }
+            if got != reference { f.append("thread \(t): pinned read differs") }
+            let floor = acked.withLock { $0 }
+            let cur = try s.readSync { ctx in try ctx.objects([ids[0]]) }
+            guard case .double(let v)? = cur.first??.values["score"] else { return f + ["thread \(t): no score"] }
+            let seen = Int64(v), last = lastSeen.withLock { $0[t] }
+            if seen < floor { f.append("thread \(t): current read missed acknowledged save \(floor) (saw \(seen))") }
+            if seen < last { f.append("thread \(t): current read went back from \(last) to \(seen)") }
+            lastSeen.withLock { $0[t] = seen }
+            return f
+        }, while: {
+            for i in 1...150 {
+                _ = try await update(s, ids[0], ["score": .double(Double(i))])
+                acked.withLock { $0 = Int64(i) }
+                if i % 10 == 0 { let a = try await s.objects(ids, at: .token(pin.token)); XCTAssertEqual(a, reference) }
+            }
+        })
+        XCTAssertEqual(failures, [])
     }
 
     /// Continuous pinned reads that keep snapshots (a hold far longer than the test) and saves:
@@ -127,29 +137,17 @@ final class HeldSnapshotTests: StorageTestCase {
         }
         let ids = try await seed(s, 10)
         let pin = try s.pin(lease: 3600)
-        let stop = Locked(false)
-        let group = DispatchGroup()
-        let failures = Locked<[String]>([])
-        for t in 0..<3 {
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                while !stop.withLock({ $0 }) {
-                    do {
-                        let got = try s.readSync(at: .token(pin.token)) { ctx in try ctx.objects([ids[t]]) }
-                        if got.first??.values["age"] != .int(Int64(t)) { failures.withLock { $0.append("thread \(t): wrong row") } }
-                    } catch { failures.withLock { $0.append("thread \(t): \(error)") } }
-                }
-            }.start()
-        }
         var maxWAL = 0
-        for i in 0..<300 {
-            try await insert(s, "Note", ["n": .int(Int64(i)), "text": .string(String(repeating: "w", count: 1000))])
-            maxWAL = max(maxWAL, s.walFileSize)
-        }
-        stop.withLock { $0 = true }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in group.notify(queue: .global()) { c.resume() } }
-        XCTAssertEqual(failures.withLock { Array($0.prefix(10)) }, [])
+        let failures = try await readLoops(threads: 3, stop: Locked(false), { t in
+            let got = try s.readSync(at: .token(pin.token)) { ctx in try ctx.objects([ids[t]]) }
+            return got.first??.values["age"] == .int(Int64(t)) ? [] : ["thread \(t): wrong row"]
+        }, while: {
+            for i in 0..<300 {
+                try await insert(s, "Note", ["n": .int(Int64(i)), "text": .string(String(repeating: "w", count: 1000))])
+                maxWAL = max(maxWAL, s.walFileSize)
+            }
+        })
+        XCTAssertEqual(failures, [])
         let st = s.walStats
         XCTAssertGreaterThan(st.restarts, 2, "the WAL restarted (\(st))")
         XCTAssertEqual(st.gateClosures, 0, "(\(st))")
