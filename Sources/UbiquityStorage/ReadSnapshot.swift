@@ -33,10 +33,10 @@ enum ReadSnapshotUse {
 extension Store {
     /// One read job on a connection the calling thread has checked out and entered the reader
     /// gate with: the cancel check, the cancel flag for the progress handler, and the read
-    /// transaction (rule 4): the connection's held snapshot if it serves `use`, else (if
-    /// `transaction`) a new `BEGIN`, kept after the job for `.at` reads when snapshots are held,
-    /// committed otherwise. Without `transaction` and a usable held snapshot, `body` (one
-    /// statement) runs in autocommit mode. Any error ends the transaction.
+    /// transaction (rule 4): the connection's held snapshot if it serves `use`, else a new
+    /// `BEGIN`, kept after the job for `.at` reads when snapshots are held, committed otherwise.
+    /// Without `transaction` (`body` is one statement), hold 0 and no usable held snapshot,
+    /// `body` runs in autocommit mode. Any error ends the transaction.
     func runRead<T>(on conn: Connection, flag: CancelFlag, transaction: Bool, use: ReadSnapshotUse, _ body: (Connection) throws -> T) throws -> T {
         if flag.isCancelled { throw StorageError(.cancelled, "request cancelled") }
         conn.currentCancel = flag
@@ -52,8 +52,11 @@ extension Store {
             }
         }
         do {
-            if !reused && transaction {
-                if rc.holdNanos > 0, case .at = use {
+            // With a hold, a one-statement job at a generation begins a snapshot too, to keep.
+            var keepable = false
+            if rc.holdNanos > 0, case .at = use { keepable = true }
+            if !reused && (transaction || keepable) {
+                if keepable {
                     // Before BEGIN (deferred: the snapshot starts at the body's first statement).
                     let epoch = rc.releaseEpoch.load(ordering: .sequentiallyConsistent)
                     let (gen, model) = state.withLock { ($0.generation, $0.model) }
@@ -62,11 +65,12 @@ extension Store {
                 try conn.run("BEGIN")
             }
             let v = try body(conn)
-            if let b = began, !readerGate.closedFlag.load(ordering: .sequentiallyConsistent) {
+            let gateClosed = readerGate.closedFlag.load(ordering: .sequentiallyConsistent)
+            if let b = began, !gateClosed {
                 conn.heldSnapshot = b
-            } else if reused && readerGate.closedFlag.load(ordering: .sequentiallyConsistent) {
-                ReadConnections.endSnapshot(conn)
-            } else if !reused && transaction {
+            } else if reused {
+                if gateClosed { ReadConnections.endSnapshot(conn) }
+            } else if began != nil || transaction {
                 try conn.run("COMMIT")
             }
             return v
