@@ -171,6 +171,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     /// `.blocking` jobs started during this read, submitted together after it (`sendPending`,
     /// which every read ends with). Same invariant as `streams`.
     @exclusivity(unchecked) private var pendingJobs: [BlockingJob] = []
+    /// A flush is queued with `afterCurrentBatch` for the `.blocking` outcomes of the batch being
+    /// drained. Same invariant as `streams`.
+    @exclusivity(unchecked) private var flushScheduled = false
 
     @inline(__always)
     private func stream(_ id: Int32) -> StreamState? {
@@ -535,7 +538,13 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         // The stream may have ended meanwhile (deadline answered, reset, connection closed).
         guard streams.find(stream.id) === stream else { return }
         completeSync(stream, outcome)
-        sendPending()
+        // Outcomes arrive in batches (`EventLoop.execute`): flush once per batch, not per call.
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        tcp.loop.afterCurrentBatch { [self] in
+            flushScheduled = false
+            sendPending()
+        }
     }
 
     /// Submits a synchronous call's outcome: response headers, then DATA from `reply` and the

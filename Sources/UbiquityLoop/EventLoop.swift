@@ -16,11 +16,16 @@ import Glibc
 public final class EventLoop: @unchecked Sendable {
     // @unchecked: `uvLoop`, `wakeup`, `closing` and `onLoopThreadID` are written before `run()`
     // starts or on the loop thread only; `queue` is guarded by its Mutex; `drained` (the spare
-    // buffer drainQueue swaps with the queue) is touched only on the loop thread.
+    // buffer drainQueue swaps with the queue), `afterBatch`, `afterBatchSpare` and `inDrain` are
+    // touched only on the loop thread.
     public let uvLoop: UnsafeMutablePointer<uv_loop_t>
     private let wakeup: UnsafeMutablePointer<uv_async_t>
     private let queue = Mutex<[@Sendable () -> Void]>([])
     private var drained: [@Sendable () -> Void] = []
+    /// Loop-thread work deferred to the end of the current `execute` batch (`afterCurrentBatch`).
+    private var afterBatch: [() -> Void] = []
+    private var afterBatchSpare: [() -> Void] = []
+    private var inDrain = false
     private let loopThread = Atomic<UInt>(0)
     /// Reusable read buffer shared by all connections of this loop: a read callback consumes it
     /// synchronously before libuv allocates for the next read.
@@ -76,9 +81,32 @@ public final class EventLoop: @unchecked Sendable {
                 drained = batch
                 return
             }
+            inDrain = true
             for work in batch { work() }
+            inDrain = false
             batch.removeAll(keepingCapacity: true)
             drained = batch
+            runAfterBatch()
+        }
+    }
+
+    /// Loop thread only: runs `work` once the `execute` jobs being drained now have all run, or at
+    /// once when called outside a drain (deferred work itself runs outside one). Lets jobs that each complete a call for the same
+    /// connection share one flush (one `nghttp2_session_mem_send`, one socket write) instead of
+    /// one each.
+    public func afterCurrentBatch(_ work: @escaping () -> Void) {
+        assertInEventLoop()
+        if inDrain { afterBatch.append(work) } else { work() }
+    }
+
+    private func runAfterBatch() {
+        while !afterBatch.isEmpty {
+            var works = afterBatchSpare
+            afterBatchSpare = []
+            swap(&works, &afterBatch)
+            for work in works { work() }
+            works.removeAll(keepingCapacity: true)
+            afterBatchSpare = works
         }
     }
 

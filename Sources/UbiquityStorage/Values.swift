@@ -266,12 +266,17 @@ public struct GenerationToken: Hashable, Sendable, Codable, CustomStringConverti
 
     public init(storeID: UUID, epoch: UInt64, generation: Int64) { self.storeID = storeID; self.epoch = epoch; self.generation = generation }
 
+    /// 33 bytes: version 1, the store's UUID, epoch and generation big-endian. Built in one
+    /// allocation (appending grew the array three times: ~1k instructions per read response).
     public var bytes: [UInt8] {
-        var out: [UInt8] = [1]
-        withUnsafeBytes(of: storeID.uuid) { out.append(contentsOf: $0) }
-        withUnsafeBytes(of: epoch.bigEndian) { out.append(contentsOf: $0) }
-        withUnsafeBytes(of: generation.bigEndian) { out.append(contentsOf: $0) }
-        return out
+        [UInt8](unsafeUninitializedCapacity: 33) { out, n in
+            let p = UnsafeMutableRawPointer(out.baseAddress!)
+            p.storeBytes(of: 1, as: UInt8.self)
+            p.storeBytes(of: storeID.uuid, toByteOffset: 1, as: uuid_t.self)
+            p.storeBytes(of: epoch.bigEndian, toByteOffset: 17, as: UInt64.self)
+            p.storeBytes(of: generation.bigEndian, toByteOffset: 25, as: Int64.self)
+            n = 33
+        }
     }
 
     /// Decodes `bytes`; throws `.invalidArgument` if malformed.

@@ -30,6 +30,50 @@ final class EventLoopTests: XCTestCase {
         thread.join()
     }
 
+    /// `afterCurrentBatch` (used to flush a connection once for all the blocking outcomes of a
+    /// batch): work asked for during a drain runs after every job of that batch, before the jobs
+    /// those jobs queue; asked for outside a drain (a timer, or deferred work itself), it runs at
+    /// once.
+    func testAfterCurrentBatchRunsAfterTheWholeBatchAndAtOnceOutsideADrain() {
+        let thread = EventLoopThread(name: "test-batch")
+        thread.start()
+        let loop = thread.loop
+        let order = Mutex<[String]>([])
+        let gate = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        // Hold the loop in one job so that A, B and C are queued together: they form one batch.
+        loop.execute { gate.wait() }
+        loop.execute {
+            order.withLock { $0.append("A") }
+            loop.afterCurrentBatch {
+                order.withLock { $0.append("after-A") }
+                loop.afterCurrentBatch { order.withLock { $0.append("after-after") } }
+            }
+            loop.execute { order.withLock { $0.append("next-batch") } }
+        }
+        loop.execute {
+            order.withLock { $0.append("B") }
+            loop.afterCurrentBatch { order.withLock { $0.append("after-B") } }
+        }
+        loop.execute {
+            order.withLock { $0.append("C") }
+            let timer = LoopTimer(loop: loop)
+            timer.start(milliseconds: 1) {
+                timer.close()
+                var ranAtOnce = false
+                loop.afterCurrentBatch { ranAtOnce = true }
+                order.withLock { $0.append(ranAtOnce ? "timer-at-once" : "timer-deferred") }
+                done.signal()
+            }
+        }
+        gate.signal()
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(order.withLock { $0 },
+                       ["A", "B", "C", "after-A", "after-after", "after-B", "next-batch", "timer-at-once"])
+        loop.stop()
+        thread.join()
+    }
+
     func testTimerFiresOnceAndCloseStopsIt() {
         let thread = EventLoopThread(name: "test-timer")
         thread.start()

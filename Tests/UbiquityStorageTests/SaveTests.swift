@@ -72,6 +72,16 @@ final class SaveTests: StorageTestCase {
         _ = try await s.objects([], at: .current, minimumGeneration: 1)
     }
 
+    /// Clients keep tokens across server restarts and upgrades: the layout (version 1, the store's
+    /// UUID, epoch and generation big-endian) must not change with how the bytes are built.
+    func testTokenBytesKeepTheirLayout() throws {
+        let id = UUID(uuidString: "00112233-4455-6677-8899-AABBCCDDEEFF")!
+        let t = GenerationToken(storeID: id, epoch: 0x0102_0304_0506_0708, generation: 0x1122_3344_5566_7788)
+        XCTAssertEqual(t.bytes, [1, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF,
+                                 1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88])
+        XCTAssertEqual(try GenerationToken(bytes: t.bytes), t)
+    }
+
     func testBadInputIsRejectedPreciselyAndWritesNothing() async throws {
         let s = try open()
         let anchor = try await insert(s, "Person", ["name": "Anchor"])
