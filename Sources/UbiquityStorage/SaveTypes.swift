@@ -166,6 +166,35 @@ final class InsertStatements {
     static let sizes = [64, 32, 16, 8, 4, 2, 1]
     private var model: ResolvedModel?
     private var texts: [String: [PreparedSQL?]] = [:]
+    /// `SaveTxn.flushInserts`' text values of one statement, copied end to end after one unused
+    /// byte (so the buffer is never empty and an empty text gets a non-null pointer: "" not NULL),
+    /// and where each is bound (parameter index, offset, byte count). Kept here between statements
+    /// so their storage is reused (`takeTextBytes`, `takeTextSlots`).
+    var textBytes: [UInt8] = []
+    var textSlots: [(index: Int32, offset: Int, count: Int)] = []
+
+    /// `textBytes` emptied down to its unused first byte, moved out (the caller puts it back).
+    func takeTextBytes() -> [UInt8] {
+        var b: [UInt8] = []
+        swap(&b, &textBytes)
+        b.removeAll(keepingCapacity: true); b.append(0)
+        return b
+    }
+
+    func takeTextSlots() -> [(index: Int32, offset: Int, count: Int)] {
+        var s: [(index: Int32, offset: Int, count: Int)] = []
+        swap(&s, &textSlots)
+        s.removeAll(keepingCapacity: true)
+        return s
+    }
+
+    /// Appends `s`'s UTF-8 to `bytes`; returns where it is.
+    static func append(_ s: String, to bytes: inout [UInt8]) -> (offset: Int, count: Int) {
+        var s = s
+        let offset = bytes.count
+        s.withUTF8 { bytes.append(contentsOf: $0) }
+        return (offset, bytes.count - offset)
+    }
 
     /// The statement for the next chunk of `remaining` rows of `width` values each, and its row count.
     func statement(_ model: ResolvedModel, root: String, remaining: Int, width: Int, variableLimit: Int) -> (rows: Int, sql: PreparedSQL) {
