@@ -128,6 +128,28 @@ public struct SaveResult: Codable, Sendable {
     public var dryRun: Bool
     /// True when this is the stored outcome of an earlier save with the same client transaction ID.
     public var replayed: Bool
+    /// Set by the writer for a save of new objects only (`SaveTxn.temporaryIDsUnique`): the pk of
+    /// its first insert; insert i got pk `firstNewPK + i` and version 1. `permanentIDs` and
+    /// `versions` are then left empty by the writer and filled from the request by
+    /// `addNewObjects` on the saving caller's thread (docs/storage.md concurrency rule 12), so
+    /// the writer hashes no ID for them. Never set in a result a caller sees.
+    var firstNewPK: Int64? = nil
+
+    enum CodingKeys: String, CodingKey { case token, permanentIDs, versions, resolvedConflicts, skipped, dryRun, replayed }
+
+    /// Fills `permanentIDs` and `versions` of a result the writer left compact (`firstNewPK`).
+    mutating func addNewObjects(_ request: SaveRequest) {
+        guard let first = firstNewPK else { return }
+        firstNewPK = nil
+        let sid = token.storeID
+        permanentIDs.reserveCapacity(request.inserts.count)
+        versions.reserveCapacity(request.inserts.count)
+        for (i, ins) in request.inserts.enumerated() {
+            let id = ObjectID(storeID: sid, entity: ins.entity, pk: first + Int64(i))
+            permanentIDs[ins.temporaryID] = id
+            versions[id] = 1
+        }
+    }
 }
 
 enum WriterJob {

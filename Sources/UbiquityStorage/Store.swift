@@ -470,12 +470,14 @@ public final class Store: Sendable {
     /// Queues a save with its inserts prepared against some model (used only if it is still the store's).
     func save(_ request: SaveRequest, prepared: PreparedSave?) async throws -> SaveResult {
         let flag = CancelFlag()
-        return try await withTaskCancellationHandler {
+        var result = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<SaveResult, Error>) in
                 let ok = writer.submit(.save(SaveJob(request: request, prepared: prepared, flag: flag, complete: { cont.resume(with: $0) })))
                 if !ok { cont.resume(throwing: StorageError(.storeClosed, "store is closed")) }
             }
         } onCancel: { flag.cancel() }
+        result.addNewObjects(request)  // here, not on the writer thread (SaveResult.firstNewPK)
+        return result
     }
 
     /// Inserts many objects in one transaction and one history record; with `upsert`, objects that

@@ -255,6 +255,9 @@ final class SaveTxn {
     /// a save whose only changes are new objects (`temporaryIDsUnique`) never looks a change up,
     /// so it keeps them in this array instead of hashing every ID (`record` moves them over first).
     var newObjectChanges: [HistoryChange] = []
+    /// Saves of new objects only: the first insert's pk (`SaveResult.firstNewPK`), while `tempMap`
+    /// and `versions` stay empty.
+    var firstNewPK: Int64?
     var touched: Set<ObjectID> = []
     var deleted: Set<ObjectID> = []
     var versions: [ObjectID: Int64] = [:]
@@ -506,7 +509,8 @@ final class SaveTxn {
         nextPK = try Meta.int(conn, "next_pk")
         // one entry per inserted object: no rehashing while a large save fills them
         let n = req.inserts.count + req.updates.count
-        tempMap.reserveCapacity(req.inserts.count); versions.reserveCapacity(n); touched.reserveCapacity(n)
+        if !temporaryIDsUnique { tempMap.reserveCapacity(req.inserts.count); versions.reserveCapacity(n) }
+        touched.reserveCapacity(n)
         if temporaryIDsUnique { newObjectChanges.reserveCapacity(n) } else { changes.reserveCapacity(n); changeOrder.reserveCapacity(n) }
 
         try applyInserts()
@@ -524,7 +528,8 @@ final class SaveTxn {
         }
 
         let token = GenerationToken(storeID: storeID, epoch: epoch, generation: req.dryRun ? currentGen : gen)
-        var result = SaveResult(token: token, permanentIDs: tempMap, versions: versions, resolvedConflicts: resolved, skipped: skipped, dryRun: req.dryRun, replayed: false)
+        var result = SaveResult(token: token, permanentIDs: tempMap, versions: versions, resolvedConflicts: resolved, skipped: skipped, dryRun: req.dryRun, replayed: false,
+                                firstNewPK: firstNewPK)
         if req.dryRun { return result }
         try Meta.set(conn, "next_pk", .integer(nextPK))
         try Meta.set(conn, "generation", .integer(gen))
@@ -617,9 +622,10 @@ final class SaveTxn {
             }
             let pk = nextPK; nextPK += 1
             let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
-            tempMap[obj] = oid
+            // A save of new objects only: every insert gets the next pk, in order, and nothing
+            // looks an ID up here; the result's maps are made from the request by the caller.
+            if temporaryIDsUnique { if firstNewPK == nil { firstNewPK = pk } } else { tempMap[obj] = oid; versions[oid] = 1 }
             try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
-            versions[oid] = 1
             if !model.countChecked.isEmpty { touched.insert(oid) }  // only validateCounts reads it
             // a new pk: no change recorded for it yet
             let change = HistoryChange(kind: .insert, objectID: oid, entity: ins.entity, changedProperties: p.changedProperties, tombstone: nil)
