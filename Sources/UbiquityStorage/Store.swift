@@ -60,6 +60,9 @@ public struct StorageConfiguration: Sendable {
     public var historyRetentionGenerations: Int64? = nil
     /// Prepared statements cached per connection.
     public var statementCacheSize: Int = 64
+    /// The writer connection's WAL frames go out in one write per run of frames instead of two
+    /// writes per frame (docs/storage.md "WAL write coalescing"). false: SQLite's own writes.
+    public var walWriteCoalescing: Bool = true
     /// Monotonic seconds, for pin leases (tests inject a manual clock).
     public var clock: @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }
     public var logger: Logger = Logger(label: "ubiquity.storage")
@@ -124,7 +127,8 @@ public final class Store: Sendable {
         self.canonicalPath = canonical
         self.path = path
         self.config = config
-        let w = try Connection(path: path, readOnly: false, vfs: config.vfsName, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: config.statementCacheSize)
+        let writerVFS = config.walWriteCoalescing ? WALCoalescing.writerVFS(over: config.vfsName) : config.vfsName
+        let w = try Connection(path: path, readOnly: false, vfs: writerVFS, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: config.statementCacheSize)
         var st: StoreState
         do {
             try w.exec("PRAGMA journal_mode=WAL")
