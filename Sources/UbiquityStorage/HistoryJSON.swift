@@ -4,7 +4,12 @@ import Foundation
 /// The output decodes with JSONDecoder as `[HistoryChange]` (tested against it).
 enum HistoryJSON {
     static func encode(_ changes: [HistoryChange]) -> String {
-        // Built as UTF-8 bytes (one String at the end): String appends were most of the cost.
+        String(decoding: encodeBytes(changes), as: UTF8.self)
+    }
+
+    /// `encode`'s UTF-8 bytes (the writer binds them as the record's text without making a String).
+    static func encodeBytes(_ changes: [HistoryChange]) -> [UInt8] {
+        // Built as UTF-8 bytes: String appends were most of the cost.
         var out: [UInt8] = [UInt8(ascii: "[")]
         out.reserveCapacity(changes.count * 140)
         // Everything from `{"changedProperties":[` up to the digits of the object's pk is the same
@@ -36,7 +41,7 @@ enum HistoryJSON {
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "]"))
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 
     /// A change's bytes before its pk digits, and what they depend on.

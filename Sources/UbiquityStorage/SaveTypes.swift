@@ -128,6 +128,28 @@ public struct SaveResult: Codable, Sendable {
     public var dryRun: Bool
     /// True when this is the stored outcome of an earlier save with the same client transaction ID.
     public var replayed: Bool
+    /// Set by the writer for a save of new objects only (`SaveTxn.temporaryIDsUnique`): the pk of
+    /// its first insert; insert i got pk `firstNewPK + i` and version 1. `permanentIDs` and
+    /// `versions` are then left empty by the writer and filled from the request by
+    /// `addNewObjects` on the saving caller's thread (docs/storage.md concurrency rule 12), so
+    /// the writer hashes no ID for them. Never set in a result a caller sees.
+    var firstNewPK: Int64? = nil
+
+    enum CodingKeys: String, CodingKey { case token, permanentIDs, versions, resolvedConflicts, skipped, dryRun, replayed }
+
+    /// Fills `permanentIDs` and `versions` of a result the writer left compact (`firstNewPK`).
+    mutating func addNewObjects(_ request: SaveRequest) {
+        guard let first = firstNewPK else { return }
+        firstNewPK = nil
+        let sid = token.storeID
+        permanentIDs.reserveCapacity(request.inserts.count)
+        versions.reserveCapacity(request.inserts.count)
+        for (i, ins) in request.inserts.enumerated() {
+            let id = ObjectID(storeID: sid, entity: ins.entity, pk: first + Int64(i))
+            permanentIDs[ins.temporaryID] = id
+            versions[id] = 1
+        }
+    }
 }
 
 enum WriterJob {
@@ -166,6 +188,35 @@ final class InsertStatements {
     static let sizes = [64, 32, 16, 8, 4, 2, 1]
     private var model: ResolvedModel?
     private var texts: [String: [PreparedSQL?]] = [:]
+    /// `SaveTxn.flushInserts`' text values of one statement, copied end to end after one unused
+    /// byte (so the buffer is never empty and an empty text gets a non-null pointer: "" not NULL),
+    /// and where each is bound (parameter index, offset, byte count). Kept here between statements
+    /// so their storage is reused (`takeTextBytes`, `takeTextSlots`).
+    var textBytes: [UInt8] = []
+    var textSlots: [(index: Int32, offset: Int, count: Int)] = []
+
+    /// `textBytes` emptied down to its unused first byte, moved out (the caller puts it back).
+    func takeTextBytes() -> [UInt8] {
+        var b: [UInt8] = []
+        swap(&b, &textBytes)
+        b.removeAll(keepingCapacity: true); b.append(0)
+        return b
+    }
+
+    func takeTextSlots() -> [(index: Int32, offset: Int, count: Int)] {
+        var s: [(index: Int32, offset: Int, count: Int)] = []
+        swap(&s, &textSlots)
+        s.removeAll(keepingCapacity: true)
+        return s
+    }
+
+    /// Appends `s`'s UTF-8 to `bytes`; returns where it is.
+    static func append(_ s: String, to bytes: inout [UInt8]) -> (offset: Int, count: Int) {
+        var s = s
+        let offset = bytes.count
+        s.withUTF8 { bytes.append(contentsOf: $0) }
+        return (offset, bytes.count - offset)
+    }
 
     /// The statement for the next chunk of `remaining` rows of `width` values each, and its row count.
     func statement(_ model: ResolvedModel, root: String, remaining: Int, width: Int, variableLimit: Int) -> (rows: Int, sql: PreparedSQL) {

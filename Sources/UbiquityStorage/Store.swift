@@ -68,6 +68,9 @@ public struct StorageConfiguration: Sendable {
     public var historyRetentionGenerations: Int64? = nil
     /// Prepared statements cached per connection.
     public var statementCacheSize: Int = 64
+    /// The writer connection's WAL frames go out in one write per run of frames instead of two
+    /// writes per frame (docs/storage.md "WAL write coalescing"). false: SQLite's own writes.
+    public var walWriteCoalescing: Bool = true
     /// Monotonic seconds, for pin leases (tests inject a manual clock).
     public var clock: @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }
     public var logger: Logger = Logger(label: "ubiquity.storage")
@@ -132,7 +135,8 @@ public final class Store: Sendable {
         self.canonicalPath = canonical
         self.path = path
         self.config = config
-        let w = try Connection(path: path, readOnly: false, vfs: config.vfsName, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: config.statementCacheSize)
+        let writerVFS = config.walWriteCoalescing ? WALCoalescing.writerVFS(over: config.vfsName) : config.vfsName
+        let w = try Connection(path: path, readOnly: false, vfs: writerVFS, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: config.statementCacheSize)
         var st: StoreState
         do {
             try w.exec("PRAGMA journal_mode=WAL")
@@ -468,12 +472,14 @@ public final class Store: Sendable {
     /// Queues a save with its inserts prepared against some model (used only if it is still the store's).
     func save(_ request: SaveRequest, prepared: PreparedSave?) async throws -> SaveResult {
         let flag = CancelFlag()
-        return try await withTaskCancellationHandler {
+        var result = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<SaveResult, Error>) in
                 let ok = writer.submit(.save(SaveJob(request: request, prepared: prepared, flag: flag, complete: { cont.resume(with: $0) })))
                 if !ok { cont.resume(throwing: StorageError(.storeClosed, "store is closed")) }
             }
         } onCancel: { flag.cancel() }
+        result.addNewObjects(request)  // here, not on the writer thread (SaveResult.firstNewPK)
+        return result
     }
 
     /// Inserts many objects in one transaction and one history record; with `upsert`, objects that

@@ -111,6 +111,7 @@ final class WriterEngine: Sendable {
         if aborted == nil {
             do { try conn.run(committed > 0 ? "COMMIT" : "ROLLBACK") } catch { aborted = error }
         }
+
         if let e = aborted {
             if !conn.isAutocommit { try? conn.exec("ROLLBACK") }
             // Nothing of this group is committed: every save that looked applied fails with the
@@ -250,6 +251,13 @@ final class SaveTxn {
     var skipped: [ObjectID] = []
     var changeOrder: [ObjectID] = []
     var changes: [ObjectID: HistoryChange] = [:]
+    /// The history changes of new objects, in order, while `changes`/`changeOrder` are not in use:
+    /// a save whose only changes are new objects (`temporaryIDsUnique`) never looks a change up,
+    /// so it keeps them in this array instead of hashing every ID (`record` moves them over first).
+    var newObjectChanges: [HistoryChange] = []
+    /// Saves of new objects only: the first insert's pk (`SaveResult.firstNewPK`), while `tempMap`
+    /// and `versions` stay empty.
+    var firstNewPK: Int64?
     var touched: Set<ObjectID> = []
     var deleted: Set<ObjectID> = []
     var versions: [ObjectID: Int64] = [:]
@@ -314,24 +322,53 @@ final class SaveTxn {
 
     /// Writes the queued new rows, up to `InsertStatements.sizes[0]` per INSERT: one statement
     /// (one VDBE run, one statement journal, one reset) per chunk instead of per row.
+    ///
+    /// Text values are copied once into `InsertStatements.textBytes` and bound from there without
+    /// SQLite copying them again (SQLITE_STATIC: one malloc and copy per value saved). The buffer
+    /// is not touched until the statement has finished stepping. The statements' bindings are not
+    /// cleared afterwards: every parameter is bound again before each step (only this function
+    /// runs these statements), so a stale pointer into the buffer is never read.
     func flushInserts() throws {
         if pendingRows.isEmpty { return }
         defer { pendingRows.removeAll(keepingCapacity: true) }
         let width = 5 + (model.columns[pendingRoot]?.count ?? 0)
+        let ins = insertStatements
         var i = 0
         while i < pendingRows.count {
-            let (n, sql) = insertStatements.statement(model, root: pendingRoot, remaining: pendingRows.count - i, width: width, variableLimit: conn.variableLimit)
+            let (n, sql) = ins.statement(model, root: pendingRoot, remaining: pendingRows.count - i, width: width, variableLimit: conn.variableLimit)
             let st = try conn.statement(sql)
-            defer { st.reset() }
+            defer { sqlite3_reset(st.stmt) }
             conn.statementCount += 1
+            // local copies (moved out, so unique): no exclusivity check per access of the class's arrays
+            var bytes = ins.takeTextBytes(), slots = ins.takeTextSlots()
+            defer { ins.textBytes = bytes; ins.textSlots = slots }
             var idx: Int32 = 1
+            var lastEntity = "", lastEntitySlot = (offset: 0, count: 0)
             for r in pendingRows[i..<(i + n)] {
                 try st.bind(idx, .integer(r.pk)); try st.bind(idx + 1, .integer(gen)); try st.bind(idx + 2, .integer(SaveTxn.live))
-                try st.bind(idx + 3, .integer(1)); try st.bind(idx + 4, .text(r.entity))
+                try st.bind(idx + 3, .integer(1))
+                // rows of one entity share its name's bytes
+                if slots.isEmpty || r.entity != lastEntity { lastEntity = r.entity; lastEntitySlot = InsertStatements.append(r.entity, to: &bytes) }
+                slots.append((idx + 4, lastEntitySlot.offset, lastEntitySlot.count))
                 idx += 5
-                for v in r.columnArgs { try st.bind(idx, v); idx += 1 }
+                for v in r.columnArgs {
+                    if case .text(let t) = v {
+                        let at = InsertStatements.append(t, to: &bytes)
+                        slots.append((idx, at.offset, at.count))
+                    } else {
+                        try st.bind(idx, v)
+                    }
+                    idx += 1
+                }
             }
-            while try st.step() {}
+            try bytes.withUnsafeBufferPointer { buf in
+                let base = UnsafeRawPointer(buf.baseAddress!)  // never empty (`takeTextBytes`)
+                for t in slots {
+                    let rc = sqlite3_bind_text(st.stmt, t.index, (base + t.offset).assumingMemoryBound(to: CChar.self), Int32(t.count), ubq_sqlite_static())
+                    if rc != SQLITE_OK { throw conn.error(rc, sql: st.sql) }
+                }
+                while try st.step() {}
+            }
             i += n
         }
     }
@@ -411,6 +448,7 @@ final class SaveTxn {
     }
 
     func record(_ id: ObjectID, _ kind: HistoryChange.Kind, _ props: [String], tombstone: [String: StorageValue]? = nil) {
+        movePendingChanges()
         if var c = changes[id] {
             if kind == .delete {
                 if c.kind == .insert { changes[id] = nil; changeOrder.removeAll { $0 == id }; return }
@@ -423,6 +461,13 @@ final class SaveTxn {
             changes[id] = HistoryChange(kind: kind, objectID: id, entity: id.entity, changedProperties: props.sorted(), tombstone: tombstone)
             changeOrder.append(id)
         }
+    }
+
+    /// Moves `newObjectChanges` into `changes`/`changeOrder` (before any lookup or update of them).
+    func movePendingChanges() {
+        if newObjectChanges.isEmpty { return }
+        for c in newObjectChanges { changes[c.objectID] = c; changeOrder.append(c.objectID) }
+        newObjectChanges = []
     }
 
     // MARK: values
@@ -464,8 +509,9 @@ final class SaveTxn {
         nextPK = try Meta.int(conn, "next_pk")
         // one entry per inserted object: no rehashing while a large save fills them
         let n = req.inserts.count + req.updates.count
-        tempMap.reserveCapacity(req.inserts.count); versions.reserveCapacity(n); touched.reserveCapacity(n)
-        changes.reserveCapacity(n); changeOrder.reserveCapacity(n)
+        if !temporaryIDsUnique { tempMap.reserveCapacity(req.inserts.count); versions.reserveCapacity(n) }
+        touched.reserveCapacity(n)
+        if temporaryIDsUnique { newObjectChanges.reserveCapacity(n) } else { changes.reserveCapacity(n); changeOrder.reserveCapacity(n) }
 
         try applyInserts()
         try applyUpdates()
@@ -482,20 +528,36 @@ final class SaveTxn {
         }
 
         let token = GenerationToken(storeID: storeID, epoch: epoch, generation: req.dryRun ? currentGen : gen)
-        var result = SaveResult(token: token, permanentIDs: tempMap, versions: versions, resolvedConflicts: resolved, skipped: skipped, dryRun: req.dryRun, replayed: false)
+        var result = SaveResult(token: token, permanentIDs: tempMap, versions: versions, resolvedConflicts: resolved, skipped: skipped, dryRun: req.dryRun, replayed: false,
+                                firstNewPK: firstNewPK)
         if req.dryRun { return result }
         try Meta.set(conn, "next_pk", .integer(nextPK))
         try Meta.set(conn, "generation", .integer(gen))
-        let ch = changeOrder.compactMap { changes[$0] }
+        let ch = changeOrder.isEmpty ? newObjectChanges : { movePendingChanges(); return changeOrder.compactMap { changes[$0] } }()
         let enc = JSONEncoder(); enc.outputFormatting = .sortedKeys
-        try conn.run("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, ?, ?)",
-                     [.integer(gen), .integer(Int64(Date().timeIntervalSince1970 * 1000)), req.author.map { .text($0) } ?? .null,
-                      req.contextName.map { .text($0) } ?? .null, .text(HistoryJSON.encode(ch))])
+        try insertHistory(ch)
         if let tx = req.clientTransactionID {
             result.replayed = false
             try conn.run("INSERT INTO ubq_client_tx (id, generation, result) VALUES (?, ?, ?)", [.text(tx), .integer(gen), .text(String(decoding: try enc.encode(result), as: UTF8.self))])
         }
         return result
+    }
+
+    /// The save's history record. Its JSON is bound as text straight from the encoder's bytes
+    /// (no String, no second copy by SQLite: SQLITE_STATIC while the statement steps; `reset`
+    /// clears the binding).
+    func insertHistory(_ ch: [HistoryChange]) throws {
+        let json = HistoryJSON.encodeBytes(ch)
+        let st = try conn.statement("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, ?, ?)")
+        defer { st.reset() }
+        conn.statementCount += 1
+        try st.bind([.integer(gen), .integer(Int64(Date().timeIntervalSince1970 * 1000)), req.author.map { .text($0) } ?? .null, req.contextName.map { .text($0) } ?? .null])
+        try json.withUnsafeBufferPointer { b in
+            // never empty: at least "[]"
+            let rc = sqlite3_bind_text(st.stmt, 5, UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), Int32(b.count), ubq_sqlite_static())
+            if rc != SQLITE_OK { throw conn.error(rc, sql: st.sql) }
+            while try st.step() {}
+        }
     }
 
     func applyInserts() throws {
@@ -560,13 +622,14 @@ final class SaveTxn {
             }
             let pk = nextPK; nextPK += 1
             let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
-            tempMap[obj] = oid
+            // A save of new objects only: every insert gets the next pk, in order, and nothing
+            // looks an ID up here; the result's maps are made from the request by the caller.
+            if temporaryIDsUnique { if firstNewPK == nil { firstNewPK = pk } } else { tempMap[obj] = oid; versions[oid] = 1 }
             try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
-            versions[oid] = 1
             if !model.countChecked.isEmpty { touched.insert(oid) }  // only validateCounts reads it
             // a new pk: no change recorded for it yet
-            changes[oid] = HistoryChange(kind: .insert, objectID: oid, entity: ins.entity, changedProperties: p.changedProperties, tombstone: nil)
-            changeOrder.append(oid)
+            let change = HistoryChange(kind: .insert, objectID: oid, entity: ins.entity, changedProperties: p.changedProperties, tombstone: nil)
+            if temporaryIDsUnique { newObjectChanges.append(change) } else { movePendingChanges(); changes[oid] = change; changeOrder.append(oid) }
         }
         try flushInserts()
     }
@@ -615,6 +678,7 @@ final class SaveTxn {
     var applyRelationshipsFor: [(ObjectID, [String: [ObjectReference]])] = []
 
     func applyUpdates() throws {
+        if !req.updates.isEmpty { movePendingChanges() }
         for u in req.updates {
             let id = u.objectID, obj = id.uri
             guard id.storeID == storeID else { issues.append(ValidationIssue(.objectNotFound, object: obj, "object ID of another store")); continue }
@@ -703,6 +767,7 @@ final class SaveTxn {
     }
 
     func applyRelationshipEdits() throws {
+        if !applyRelationshipsFor.isEmpty { movePendingChanges() }
         for (id, rels) in applyRelationshipsFor {
             for (name, refs) in rels.sorted(by: { $0.key < $1.key }) {
                 guard let rel = model.relationships[id.entity]?[name] else { continue }
@@ -783,6 +848,7 @@ final class SaveTxn {
     }
 
     func applyDeletes() throws {
+        if !req.deletes.isEmpty { movePendingChanges() }
         for d in req.deletes {
             let id = d.objectID, obj = id.uri
             guard id.storeID == storeID, model.entities[id.entity] != nil else {

@@ -13,6 +13,7 @@ guard args.count == 4, let storeID = UUID(uuidString: args[2]), let first = Int6
 var config = StorageConfiguration()
 config.readerCount = 1
 config.synchronous = .full
+config.walWriteCoalescing = true  // the default, named: the crash test covers coalesced WAL writes
 config.checkpointThresholdBytes = 64 << 10
 let store = try Store.open(path: args[1], id: storeID, configuration: config)
 let out = FileHandle.standardOutput

@@ -42,6 +42,8 @@ struct Ubiquityd: ParsableCommand {
     var logLevel = "info"
     @Option(help: "SQLite synchronous level for store writes: full (default; a save that returned OK survives power loss) or normal.")
     var synchronous = "full"
+    @Option(help: "Coalesce each store writer's WAL frame writes into one write per run of frames: on (default) or off.")
+    var walWriteCoalescing = "on"
     @Option(help: "Stores kept open at once (least recently used close first).")
     var maxOpenStores = 256
     @Option(help: "Page cache of each open store's writer connection, in MiB (filled only as pages are used).")
@@ -84,6 +86,7 @@ struct Ubiquityd: ParsableCommand {
         guard ["full", "normal"].contains(synchronous.lowercased()) else { throw ValidationError("--synchronous must be full or normal") }
         guard maxOpenStores >= 1 else { throw ValidationError("--max-open-stores must be at least 1") }
         guard writerCacheMib >= 1 else { throw ValidationError("--writer-cache-mib must be at least 1") }
+        guard ["on", "off"].contains(walWriteCoalescing.lowercased()) else { throw ValidationError("--wal-write-coalescing must be on or off") }
         guard (0...65536).contains(readerMmapMib) else { throw ValidationError("--reader-mmap-mib must be 0...65536") }
         guard readerCacheMib >= 0 else { throw ValidationError("--reader-cache-mib must be at least 0") }
         guard (0...1000).contains(readerSnapshotHoldMs) else { throw ValidationError("--reader-snapshot-hold-ms must be 0...1000") }
@@ -123,6 +126,7 @@ struct Ubiquityd: ParsableCommand {
         var storage = StorageConfiguration()
         storage.synchronous = synchronous.lowercased() == "normal" ? .normal : .full
         storage.writerCacheKiB = writerCacheMib << 10
+        storage.walWriteCoalescing = walWriteCoalescing.lowercased() == "on"
         storage.checkpointThresholdBytes = checkpointThresholdMib << 20
         storage.readerMmapBytes = readerMmapMib << 20
         storage.readerCacheKiB = readerCacheMib > 0 ? readerCacheMib << 10 : nil

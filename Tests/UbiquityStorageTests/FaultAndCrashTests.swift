@@ -5,8 +5,24 @@ import XCTest
 final class FaultTests: StorageTestCase {
     /// The N-th write or sync fails → the save fails with the mapped error, nothing partial
     /// is visible, and the store keeps working.
+    /// SQLite's own writes (coalescing off): writes 1...12 fall inside the save's commit.
     func testNthWriteOrSyncFailureLeavesNothingPartial() async throws {
+        let failures = try await nthWriteOrSyncFailures(coalescing: false)
+        XCTAssertGreaterThanOrEqual(failures.count, failures.plan / 2)
+        XCTAssertTrue(failures.sawFull, "SQLITE_FULL maps to .full")
+    }
+
+    /// Coalesced WAL writes (the default, docs/storage.md): a commit is a few writes, so fewer of
+    /// the armed writes fall inside it; every one that does fails the save whole.
+    func testNthWriteOrSyncFailureLeavesNothingPartialCoalesced() async throws {
+        let failures = try await nthWriteOrSyncFailures(coalescing: true)
+        XCTAssertGreaterThanOrEqual(failures.count, 4)
+        XCTAssertTrue(failures.sawFull, "SQLITE_FULL maps to .full")
+    }
+
+    private func nthWriteOrSyncFailures(coalescing: Bool) async throws -> (count: Int, plan: Int, sawFull: Bool) {
         let s = try open("faulty") {
+            $0.walWriteCoalescing = coalescing
             $0.vfsName = FaultInjection.vfsName
             $0.synchronous = .full
             $0.checkpointThresholdBytes = 32 << 10  // checkpoints happen during the run too
@@ -50,8 +66,6 @@ final class FaultTests: StorageTestCase {
             // still usable
             try await insert(s, "Note", ["n": .int(Int64(-k))])
         }
-        XCTAssertGreaterThanOrEqual(failures, plan.count / 2)
-        XCTAssertTrue(sawFull, "SQLITE_FULL maps to .full")
         let problems = try await s.integrityCheck()
         XCTAssertEqual(problems, [])
         // a fresh open (recovery) sees the same store
@@ -60,6 +74,7 @@ final class FaultTests: StorageTestCase {
         let s2 = try open("faulty", id: s.id, model: nil)
         let dump2 = try await s2.dump()
         XCTAssertEqual(dump2, dump)
+        return (failures, plan.count, sawFull)
     }
 }
 

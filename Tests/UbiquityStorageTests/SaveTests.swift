@@ -442,6 +442,42 @@ final class SaveTests: StorageTestCase {
         XCTAssertEqual(got[2]?.values["name"], "Cy"); XCTAssertEqual(got[2]?.id.entity, "Employee")
     }
 
+    /// The writer binds new rows' text values from one shared buffer without SQLite copying them,
+    /// and a save of new objects only keeps its history changes in an array: every value must
+    /// read back as saved (empty, small, long, non-ASCII; across INSERT chunks, entities and root
+    /// tables, and from one save to the next as the buffer is reused), and the history record
+    /// must list every object in order.
+    func testNewRowsTextValuesAndHistoryReadBackAsSaved() async throws {
+        let s = try open()
+        let texts = ["", "a", "fifteen bytes!!", "sixteen bytes!!!", String(repeating: "long text ", count: 30), "héllo ✓ 日本", "q\"uo\\te"]
+        for round in 0..<2 {
+            var r = SaveRequest()
+            r.author = "au\(round)"
+            for i in 0..<130 {
+                if i == 70 {
+                    r.inserts.append(InsertOperation(temporaryID: "item", entity: "Item", values: ["seq": .int(Int64(round)), "payload": .binary(Data([1, 0, 2]))]))
+                }
+                let t = texts[(i + round) % texts.count] + (round == 0 ? "" : "\(i)")
+                r.inserts.append(InsertOperation(temporaryID: "n\(i)", entity: "Note", values: i % 9 == 4 ? ["n": .int(Int64(i))] : ["text": .string(t), "n": .int(Int64(i))]))
+            }
+            let res = try await s.save(r)
+            let ids = r.inserts.map { res.permanentIDs[$0.temporaryID]! }
+            let got = try await s.objects(ids, at: .current)
+            for (k, ins) in r.inserts.enumerated() {
+                XCTAssertEqual(got[k]?.id, ids[k])
+                for (name, v) in ins.values { XCTAssertEqual(got[k]?.values[name], v, "\(ins.temporaryID).\(name) round \(round)") }
+                if ins.entity == "Note" && ins.values["text"] == nil { XCTAssertEqual(got[k]?.values["text"] ?? .null, .null) }
+                XCTAssertEqual(res.versions[ids[k]], 1)
+            }
+            let page = try await s.history(after: nil)
+            let tx = try XCTUnwrap(page.transactions.first { $0.token.generation == res.token.generation })
+            XCTAssertEqual(tx.author, "au\(round)")
+            XCTAssertEqual(tx.changes.map(\.objectID), ids)
+            XCTAssertEqual(tx.changes.map(\.kind), Array(repeating: .insert, count: ids.count))
+            XCTAssertEqual(tx.changes.map(\.changedProperties), r.inserts.map { Array($0.values.keys).sorted() })
+        }
+    }
+
     func testHistoryJSONDecodesAsHistoryChanges() throws {
         let sid = UUID()
         let changes = [
