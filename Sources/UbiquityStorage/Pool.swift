@@ -282,6 +282,13 @@ final class ReaderGate: @unchecked Sendable {
 
     init(maxWait: Double) { self.maxWait = maxWait }
 
+    /// Readers that have entered since the gate was made (a count that only grows): the writer
+    /// compares it between WAL restarts to tell whether anyone read the store meanwhile.
+    var entries: UInt64 {
+        cond.lock(); defer { cond.unlock() }
+        return nextTicket
+    }
+
     /// Enters; pass the returned ticket to `leave`.
     func enter() -> UInt64 {
         cond.lock()

@@ -174,6 +174,10 @@ struct SaveJob {
 final class WriterOwned: @unchecked Sendable {
     // Invariant: every property is read and written only on the writer thread (rule 1).
     var commitsSinceGC = 0
+    /// `ReaderGate.entries` when the writer last restarted the WAL: while it is unchanged, no
+    /// reader has begun since, and the checkpoint policy uses the larger threshold
+    /// (`checkpointThresholdBytesWithoutReaders`).
+    var readerEntriesAtRestart: UInt64 = 0
     let insertStatements = InsertStatements()
 }
 

@@ -18,6 +18,16 @@ public struct StorageConfiguration: Sendable {
     /// of every 10 s round at 4 MiB and 0.7-1.8 s at 16; W2 into an empty store checkpoints half
     /// as often at 32 as at 16 (0.24 vs 0.40 ms of the writer's time per save).
     public var checkpointThresholdBytes: Int = 32 << 20
+    /// The threshold instead, while no reader has begun since the WAL last restarted (a store
+    /// only written to, e.g. an import or a burst of saves); 0 or not above
+    /// `checkpointThresholdBytes`: always that one. Each checkpoint copies every page the WAL
+    /// holds back into the database and syncs it, and the writer waits for that I/O: a larger WAL
+    /// copies a page rewritten by many commits once. Readers pay for a large WAL instead (SQLite
+    /// looks every page they read up in the WAL index, whose cost grows with the WAL), so the
+    /// first read after a restart brings the smaller threshold back. 128 MiB: W2 (100-object
+    /// saves into a new store, nobody reading) 74-79k rows/s at 32, 83-98k at 64, 94-116k at 128
+    /// (docs/benchmarks.md, fifth round).
+    public var checkpointThresholdBytesWithoutReaders: Int = 128 << 20
     /// Past twice the threshold the writer restarts the WAL: reader jobs not yet started wait up
     /// to this long (seconds) for the ones in flight to finish; the writer itself never waits.
     public var walRestartMaxReaderWait: Double = 0.5
@@ -56,7 +66,7 @@ public struct StorageConfiguration: Sendable {
     public var writerNice: Int = 0
     /// The WAL file is trimmed to this size at the first commit after a restart (RESTART keeps
     /// the file otherwise: later commits overwrite it rather than grow it).
-    public var journalSizeLimitBytes: Int = 32 << 20
+    public var journalSizeLimitBytes: Int = 128 << 20
     /// Largest string or binary value accepted in a save.
     public var maxValueBytes: Int = 4 << 20
     /// Most saves the writer groups into one SQLite transaction.

@@ -27,11 +27,13 @@ final class WriterEngine: Sendable {
     /// growing it from zero, which makes their writes and fsyncs cheaper (docs/storage.md rule 5).
     func resetWAL(_ conn: Connection) -> Bool {
         let saved = conn.busyPolls
+        let entries = gate.entries  // before the restart: a reader that begins during it counts
         conn.busyPolls = 0
         defer { conn.busyPolls = saved }
         let r = conn.checkpoint(.restart)
         state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
         if r.rc != SQLITE_OK { config.logger.debug("WAL restart skipped: rc \(r.rc)") }
+        if r.rc == SQLITE_OK { owned.readerEntriesAtRestart = entries }
         return r.rc == SQLITE_OK
     }
 
@@ -142,7 +144,10 @@ final class WriterEngine: Sendable {
     func afterCommit(_ conn: Connection) {
         // The WAL's content (frames since its last restart), not its file: RESTART keeps the file.
         let wal = conn.walContentBytes
-        if wal > config.checkpointThresholdBytes {
+        // Nobody has begun a read since the WAL last restarted: nobody pays for a longer WAL yet.
+        let unread = config.checkpointThresholdBytesWithoutReaders > config.checkpointThresholdBytes
+            && gate.entries == owned.readerEntriesAtRestart
+        if wal > (unread ? config.checkpointThresholdBytesWithoutReaders : config.checkpointThresholdBytes) {
             let t0 = DispatchTime.now().uptimeNanoseconds
             // Readers that began before this commit hold WAL read marks below its last frame and
             // would stop the checkpoint short of it.

@@ -15,6 +15,7 @@ config.readerCount = 1
 config.synchronous = .full
 config.walWriteCoalescing = true  // the default, named: the crash test covers coalesced WAL writes
 config.checkpointThresholdBytes = 64 << 10
+config.checkpointThresholdBytesWithoutReaders = 0
 let store = try Store.open(path: args[1], id: storeID, configuration: config)
 let out = FileHandle.standardOutput
 let writers = 4

@@ -17,7 +17,7 @@ final class GenerationTests: StorageTestCase {
         try open {
             $0.synchronous = .normal
             $0.readerCount = 2
-            $0.checkpointThresholdBytes = threshold
+            $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0
             $0.journalSizeLimitBytes = threshold
             more(&$0)
         }
@@ -95,7 +95,7 @@ final class GenerationTests: StorageTestCase {
     /// without the writer ever waiting, and the WAL restarts once the reader is done.
     func testReadersNeverBlockTheWriter() async throws {
         let threshold = 64 << 10
-        let s = try open { $0.checkpointThresholdBytes = threshold; $0.journalSizeLimitBytes = threshold; $0.readerCount = 2; $0.walHardLimitBytes = 1 << 30 }
+        let s = try open { $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.journalSizeLimitBytes = threshold; $0.readerCount = 2; $0.walHardLimitBytes = 1 << 30 }
         try await insert(s, "Note", ["n": 0])
         let inside = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let held = Task {
@@ -178,7 +178,7 @@ final class GenerationTests: StorageTestCase {
     /// had reached the threshold, and a TRUNCATE would leave it empty after each restart.
     func testWALRestartKeepsTheFileAndCheckpointsByContent() async throws {
         let threshold = 256 << 10
-        let s = try open { $0.checkpointThresholdBytes = threshold; $0.journalSizeLimitBytes = threshold; $0.walHardLimitBytes = 1 << 30 }
+        let s = try open { $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.journalSizeLimitBytes = threshold; $0.walHardLimitBytes = 1 << 30 }
         let saves = 200
         let text = String(repeating: "w", count: 2000)  // each save: a page or more of WAL
         var maxWAL = 0, sawEmptyAfterRestart = false
@@ -198,6 +198,57 @@ final class GenerationTests: StorageTestCase {
         XCTAssertLessThan(st.checkpoints, saves / 4, "checkpoints by WAL content, not file size (\(st))")
         let ids = try await s.objectIDs(entity: "Note")
         XCTAssertEqual(ids.count, saves)
+        let problems = try await s.integrityCheck()
+        XCTAssertEqual(problems, [])
+    }
+
+    /// While nobody has begun a read since the WAL last restarted, the writer checkpoints at the
+    /// larger threshold (`checkpointThresholdBytesWithoutReaders`); the first read brings the
+    /// smaller one back at the next commit, and after that restart an unread WAL grows long again.
+    /// A policy that ignored readers would checkpoint at the small threshold throughout (or,
+    /// ignoring the read, let readers pay for a long WAL).
+    func testAnUnreadWALIsCheckpointedAtTheLargerThreshold() async throws {
+        let small = 64 << 10, large = 512 << 10
+        let s = try open {
+            $0.checkpointThresholdBytes = small; $0.checkpointThresholdBytesWithoutReaders = large
+            $0.journalSizeLimitBytes = large; $0.walHardLimitBytes = 1 << 30
+        }
+        let text = String(repeating: "u", count: 2000)  // each save: a page or more of WAL
+        var first: ObjectID?
+        var written = 0
+        func writeUntil(_ done: () -> Bool, _ max: Int) async throws -> Int {
+            var n = 0
+            while !done() && n < max {
+                let id = try await insert(s, "Note", ["n": .int(Int64(n)), "text": .string(text)])
+                if first == nil { first = id }
+                n += 1; written += 1
+            }
+            return n
+        }
+        // No reader yet: the WAL passes the small threshold several times over, no checkpoint.
+        _ = try await writeUntil({ s.walFileSize > 4 * small }, 2000)
+        XCTAssertEqual(s.walStats.checkpoints, 0, "an unread WAL is not checkpointed at the small threshold (\(s.walStats))")
+        // Up to the large threshold it restarts, then starts over long.
+        _ = try await writeUntil({ s.walStats.restarts > 0 }, 4000)
+        XCTAssertEqual(s.walStats.restarts, 1, "restarted at the large threshold (\(s.walStats))")
+        XCTAssertGreaterThan(s.walFileSize, 4 * small, "the file keeps the large WAL's size (journal size limit)")
+        // 12 commits (2-6 frames each): past the small threshold, far from the large one.
+        _ = try await writeUntil({ false }, 12)
+        XCTAssertEqual(s.walStats.checkpoints, 1, "unread commits past the small threshold, no checkpoint (\(s.walStats))")
+        // A read: the next commit checkpoints at the small threshold (so the WAL held more than
+        // that) and the WAL restarts.
+        let o = try await s.object(first!)
+        XCTAssertEqual(o.values["n"], .int(0))
+        // (the writer checkpoints after acknowledging; the second save waits for it)
+        _ = try await writeUntil({ false }, 2)
+        XCTAssertEqual(s.walStats.checkpoints, 2, "the commit after a read checkpoints (\(s.walStats))")
+        XCTAssertEqual(s.walStats.restarts, 2)
+        // Nobody read since that restart: long again.
+        _ = try await writeUntil({ false }, 12)
+        XCTAssertEqual(s.walStats.checkpoints, 2, "(\(s.walStats))")
+        XCTAssertEqual(s.walStats.gateClosures, 0)
+        let ids = try await s.objectIDs(entity: "Note")
+        XCTAssertEqual(ids.count, written)
         let problems = try await s.integrityCheck()
         XCTAssertEqual(problems, [])
     }
