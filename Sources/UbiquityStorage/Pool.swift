@@ -41,6 +41,17 @@ final class JobQueue<Job>: @unchecked Sendable {
         return out
     }
 
+    /// `pop`, but nil if nothing was queued within `timeout` seconds (the queue still open).
+    func pop(max: Int, timeout: Double) -> [Job]? {
+        cond.lock()
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while head == items.count && !closed {
+            if !cond.wait(until: deadline) && head == items.count && !closed { cond.unlock(); return nil }
+        }
+        cond.unlock()
+        return pop(max: max)
+    }
+
     var isEmpty: Bool { cond.lock(); defer { cond.unlock() }; return head == items.count }
     var count: Int { cond.lock(); defer { cond.unlock() }; return items.count - head }
 
@@ -378,14 +389,24 @@ final class WriterThread<Job>: Sendable {
     private let done = DispatchGroup()
 
     /// `nice`: the thread's CPU priority (0: the process's; `ThreadPriority`, docs/threading.md rule 14).
-    init(connection: Connection, maxBatch: Int, nice: Int = 0, handler: @escaping @Sendable (Connection, [Job]) -> Void, onClose: @escaping @Sendable (Connection) -> Void) {
+    /// `idle`: asked before the thread waits for jobs; a number of seconds means "if no job comes
+    /// within that long, call `onIdle`" (nil: just wait).
+    init(connection: Connection, maxBatch: Int, nice: Int = 0, handler: @escaping @Sendable (Connection, [Job]) -> Void,
+         idle: @escaping @Sendable () -> Double? = { nil }, onIdle: @escaping @Sendable (Connection) -> Void = { _ in },
+         onClose: @escaping @Sendable (Connection) -> Void) {
         let box = ConnectionBox(connection)
         done.enter()
         let t = Thread { [queue, done] in
             ThreadPriority.prepareStoreThread(name: "ubq-writer", nice: nice)
             let conn = box.take()
             while true {
-                let jobs = queue.pop(max: maxBatch)
+                let jobs: [Job]
+                if let wait = idle() {
+                    guard let j = queue.pop(max: maxBatch, timeout: wait) else { onIdle(conn); continue }
+                    jobs = j
+                } else {
+                    jobs = queue.pop(max: maxBatch)
+                }
                 if jobs.isEmpty { break }
                 handler(conn, jobs)
             }

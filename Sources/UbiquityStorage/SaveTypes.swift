@@ -178,6 +178,10 @@ final class WriterOwned: @unchecked Sendable {
     /// reader has begun since, and the checkpoint policy uses the larger threshold
     /// (`checkpointThresholdBytesWithoutReaders`).
     var readerEntriesAtRestart: UInt64 = 0
+    /// The last commit left more than `checkpointThresholdBytes` in the WAL (an unread WAL, or a
+    /// restart readers kept from happening): once the writer has been idle for
+    /// `idleCheckpointSeconds`, it checkpoints (`WriterEngine.idleCheckpoint`), once.
+    var idleCheckpointDue = false
     let insertStatements = InsertStatements()
 }
 

@@ -28,6 +28,11 @@ public struct StorageConfiguration: Sendable {
     /// saves into a new store, nobody reading) 74-79k rows/s at 32, 83-98k at 64, 94-116k at 128
     /// (docs/benchmarks.md, fifth round).
     public var checkpointThresholdBytesWithoutReaders: Int = 128 << 20
+    /// A writer idle this long (seconds) after a commit that left more than
+    /// `checkpointThresholdBytes` in the WAL checkpoints and restarts it then (0: never): a store
+    /// written without readers and then only read would otherwise keep its long WAL, and every
+    /// read would pay for it, until the next save.
+    public var idleCheckpointSeconds: Double = 0.1
     /// Past twice the threshold the writer restarts the WAL: reader jobs not yet started wait up
     /// to this long (seconds) for the ones in flight to finish; the writer itself never waits.
     public var walRestartMaxReaderWait: Double = 0.5
@@ -104,6 +109,8 @@ struct StoreState {
     var closed = false
     var writerBusyWaits = 0
     var walRestarts = 0
+    /// Checkpoints the writer ran because it was idle after a long WAL (also in `checkpoints`).
+    var idleCheckpoints = 0
     var walRestartsSkipped = 0
     var checkpoints = 0
     var checkpointSeconds = 0.0
@@ -212,6 +219,7 @@ public final class Store: Sendable {
         readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate)
         let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, handler: { conn, jobs in engine.handle(conn, jobs) },
+                                             idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
                                              onClose: { conn in _ = conn.checkpoint(truncate: true) })
         self.writer = writer
         gate.onDrained = { [weak writer] in
@@ -235,7 +243,7 @@ public final class Store: Sendable {
         readConnections.close()
         writer.shutdown()
         let w = walStats
-        config.logger.debug("store \(id) closed: \(w.checkpoints) checkpoints (\(Int(w.seconds * 1000)) ms, longest \(Int(w.maxSeconds * 1000)) ms), WAL restarts \(w.restarts), skipped \(w.restartsSkipped), reader gate closed \(w.gateClosures) times")
+        config.logger.debug("store \(id) closed: \(w.checkpoints) checkpoints (\(idleCheckpointCount) when idle, \(Int(w.seconds * 1000)) ms, longest \(Int(w.maxSeconds * 1000)) ms), WAL restarts \(w.restarts), skipped \(w.restartsSkipped), reader gate closed \(w.gateClosures) times")
         Store.openPaths.withLock { _ = $0.remove(canonicalPath) }
     }
 
@@ -536,6 +544,9 @@ public final class Store: Sendable {
     public var walRestartCounts: (done: Int, skipped: Int) { state.withLock { ($0.walRestarts, $0.walRestartsSkipped) } }
     /// Checkpoint activity since open: threshold checkpoints (count, total and longest seconds,
     /// bounded reader waits included), WAL restarts, reader-gate closures.
+    /// Checkpoints the writer ran when idle after a commit that left a long WAL (also counted in
+    /// `walStats.checkpoints`).
+    public var idleCheckpointCount: Int { state.withLock { $0.idleCheckpoints } }
     public var walStats: (checkpoints: Int, seconds: Double, maxSeconds: Double, restarts: Int, restartsSkipped: Int, gateClosures: Int) {
         let g = readerGate.closeCount
         return state.withLock { ($0.checkpoints, $0.checkpointSeconds, $0.checkpointMaxSeconds, $0.walRestarts, $0.walRestartsSkipped, g) }

@@ -17,9 +17,10 @@ final class WriterEngine: Sendable {
 
     /// RESTART checkpoint without waiting (busy handler off): runs once the reader gate has
     /// drained, so normally no reader is in the WAL. Always reopens the gate.
-    func restartWAL(_ conn: Connection) {
+    @discardableResult
+    func restartWAL(_ conn: Connection) -> Bool {
         defer { gate.open() }
-        _ = resetWAL(conn)
+        return resetWAL(conn)
     }
 
     /// RESTART checkpoint with the busy handler off; counts the restart (or the skip). Not
@@ -147,42 +148,70 @@ final class WriterEngine: Sendable {
         // Nobody has begun a read since the WAL last restarted: nobody pays for a longer WAL yet.
         let unread = config.checkpointThresholdBytesWithoutReaders > config.checkpointThresholdBytes
             && gate.entries == owned.readerEntriesAtRestart
+        var restarted = false
         if wal > (unread ? config.checkpointThresholdBytesWithoutReaders : config.checkpointThresholdBytes) {
-            let t0 = DispatchTime.now().uptimeNanoseconds
-            // Readers that began before this commit hold WAL read marks below its last frame and
-            // would stop the checkpoint short of it.
-            _ = gate.waitForReadersInside(timeout: config.checkpointReaderWait)
-            let r = conn.checkpoint(truncate: false)
-            if r.rc != SQLITE_OK { config.logger.debug("passive checkpoint: rc \(r.rc)") }
-            var restarted = false
-            if r.rc == SQLITE_OK && r.log > 0 && r.done == r.log {
-                // The whole WAL is in the database: readers starting now do not use it (read mark
-                // 0); once the ones that started before are gone, TRUNCATE waits for nobody.
-                if gate.waitForReadersInside(timeout: config.checkpointReaderWait) { restarted = resetWAL(conn) }
-            }
-            let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
-            state.withLock { $0.checkpoints += 1; $0.checkpointSeconds += dt; $0.checkpointMaxSeconds = max($0.checkpointMaxSeconds, dt) }
-            // Readers that overlap continuously and outlast the waits keep read marks in the WAL,
-            // so SQLite never gets a moment to restart it. Past twice the threshold, close the
-            // reader gate; once the readers in flight are done (each is one short transaction),
-            // the restart job runs.
-            if !restarted && wal > 2 * config.checkpointThresholdBytes {
-                if gate.close() {
-                    restartWAL(conn)
-                } else if wal > config.walHardLimitBytes {
-                    // Hard bound: wait (busy handler, up to the busy timeout) for the readers in
-                    // flight; the closed gate keeps new ones out meanwhile.
-                    let r = conn.checkpoint(.restart)
-                    state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
-                    if r.rc != SQLITE_OK { config.logger.warning("WAL over its hard limit and readers still busy: rc \(r.rc)") }
-                    gate.open()
-                }
-            }
+            restarted = checkpoint(conn, wal: wal)
         }
+        // A long WAL left behind (unread, or readers kept the restart from happening): checkpoint
+        // it once the writer is idle, so reads after the last save do not keep paying for it.
+        owned.idleCheckpointDue = !restarted && wal > config.checkpointThresholdBytes
         if config.gcEveryCommits > 0 && owned.commitsSinceGC >= config.gcEveryCommits {
             owned.commitsSinceGC = 0
             do { _ = try gcBatch(conn, limit: config.gcBatchSize) } catch { config.logger.warning("gc batch failed: \(error)") }
         }
+    }
+
+    /// Seconds the writer thread may wait for a job before `idleCheckpoint` (nil: wait for jobs).
+    /// Read on the writer thread only (WriterThread's loop).
+    var idleCheckpointWait: Double? {
+        owned.idleCheckpointDue && config.idleCheckpointSeconds > 0 ? config.idleCheckpointSeconds : nil
+    }
+
+    /// The writer has been idle since a commit that left a long WAL: checkpoint it now, with the
+    /// same bounded waits as after a commit but never the reader gate; once until the next commit.
+    func idleCheckpoint(_ conn: Connection) {
+        owned.idleCheckpointDue = false
+        state.withLock { $0.idleCheckpoints += 1 }
+        _ = checkpoint(conn, wal: conn.walContentBytes, fallbacks: false)
+    }
+
+    /// Waits (bounded) for the readers in flight, PASSIVE-checkpoints and, if that copied the
+    /// whole WAL, waits again and restarts it. With `fallbacks`, past twice the threshold the
+    /// reader gate (and past the hard limit the busy handler) get the WAL restarted. True if the
+    /// WAL restarted here (not if a restart job was queued for when the gate drains).
+    private func checkpoint(_ conn: Connection, wal: Int, fallbacks: Bool = true) -> Bool {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        // Readers that began before this commit hold WAL read marks below its last frame and
+        // would stop the checkpoint short of it.
+        _ = gate.waitForReadersInside(timeout: config.checkpointReaderWait)
+        let r = conn.checkpoint(truncate: false)
+        if r.rc != SQLITE_OK { config.logger.debug("passive checkpoint: rc \(r.rc)") }
+        var restarted = false
+        if r.rc == SQLITE_OK && r.log > 0 && r.done == r.log {
+            // The whole WAL is in the database: readers starting now do not use it (read mark
+            // 0); once the ones that started before are gone, TRUNCATE waits for nobody.
+            if gate.waitForReadersInside(timeout: config.checkpointReaderWait) { restarted = resetWAL(conn) }
+        }
+        let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+        state.withLock { $0.checkpoints += 1; $0.checkpointSeconds += dt; $0.checkpointMaxSeconds = max($0.checkpointMaxSeconds, dt) }
+        // Readers that overlap continuously and outlast the waits keep read marks in the WAL,
+        // so SQLite never gets a moment to restart it. Past twice the threshold, close the
+        // reader gate; once the readers in flight are done (each is one short transaction),
+        // the restart job runs.
+        if fallbacks && !restarted && wal > 2 * config.checkpointThresholdBytes {
+            if gate.close() {
+                restarted = restartWAL(conn)
+            } else if wal > config.walHardLimitBytes {
+                // Hard bound: wait (busy handler, up to the busy timeout) for the readers in
+                // flight; the closed gate keeps new ones out meanwhile.
+                let r = conn.checkpoint(.restart)
+                state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
+                if r.rc != SQLITE_OK { config.logger.warning("WAL over its hard limit and readers still busy: rc \(r.rc)") }
+                if r.rc == SQLITE_OK { restarted = true; owned.readerEntriesAtRestart = gate.entries }
+                gate.open()
+            }
+        }
+        return restarted
     }
 
     // MARK: GC

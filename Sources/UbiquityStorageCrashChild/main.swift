@@ -16,6 +16,7 @@ config.synchronous = .full
 config.walWriteCoalescing = true  // the default, named: the crash test covers coalesced WAL writes
 config.checkpointThresholdBytes = 64 << 10
 config.checkpointThresholdBytesWithoutReaders = 0
+config.idleCheckpointSeconds = 0
 let store = try Store.open(path: args[1], id: storeID, configuration: config)
 let out = FileHandle.standardOutput
 let writers = 4

@@ -60,6 +60,8 @@ struct Ubiquityd: ParsableCommand {
     var checkpointThresholdMib = 32
     @Option(help: "The threshold instead while nobody has read a store since its WAL last restarted (write-only bursts: fewer, cheaper checkpoints); 0: always --checkpoint-threshold-mib. Also the WAL file's size cap.")
     var checkpointThresholdUnreadMib = 128
+    @Option(help: "Milliseconds a store's writer waits, idle after a commit that left its WAL above --checkpoint-threshold-mib, before it checkpoints and restarts the WAL by itself (0: only commits checkpoint).")
+    var idleCheckpointMs = 100
     @Option(help: "Objects returned by one Fetch or GetObjects call.")
     var maxFetchResults = 10_000
     @Option(help: "Changes in one Save, objects in one BatchInsert, Seed or ImportStore.")
@@ -94,6 +96,7 @@ struct Ubiquityd: ParsableCommand {
         guard (0...1000).contains(readerSnapshotHoldMs) else { throw ValidationError("--reader-snapshot-hold-ms must be 0...1000") }
         guard (0...19).contains(writerNice) else { throw ValidationError("--writer-nice must be 0...19") }
         guard (1...1024).contains(checkpointThresholdMib) else { throw ValidationError("--checkpoint-threshold-mib must be between 1 and 1024") }
+        guard (0...60_000).contains(idleCheckpointMs) else { throw ValidationError("--idle-checkpoint-ms must be between 0 (off) and 60000") }
         guard (0...4096).contains(checkpointThresholdUnreadMib) else { throw ValidationError("--checkpoint-threshold-unread-mib must be between 0 (off) and 4096") }
         guard maxFetchResults >= 1, maxChangesPerSave >= 1, maxContextsPerAccount >= 1, maxPendingChanges >= 1 else {
             throw ValidationError("--max-fetch-results, --max-changes-per-save, --max-contexts-per-account and --max-pending-changes must be at least 1")
@@ -132,6 +135,7 @@ struct Ubiquityd: ParsableCommand {
         storage.walWriteCoalescing = walWriteCoalescing.lowercased() == "on"
         storage.checkpointThresholdBytes = checkpointThresholdMib << 20
         storage.checkpointThresholdBytesWithoutReaders = checkpointThresholdUnreadMib << 20
+        storage.idleCheckpointSeconds = Double(idleCheckpointMs) / 1000
         storage.readerMmapBytes = readerMmapMib << 20
         storage.readerCacheKiB = readerCacheMib > 0 ? readerCacheMib << 10 : nil
         storage.readerSnapshotHoldMilliseconds = readerSnapshotHoldMs

@@ -25,7 +25,7 @@ final class FaultTests: StorageTestCase {
             $0.walWriteCoalescing = coalescing
             $0.vfsName = FaultInjection.vfsName
             $0.synchronous = .full
-            $0.checkpointThresholdBytes = 32 << 10; $0.checkpointThresholdBytesWithoutReaders = 0  // checkpoints happen during the run too
+            $0.checkpointThresholdBytes = 32 << 10; $0.checkpointThresholdBytesWithoutReaders = 0; $0.idleCheckpointSeconds = 0  // checkpoints happen during the run too
         }
         for i in 0..<20 { try await insert(s, "Note", ["n": .int(Int64(i)), "text": .string(String(repeating: "a", count: 3000))]) }
         var failures = 0

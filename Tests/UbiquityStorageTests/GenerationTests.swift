@@ -17,7 +17,7 @@ final class GenerationTests: StorageTestCase {
         try open {
             $0.synchronous = .normal
             $0.readerCount = 2
-            $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0
+            $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.idleCheckpointSeconds = 0
             $0.journalSizeLimitBytes = threshold
             more(&$0)
         }
@@ -95,7 +95,7 @@ final class GenerationTests: StorageTestCase {
     /// without the writer ever waiting, and the WAL restarts once the reader is done.
     func testReadersNeverBlockTheWriter() async throws {
         let threshold = 64 << 10
-        let s = try open { $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.journalSizeLimitBytes = threshold; $0.readerCount = 2; $0.walHardLimitBytes = 1 << 30 }
+        let s = try open { $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.idleCheckpointSeconds = 0; $0.journalSizeLimitBytes = threshold; $0.readerCount = 2; $0.walHardLimitBytes = 1 << 30 }
         try await insert(s, "Note", ["n": 0])
         let inside = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let held = Task {
@@ -178,7 +178,7 @@ final class GenerationTests: StorageTestCase {
     /// had reached the threshold, and a TRUNCATE would leave it empty after each restart.
     func testWALRestartKeepsTheFileAndCheckpointsByContent() async throws {
         let threshold = 256 << 10
-        let s = try open { $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.journalSizeLimitBytes = threshold; $0.walHardLimitBytes = 1 << 30 }
+        let s = try open { $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.idleCheckpointSeconds = 0; $0.journalSizeLimitBytes = threshold; $0.walHardLimitBytes = 1 << 30 }
         let saves = 200
         let text = String(repeating: "w", count: 2000)  // each save: a page or more of WAL
         var maxWAL = 0, sawEmptyAfterRestart = false
@@ -212,6 +212,7 @@ final class GenerationTests: StorageTestCase {
         let s = try open {
             $0.checkpointThresholdBytes = small; $0.checkpointThresholdBytesWithoutReaders = large
             $0.journalSizeLimitBytes = large; $0.walHardLimitBytes = 1 << 30
+            $0.idleCheckpointSeconds = 0  // only commits checkpoint here (the next test covers idle)
         }
         let text = String(repeating: "u", count: 2000)  // each save: a page or more of WAL
         var first: ObjectID?
@@ -251,6 +252,35 @@ final class GenerationTests: StorageTestCase {
         XCTAssertEqual(ids.count, written)
         let problems = try await s.integrityCheck()
         XCTAssertEqual(problems, [])
+    }
+
+    /// A writer left idle after commits that made the WAL longer than the threshold (nobody
+    /// read, so the larger threshold was in force) checkpoints and restarts it by itself: reads
+    /// after a write-only burst do not keep paying for the long WAL until the next save.
+    func testAnIdleWriterCheckpointsALongWAL() async throws {
+        let small = 64 << 10
+        let s = try open {
+            $0.checkpointThresholdBytes = small; $0.checkpointThresholdBytesWithoutReaders = 1 << 30
+            $0.journalSizeLimitBytes = 1 << 30; $0.walHardLimitBytes = 1 << 30
+            $0.idleCheckpointSeconds = 0.05
+        }
+        let text = String(repeating: "i", count: 2000)
+        var ids: [ObjectID] = []
+        for n in 0..<40 { ids.append(try await insert(s, "Note", ["n": .int(Int64(n)), "text": .string(text)])) }
+        XCTAssertGreaterThan(s.walFileSize, 2 * small, "the unread WAL grew past the threshold")
+        // No save, no read: the idle writer restarts the WAL (polled, bounded).
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while s.walStats.restarts == 0 && Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
+        XCTAssertEqual(s.walStats.restarts, 1, "restarted while idle (\(s.walStats))")
+        XCTAssertGreaterThanOrEqual(s.idleCheckpointCount, 1)
+        XCTAssertEqual(s.walStats.gateClosures, 0, "an idle checkpoint never closes the reader gate")
+        // Once, not again and again: the restart leaves nothing due.
+        let checkpoints = s.walStats.checkpoints
+        let o = try await s.object(ids[39])
+        XCTAssertEqual(o.values["n"], .int(39))
+        XCTAssertEqual(s.walStats.checkpoints, checkpoints)
+        let all = try await s.objectIDs(entity: "Note")
+        XCTAssertEqual(all.count, 40)
     }
 
     func testPinsAreLeasesAndGCIsIncremental() async throws {

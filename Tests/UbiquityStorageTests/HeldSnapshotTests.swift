@@ -132,7 +132,7 @@ final class HeldSnapshotTests: StorageTestCase {
         let threshold = 256 << 10
         let s = try open {
             $0.readerSnapshotHoldMilliseconds = 60_000
-            $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.journalSizeLimitBytes = threshold
+            $0.checkpointThresholdBytes = threshold; $0.checkpointThresholdBytesWithoutReaders = 0; $0.idleCheckpointSeconds = 0; $0.journalSizeLimitBytes = threshold
             $0.checkpointReaderWait = 600; $0.walHardLimitBytes = 1 << 30
         }
         let ids = try await seed(s, 10)

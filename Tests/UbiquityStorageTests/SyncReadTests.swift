@@ -194,7 +194,7 @@ final class SyncReadTests: StorageTestCase {
     /// checkpoints and restarts (the writer changes the file under the mapping), at current and
     /// pinned generations; 0 turns the mapping off.
     func testMappedReadersSeeEveryCommitThroughCheckpoints() async throws {
-        let s = try open { $0.readerCount = 2; $0.readerMmapBytes = 64 << 10; $0.checkpointThresholdBytes = 32 << 10; $0.checkpointThresholdBytesWithoutReaders = 0 }
+        let s = try open { $0.readerCount = 2; $0.readerMmapBytes = 64 << 10; $0.checkpointThresholdBytes = 32 << 10; $0.checkpointThresholdBytesWithoutReaders = 0; $0.idleCheckpointSeconds = 0 }
         var seed = SaveRequest()
         seed.inserts = (0..<300).map { InsertOperation(temporaryID: "n\($0)", entity: "Note", values: ["text": .string(String(repeating: "x", count: 200)), "n": 0]) }
         let ids = try await s.save(seed).permanentIDs.values.sorted()

@@ -10,7 +10,7 @@ final class WALCoalescingTests: StorageTestCase {
         let s = try open(name) {
             $0.synchronous = sync
             $0.walWriteCoalescing = coalescing
-            $0.checkpointThresholdBytes = 256 << 10; $0.checkpointThresholdBytesWithoutReaders = 0  // checkpoints (WAL reads and restarts) during the run too
+            $0.checkpointThresholdBytes = 256 << 10; $0.checkpointThresholdBytesWithoutReaders = 0; $0.idleCheckpointSeconds = 0  // checkpoints (WAL reads and restarts) during the run too
         }
         var total: Int64 = 0
         for round in 0..<24 {

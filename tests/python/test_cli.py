@@ -61,11 +61,12 @@ def test_port_in_use_fails_fast(server_binary, tmp_path):
                                   ["--max-receive-message-bytes", "-5"],
                                   ["--writer-cache-mib", "0"], ["--blocking-threads", "-1"],
                                   ["--checkpoint-threshold-mib", "0"], ["--reader-mmap-mib", "-1"],
-                                  ["--reader-cache-mib", "-1"], ["--writer-nice", "-1"], ["--writer-nice", "20"]],
+                                  ["--reader-cache-mib", "-1"], ["--writer-nice", "-1"], ["--writer-nice", "20"],
+                                  ["--checkpoint-threshold-unread-mib", "-1"], ["--idle-checkpoint-ms", "-1"]],
                          ids=["unknown-flag", "bad-port", "negative-limit",
                               "zero-writer-cache", "negative-blocking-threads", "zero-checkpoint-threshold",
                               "negative-reader-mmap", "negative-reader-cache", "negative-writer-nice",
-                              "writer-nice-past-19"])
+                              "writer-nice-past-19", "negative-unread-threshold", "negative-idle-checkpoint"])
 def test_bad_command_line_is_rejected(server_binary, tmp_path, args):
     try:
         proc = subprocess.run([str(server_binary), "--data-dir", str(tmp_path / "d"), *args],
@@ -75,7 +76,7 @@ def test_bad_command_line_is_rejected(server_binary, tmp_path, args):
     assert proc.returncode != 0, proc.stdout
     assert b"listening" not in proc.stdout
     if args[0] in ("--writer-cache-mib", "--blocking-threads", "--checkpoint-threshold-mib", "--reader-mmap-mib",
-                   "--reader-cache-mib", "--writer-nice"):
+                   "--reader-cache-mib", "--writer-nice", "--checkpoint-threshold-unread-mib", "--idle-checkpoint-ms"):
         # the message names the flag, so the operator knows what to fix
         assert args[0].encode() in proc.stderr, proc.stderr
 
