@@ -9,6 +9,54 @@ enum HistoryJSON {
 
     /// `encode`'s UTF-8 bytes (the writer binds them as the record's text without making a String).
     static func encodeBytes(_ changes: [HistoryChange]) -> [UInt8] {
+        var cuts: [Int] = []
+        return encodeBytes(changes, pkCuts: &cuts, cutting: false)
+    }
+
+    /// The history record of a save of new objects only, made on the saving caller's thread
+    /// before the pks are known: `encodeBytes` of the inserts' changes with every pk's digits
+    /// left out and where they go. `fill` with the save's first pk (insert i got `first + i`)
+    /// gives exactly the bytes `encodeBytes` makes from the changes the writer would record.
+    static func prepareInserts(storeID: UUID, _ inserts: [(entity: String, changedProperties: [String])]) -> PreparedHistory {
+        let changes = inserts.map {
+            HistoryChange(kind: .insert, objectID: ObjectID(storeID: storeID, entity: $0.entity, pk: 0), entity: $0.entity, changedProperties: $0.changedProperties, tombstone: nil)
+        }
+        var cuts: [Int] = []
+        cuts.reserveCapacity(changes.count)
+        let bytes = encodeBytes(changes, pkCuts: &cuts, cutting: true)
+        return PreparedHistory(storeID: storeID, bytes: bytes, pkCuts: cuts)
+    }
+
+    /// A prepared record with the pks `firstPK`, `firstPK + 1`, … written into its gaps: one
+    /// copy of each piece and the digits, into an array of the exact size.
+    static func fill(_ h: PreparedHistory, firstPK: Int64) -> [UInt8] {
+        let n = h.pkCuts.count
+        var digits = 0
+        var pk = UInt64(firstPK)
+        for _ in 0..<n { digits += decimalCount(pk); pk += 1 }
+        let total = h.bytes.count + digits
+        return h.bytes.withUnsafeBufferPointer { src in
+            h.pkCuts.withUnsafeBufferPointer { cuts in
+                [UInt8](unsafeUninitializedCapacity: total) { dst, count in
+                    let s = src.baseAddress!, d = dst.baseAddress!  // never empty: at least "[]"
+                    var from = 0, to = 0, pk = UInt64(firstPK)
+                    for cut in cuts {
+                        (d + to).initialize(from: s + from, count: cut - from)
+                        to += cut - from; from = cut
+                        let k = decimalCount(pk)
+                        var x = pk, i = to + k
+                        repeat { i -= 1; d[i] = UInt8(ascii: "0") + UInt8(x % 10); x /= 10 } while x > 0
+                        to += k; pk += 1
+                    }
+                    (d + to).initialize(from: s + from, count: src.count - from)
+                    count = total
+                }
+            }
+        }
+    }
+
+    /// `cutting`: every change's pk digits are left out and their offsets appended to `pkCuts`.
+    private static func encodeBytes(_ changes: [HistoryChange], pkCuts: inout [Int], cutting: Bool) -> [UInt8] {
         // Built as UTF-8 bytes: String appends were most of the cost.
         var out: [UInt8] = [UInt8(ascii: "[")]
         out.reserveCapacity(changes.count * 140)
@@ -21,10 +69,16 @@ enum HistoryJSON {
             if !head.fits(c) { head = Head(c) }
             out.append(contentsOf: head.bytes)
             if head.endsInURIPrefix {
-                appendDecimal(c.objectID.pk.magnitude, into: &out)
+                if cutting { pkCuts.append(out.count) } else { appendDecimal(c.objectID.pk.magnitude, into: &out) }
                 out.append(UInt8(ascii: "\""))
             } else {
                 string(c.objectID.uri, into: &out)
+                if cutting {
+                    // the escaped URI ends with the pk's digits and the closing quote
+                    let digits = decimalCount(c.objectID.pk.magnitude)
+                    out.removeSubrange((out.count - 1 - digits)..<(out.count - 1))
+                    pkCuts.append(out.count - 1)
+                }
             }
             if let t = c.tombstone {
                 raw(",\"tombstone\":{", into: &out)
@@ -164,4 +218,14 @@ enum HistoryJSON {
         }
         out += "\""
     }
+}
+
+/// A save's history record without its pks (`HistoryJSON.prepareInserts`), made on the saving
+/// caller's thread; the writer writes the pks in (`HistoryJSON.fill`).
+struct PreparedHistory: Sendable {
+    /// The store the objects' URIs name (the writer uses the record only for that store).
+    let storeID: UUID
+    let bytes: [UInt8]
+    /// Where each insert's pk digits go in `bytes`, in insert order (ascending).
+    let pkCuts: [Int]
 }

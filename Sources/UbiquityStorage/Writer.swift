@@ -66,9 +66,15 @@ final class WriterEngine: Sendable {
         }
         var aborted: Error?
         var committed = 0
-        for (i, job) in jobs.enumerated() {
+        // The pk counter is read once per group and written once before COMMIT (with the
+        // generation), not per save: a save that rolls back to its savepoint leaves it unchanged,
+        // as its own writes of `ubq_meta` were undone with it before.
+        var nextPK: Int64 = 0
+        do { nextPK = try Meta.int(conn, "next_pk") } catch { aborted = error }
+        for (i, job) in jobs.enumerated() where aborted == nil {
             if job.flag.isCancelled { results[i] = .failure(StorageError(.cancelled, "request cancelled")); continue }
-            let prepared = job.planner == nil && job.prepared?.model === model ? job.prepared : nil
+            let (jobRequest, jobPrepared) = job.take()  // nothing of them stays with the writer once this save is done
+            let prepared = job.planner == nil && jobPrepared?.model === model ? jobPrepared : nil
             // A save that can fail only in SQLite once it has written (`PreparedSave.needsNoSavepoint`)
             // runs without a savepoint: SQLite's failures end the whole group anyway, and a savepoint
             // costs a copy of every page the save touches.
@@ -79,7 +85,7 @@ final class WriterEngine: Sendable {
                 } catch { aborted = error; break }
             }
             do {
-                var request = job.request
+                var request = jobRequest
                 if let plan = job.planner {
                     let ctx = ReadContext(conn: conn, model: model, storeID: storeID, token: GenerationToken(storeID: storeID, epoch: epoch, generation: gen))
                     guard let planned = try plan(ctx) else {
@@ -91,13 +97,15 @@ final class WriterEngine: Sendable {
                     request = planned
                 }
                 let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config,
-                                  prepared: prepared?.inserts, temporaryIDsUnique: !savepoint, insertStatements: owned.insertStatements)
+                                  nextPK: nextPK, prepared: prepared?.inserts, history: prepared?.history, temporaryIDsUnique: !savepoint,
+                                  insertStatements: owned.insertStatements)
                 let r = try txn.run()
                 if r.replayed || r.dryRun {
                     try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")  // never without a savepoint: needsNoSavepoint
                 } else {
                     if savepoint { try conn.run("RELEASE s") }
                     gen += 1; committed += 1
+                    nextPK = txn.nextPK
                 }
                 results[i] = .success(r)
             } catch {
@@ -109,7 +117,13 @@ final class WriterEngine: Sendable {
             }
         }
         if aborted == nil {
-            do { try conn.run(committed > 0 ? "COMMIT" : "ROLLBACK") } catch { aborted = error }
+            do {
+                if committed > 0 {
+                    try Meta.set(conn, "next_pk", .integer(nextPK))
+                    try Meta.set(conn, "generation", .integer(gen))
+                }
+                try conn.run(committed > 0 ? "COMMIT" : "ROLLBACK")
+            } catch { aborted = error }
         }
 
         if let e = aborted {
@@ -243,7 +257,8 @@ final class SaveTxn {
     let currentGen: Int64
     let req: SaveRequest
     let config: StorageConfiguration
-    var nextPK: Int64 = 0
+    /// The next free pk: the group's counter when the save starts, advanced by its inserts.
+    var nextPK: Int64
     var tempMap: [String: ObjectID] = [:]
     var issues: [ValidationIssue] = []
     var conflicts: [ConflictRecord] = []
@@ -276,13 +291,19 @@ final class SaveTxn {
     var pendingRows: [(pk: Int64, entity: String, columnArgs: [SQLValue])] = []
 
     init(conn: Connection, model: ResolvedModel, storeID: UUID, epoch: UInt64, gen: Int64, currentGen: Int64, request: SaveRequest, config: StorageConfiguration,
-         prepared: [PreparedInsert]? = nil, temporaryIDsUnique: Bool = false, insertStatements: InsertStatements) {
+         nextPK: Int64, prepared: [PreparedInsert]? = nil, history: PreparedHistory? = nil, temporaryIDsUnique: Bool = false, insertStatements: InsertStatements) {
         self.conn = conn; self.model = model; self.storeID = storeID; self.epoch = epoch; self.gen = gen
-        self.currentGen = currentGen; self.req = request; self.config = config
+        self.currentGen = currentGen; self.req = request; self.config = config; self.nextPK = nextPK
         self.prepared = prepared.flatMap { $0.count == request.inserts.count ? $0 : nil }
         self.insertStatements = insertStatements
         self.temporaryIDsUnique = temporaryIDsUnique && self.prepared != nil
+        // only for a save of new objects only, where insert i gets pk firstNewPK + i
+        self.history = self.temporaryIDsUnique ? history.flatMap { $0.pkCuts.count == request.inserts.count && $0.storeID == storeID ? $0 : nil } : nil
     }
+
+    /// The save's history record prepared on the caller's thread without its pks
+    /// (`PreparedSave.history`); nil: encoded here from the recorded changes.
+    let history: PreparedHistory?
 
     static let live = Int64.max
 
@@ -331,7 +352,7 @@ final class SaveTxn {
     func flushInserts() throws {
         if pendingRows.isEmpty { return }
         defer { pendingRows.removeAll(keepingCapacity: true) }
-        let width = 5 + (model.columns[pendingRoot]?.count ?? 0)
+        let width = 2 + (model.columns[pendingRoot]?.count ?? 0)  // pk, z_ent, columns (`InsertStatements.statement`)
         let ins = insertStatements
         var i = 0
         while i < pendingRows.count {
@@ -342,15 +363,15 @@ final class SaveTxn {
             // local copies (moved out, so unique): no exclusivity check per access of the class's arrays
             var bytes = ins.takeTextBytes(), slots = ins.takeTextSlots()
             defer { ins.textBytes = bytes; ins.textSlots = slots }
-            var idx: Int32 = 1
+            try st.bind(1, .integer(gen))  // created_gen of every row; ended_gen and version are in the text
+            var idx: Int32 = 2
             var lastEntity = "", lastEntitySlot = (offset: 0, count: 0)
             for r in pendingRows[i..<(i + n)] {
-                try st.bind(idx, .integer(r.pk)); try st.bind(idx + 1, .integer(gen)); try st.bind(idx + 2, .integer(SaveTxn.live))
-                try st.bind(idx + 3, .integer(1))
+                try st.bind(idx, .integer(r.pk))
                 // rows of one entity share its name's bytes
                 if slots.isEmpty || r.entity != lastEntity { lastEntity = r.entity; lastEntitySlot = InsertStatements.append(r.entity, to: &bytes) }
-                slots.append((idx + 4, lastEntitySlot.offset, lastEntitySlot.count))
-                idx += 5
+                slots.append((idx + 1, lastEntitySlot.offset, lastEntitySlot.count))
+                idx += 2
                 for v in r.columnArgs {
                     if case .text(let t) = v {
                         let at = InsertStatements.append(t, to: &bytes)
@@ -506,7 +527,6 @@ final class SaveTxn {
                 return r
             }
         }
-        nextPK = try Meta.int(conn, "next_pk")
         // one entry per inserted object: no rehashing while a large save fills them
         let n = req.inserts.count + req.updates.count
         if !temporaryIDsUnique { tempMap.reserveCapacity(req.inserts.count); versions.reserveCapacity(n) }
@@ -531,12 +551,16 @@ final class SaveTxn {
         var result = SaveResult(token: token, permanentIDs: tempMap, versions: versions, resolvedConflicts: resolved, skipped: skipped, dryRun: req.dryRun, replayed: false,
                                 firstNewPK: firstNewPK)
         if req.dryRun { return result }
-        try Meta.set(conn, "next_pk", .integer(nextPK))
-        try Meta.set(conn, "generation", .integer(gen))
-        let ch = changeOrder.isEmpty ? newObjectChanges : { movePendingChanges(); return changeOrder.compactMap { changes[$0] } }()
-        let enc = JSONEncoder(); enc.outputFormatting = .sortedKeys
-        try insertHistory(ch)
+        // `next_pk` and `generation` in ubq_meta are written by the group (`runGroup`), once.
+        if let h = history {
+            guard let first = firstNewPK else { throw StorageError(.internalError, "prepared history without new objects") }
+            try insertHistory(HistoryJSON.fill(h, firstPK: first))
+        } else {
+            let ch = changeOrder.isEmpty ? newObjectChanges : { movePendingChanges(); return changeOrder.compactMap { changes[$0] } }()
+            try insertHistory(HistoryJSON.encodeBytes(ch))
+        }
         if let tx = req.clientTransactionID {
+            let enc = JSONEncoder(); enc.outputFormatting = .sortedKeys
             result.replayed = false
             try conn.run("INSERT INTO ubq_client_tx (id, generation, result) VALUES (?, ?, ?)", [.text(tx), .integer(gen), .text(String(decoding: try enc.encode(result), as: UTF8.self))])
         }
@@ -546,8 +570,7 @@ final class SaveTxn {
     /// The save's history record. Its JSON is bound as text straight from the encoder's bytes
     /// (no String, no second copy by SQLite: SQLITE_STATIC while the statement steps; `reset`
     /// clears the binding).
-    func insertHistory(_ ch: [HistoryChange]) throws {
-        let json = HistoryJSON.encodeBytes(ch)
+    func insertHistory(_ json: [UInt8]) throws {
         let st = try conn.statement("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, ?, ?)")
         defer { st.reset() }
         conn.statementCount += 1
@@ -621,9 +644,15 @@ final class SaveTxn {
                 continue
             }
             let pk = nextPK; nextPK += 1
-            let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
             // A save of new objects only: every insert gets the next pk, in order, and nothing
             // looks an ID up here; the result's maps are made from the request by the caller.
+            // With its history record prepared (`history`) it records no change either.
+            if history != nil {
+                if firstNewPK == nil { firstNewPK = pk }
+                try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
+                continue  // no relationships, no checked counts (needsNoSavepoint)
+            }
+            let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
             if temporaryIDsUnique { if firstNewPK == nil { firstNewPK = pk } } else { tempMap[obj] = oid; versions[oid] = 1 }
             try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
             if !model.countChecked.isEmpty { touched.insert(oid) }  // only validateCounts reads it
@@ -1135,6 +1164,9 @@ struct PreparedSave: Sendable {
     /// given) this model's. What fails after that is SQLite's (I/O, disk full, interrupt), and
     /// the group fails as a whole, as it does when SQLite ends the transaction itself.
     var needsNoSavepoint = false
+    /// For a save that needs no savepoint: its history record with a gap for each insert's pk
+    /// (insert i gets pk `firstNewPK + i`), filled in by the writer (`HistoryJSON.fill`).
+    var history: PreparedHistory?
 }
 
 struct InsertPreparer {
@@ -1191,11 +1223,15 @@ struct InsertPreparer {
         return p
     }
 
-    /// All of a request's inserts, in order.
-    static func prepare(_ req: SaveRequest, model: ResolvedModel, config: StorageConfiguration) -> PreparedSave {
+    /// All of a request's inserts, in order. With `storeID`, a save of new objects only
+    /// (`needsNoSavepoint`) also gets its history record, without its pks (`PreparedHistory`).
+    static func prepare(_ req: SaveRequest, model: ResolvedModel, config: StorageConfiguration, storeID: UUID? = nil) -> PreparedSave {
         var preparer = InsertPreparer(model: model, config: config)
         var p = PreparedSave(model: model, inserts: req.inserts.map { preparer.prepare($0) })
         p.needsNoSavepoint = needsNoSavepoint(req, p.inserts, model: model)
+        if p.needsNoSavepoint, let storeID {
+            p.history = HistoryJSON.prepareInserts(storeID: storeID, req.inserts.indices.map { (req.inserts[$0].entity, p.inserts[$0].changedProperties) })
+        }
         return p
     }
 

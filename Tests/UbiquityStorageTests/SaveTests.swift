@@ -516,6 +516,90 @@ final class SaveTests: StorageTestCase {
         XCTAssertEqual(decoded, changes)
     }
 
+    /// A save of new objects only gets its history record on the caller's thread with gaps for
+    /// the pks (`HistoryJSON.prepareInserts`); the writer fills them in. The result must be the
+    /// encoder's own bytes for the changes the writer would have recorded, for pks whose digit
+    /// count changes inside the save, several entities and an entity name JSON must escape.
+    func testPreparedHistoryFillsInTheEncodersBytes() throws {
+        let sid = UUID()
+        let props = ["a", "b"]
+        let inserts: [(entity: String, changedProperties: [String])] = [("Note", props), ("Note", props), ("Item", ["x"]), ("Q\"x", props), ("Note", props), ("Note", [])]
+            + Array(repeating: ("Note", props), count: 20)
+        let h = HistoryJSON.prepareInserts(storeID: sid, inserts)
+        XCTAssertEqual(h.pkCuts.count, inserts.count)
+        for first: Int64 in [1, 5, 9, 85, 95, 990, 99_999, 1_000_000_000_000] {
+            let changes = inserts.enumerated().map { i, e in
+                HistoryChange(kind: .insert, objectID: ObjectID(storeID: sid, entity: e.entity, pk: first + Int64(i)), entity: e.entity, changedProperties: e.changedProperties, tombstone: nil)
+            }
+            let filled = HistoryJSON.fill(h, firstPK: first)
+            XCTAssertEqual(filled, HistoryJSON.encodeBytes(changes), "first pk \(first)")
+            XCTAssertEqual(try JSONDecoder().decode([HistoryChange].self, from: Data(filled)), changes)
+        }
+    }
+
+    /// Saves of new objects share group commits: pks come from a counter the group reads once and
+    /// writes once (with the generation) before COMMIT, and their history records are prepared on
+    /// the callers' threads. Failing saves in the same groups must not use up or repeat pks; every
+    /// returned ID must read back its own object, each save's history must list exactly its IDs,
+    /// and after reopening, the stored counter and generation must be where the saves left them.
+    func testGroupedNewObjectSavesReadBackTheirIDsAndHistory() async throws {
+        let id = UUID()
+        let s = try open("grouped", id: id) { $0.synchronous = .full }
+        let n = 120
+        let results = await withTaskGroup(of: (Int, SaveRequest, Result<SaveResult, Error>).self) { g in
+            for i in 0..<n {
+                g.addTask {
+                    var r = SaveRequest()
+                    r.author = "w\(i)"
+                    let count = 1 + i % 12
+                    r.inserts = (0..<count).map { k in InsertOperation(temporaryID: "t\(k)", entity: "Note", values: ["n": .int(Int64(i * 100 + k)), "text": .string("s\(i)-\(k)")]) }
+                    if i % 5 == 0 { r.inserts.append(InsertOperation(temporaryID: "bad", entity: "Note", values: ["n": "not a number"])) }  // fails on the writer's savepoint path
+                    if i % 7 == 0 { r.dryRun = true }
+                    do { return (i, r, .success(try await s.save(r))) } catch { return (i, r, .failure(error)) }
+                }
+            }
+            var out: [(Int, SaveRequest, Result<SaveResult, Error>)] = []
+            for await x in g { out.append(x) }
+            return out
+        }
+        var allPKs: [Int64] = []
+        var committed = 0
+        let history = try await s.history(after: nil, limit: 1000)
+        for (i, r, res) in results {
+            if i % 5 == 0 { XCTAssertThrowsError(try res.get(), "save \(i) has a bad value"); continue }
+            let out = try res.get()
+            if i % 7 == 0 { XCTAssertTrue(out.dryRun); continue }
+            committed += 1
+            let ids = r.inserts.map { out.permanentIDs[$0.temporaryID] }
+            XCTAssertFalse(ids.contains(nil))
+            let pks = ids.compactMap { $0?.pk }
+            XCTAssertEqual(pks, Array(pks[0]..<(pks[0] + Int64(pks.count))), "one save's pks are contiguous, in insert order")
+            allPKs += pks
+            let got = try await s.objects(ids.compactMap { $0 }, at: .current)
+            for (k, ins) in r.inserts.enumerated() {
+                XCTAssertEqual(got[k]?.values["n"], ins.values["n"], "save \(i) insert \(k)")
+                XCTAssertEqual(got[k]?.values["text"], ins.values["text"])
+                XCTAssertEqual(out.versions[ids[k]!], 1)
+            }
+            let tx = try XCTUnwrap(history.transactions.first { $0.token.generation == out.token.generation })
+            XCTAssertEqual(tx.author, "w\(i)")
+            XCTAssertEqual(tx.changes.map(\.objectID), ids.compactMap { $0 })
+            XCTAssertEqual(tx.changes.map(\.changedProperties), Array(repeating: ["n", "text"], count: ids.count))
+        }
+        XCTAssertEqual(Set(allPKs).count, allPKs.count, "no pk handed out twice")
+        XCTAssertEqual(allPKs.sorted(), Array(1...Int64(allPKs.count)), "failed saves and dry runs used up no pk")
+        XCTAssertEqual(history.transactions.count, committed)
+        let generation = s.currentToken.generation
+        XCTAssertEqual(generation, Int64(committed))
+        // the counter and the generation reached ubq_meta
+        s.close()
+        stores.removeAll()
+        let reopened = try open("grouped", id: id)
+        XCTAssertEqual(reopened.currentToken.generation, generation)
+        let next = try await insert(reopened, "Note", ["n": 1])
+        XCTAssertEqual(next.pk, Int64(allPKs.count) + 1)
+    }
+
     /// A save cancelled while queued behind other writer work is not applied.
     func testCancelledSaveIsNotApplied() async throws {
         let s = try open()
