@@ -17,14 +17,32 @@ enum HistoryJSON {
     /// before the pks are known: `encodeBytes` of the inserts' changes with every pk's digits
     /// left out and where they go. `fill` with the save's first pk (insert i got `first + i`)
     /// gives exactly the bytes `encodeBytes` makes from the changes the writer would record.
-    static func prepareInserts(storeID: UUID, _ inserts: [(entity: String, changedProperties: [String])]) -> PreparedHistory {
-        let changes = inserts.map {
-            HistoryChange(kind: .insert, objectID: ObjectID(storeID: storeID, entity: $0.entity, pk: 0), entity: $0.entity, changedProperties: $0.changedProperties, tombstone: nil)
-        }
+    /// `insert(i)`: insert i's entity and changed properties. A change's bytes around its pk
+    /// depend only on those (and the store): they are encoded by `encodeBytes` itself, once per
+    /// run of inserts with the same entity and property list, and copied for the others.
+    static func prepareInserts(storeID: UUID, count: Int, _ insert: (Int) -> (entity: String, changedProperties: [String])) -> PreparedHistory {
+        var out: [UInt8] = [UInt8(ascii: "[")]
         var cuts: [Int] = []
-        cuts.reserveCapacity(changes.count)
-        let bytes = encodeBytes(changes, pkCuts: &cuts, cutting: true)
-        return PreparedHistory(storeID: storeID, bytes: bytes, pkCuts: cuts)
+        cuts.reserveCapacity(count)
+        var entity: String?, properties: [String] = []
+        var head: [UInt8] = [], tail: [UInt8] = []
+        for i in 0..<count {
+            let (e, p) = insert(i)
+            if e != entity || p != properties {
+                let change = HistoryChange(kind: .insert, objectID: ObjectID(storeID: storeID, entity: e, pk: 0), entity: e, changedProperties: p, tombstone: nil)
+                var cut: [Int] = []
+                let one = encodeBytes([change], pkCuts: &cut, cutting: true)  // "[" head, gap, tail "]"
+                head = Array(one[1..<cut[0]]); tail = Array(one[cut[0]..<(one.count - 1)])
+                entity = e; properties = p
+                if i == 0 { out.reserveCapacity(count * (head.count + tail.count + 1) + 2) }
+            }
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: head)
+            cuts.append(out.count)
+            out.append(contentsOf: tail)
+        }
+        out.append(UInt8(ascii: "]"))
+        return PreparedHistory(storeID: storeID, bytes: out, pkCuts: cuts)
     }
 
     /// A prepared record with the pks `firstPK`, `firstPK + 1`, … written into its gaps: one

@@ -209,7 +209,7 @@ final class WriterOwned: @unchecked Sendable {
 final class InsertStatements {
     /// Rows per statement: the largest that fits what is left, so a 100-row save runs 64+32+4
     /// (three statements), any count below 128 at most seven, and the statement cache holds at
-    /// most seven texts per table.
+    /// most fourteen texts per table (each size with one entity per chunk or several).
     static let sizes = [64, 32, 16, 8, 4, 2, 1]
     private var model: ResolvedModel?
     private var texts: [String: [PreparedSQL?]] = [:]
@@ -243,35 +243,40 @@ final class InsertStatements {
         return (offset, bytes.count - offset)
     }
 
-    /// The statement for the next chunk of `remaining` rows of `width` parameters each (pk, z_ent
-    /// and the root's columns), and its row count.
+    /// Rows in the next chunk of `remaining` rows of `width` parameters each (pk, z_ent and the
+    /// root's columns): the largest size that fits, within SQLite's parameter limit.
+    static func rows(remaining: Int, width: Int, variableLimit: Int) -> Int {
+        var k = 0
+        while k < sizes.count - 1 && (sizes[k] > remaining || sizes[k] * width + 1 > variableLimit) { k += 1 }
+        return sizes[k]
+    }
+
+    /// The statement for a chunk of `n` rows (one of `sizes`) of `width` parameters each.
     ///
     /// Parameters are numbered: `?1` is the save's generation (`created_gen` of every row, bound
     /// once per statement); row r's pk is `?(2 + r × width)`, its `z_ent` the next, then its
-    /// columns. `ended_gen` and `version` are the constants every new row has (live, 1), written
-    /// into the text, so nothing binds them.
-    func statement(_ model: ResolvedModel, root: String, remaining: Int, width: Int, variableLimit: Int) -> (rows: Int, sql: PreparedSQL) {
+    /// columns. With `uniformEntity` (every row of the chunk is of one entity) `?2` is every row's
+    /// `z_ent`, bound once, and row r's pk is `?(3 + r × (width − 1))`, then its columns.
+    /// `ended_gen` and `version` are the constants every new row has (live, 1), written into the
+    /// text, so nothing binds them.
+    func statement(_ model: ResolvedModel, root: String, rows n: Int, width: Int, uniformEntity: Bool) -> PreparedSQL {
         if self.model !== model { self.model = model; texts = [:] }
-        var k = 0
-        while k < Self.sizes.count - 1 && (Self.sizes[k] > remaining || Self.sizes[k] * width + 1 > variableLimit) { k += 1 }
-        let n = Self.sizes[k]
-        if let s = texts[root]?[k] { return (n, s) }
-        // OR FAIL: a multi-row INSERT with the default ABORT keeps a statement journal (a copy of
-        // every page it changes, to undo its own earlier rows), which a one-row INSERT never
-        // needed. Nothing needs it: a failing INSERT fails its save, which then rolls back to its
-        // savepoint or, without one, ends the whole group — as a failing one-row INSERT did.
+        let k = Self.sizes.firstIndex(of: n)! + (uniformEntity ? Self.sizes.count : 0)
+        if let s = texts[root]?[k] { return s }
         let one = model.insertSQL[root]!  // columns: pk, created_gen, ended_gen, version, z_ent, the root's columns
         let values = one.range(of: " VALUES ")!
         let into = one.range(of: "INSERT INTO ")!
         let tuples = (0..<n).map { r -> String in
-            let base = 2 + r * width
-            let cols = (2..<width).map { "?\(base + $0)" }
-            return "(" + (["?\(base)", "?1", "\(ResolvedModel.live)", "1", "?\(base + 1)"] + cols).joined(separator: ", ") + ")"
+            let pk = uniformEntity ? 3 + r * (width - 1) : 2 + r * width
+            let entity = uniformEntity ? 2 : pk + 1
+            let firstColumn = uniformEntity ? pk + 1 : pk + 2
+            let cols = (0..<(width - 2)).map { "?\(firstColumn + $0)" }
+            return "(" + (["?\(pk)", "?1", "\(ResolvedModel.live)", "1", "?\(entity)"] + cols).joined(separator: ", ") + ")"
         }
         let sql = PreparedSQL("INSERT OR FAIL INTO " + one[into.upperBound..<values.upperBound] + tuples.joined(separator: ", "))
-        var list = texts[root] ?? Array(repeating: nil, count: Self.sizes.count)
+        var list = texts[root] ?? Array(repeating: nil, count: 2 * Self.sizes.count)
         list[k] = sql
         texts[root] = list
-        return (n, sql)
+        return sql
     }
 }

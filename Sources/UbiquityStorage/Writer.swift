@@ -341,23 +341,54 @@ final class SaveTxn {
         pendingRows.append((pk, entity, columnArgs))
     }
 
-    /// Writes the queued new rows, up to `InsertStatements.sizes[0]` per INSERT: one statement
-    /// (one VDBE run, one statement journal, one reset) per chunk instead of per row.
+    /// Writes the queued new rows (`writeNewRows`).
+    func flushInserts() throws {
+        if pendingRows.isEmpty { return }
+        // moved out (unique): no exclusivity check per access of the class's array
+        var rows: [(pk: Int64, entity: String, columnArgs: [SQLValue])] = []
+        swap(&rows, &pendingRows)
+        defer { rows.removeAll(keepingCapacity: true); swap(&rows, &pendingRows) }
+        try writeNewRows(root: pendingRoot, rows.indices, pk: { rows[$0].pk }, entity: { rows[$0].entity }, columns: { rows[$0].columnArgs })
+    }
+
+    /// The inserts of a save whose history record was prepared (`history`): each is valid, has
+    /// no uniqueness constraint or relationship and gets the next pk in order (needsNoSavepoint),
+    /// so its rows go to the INSERT statements straight from the prepared inserts, without a
+    /// queue, one run of inserts into the same table at a time.
+    func insertPrepared(_ prepared: [PreparedInsert]) throws {
+        let first = nextPK
+        var start = 0
+        while start < prepared.count {
+            guard let info = prepared[start].info else { throw StorageError(.internalError, "prepared insert without its entity") }
+            var end = start + 1
+            while end < prepared.count, let e = prepared[end].info, e === info || e.root == info.root { end += 1 }
+            try writeNewRows(root: info.root, start..<end, pk: { first + Int64($0) }, entity: { req.inserts[$0].entity }, columns: { prepared[$0].columnArgs })
+            start = end
+        }
+        firstNewPK = first
+        nextPK = first + Int64(prepared.count)
+    }
+
+    /// Writes new rows `range` (values from the accessors) into `root`'s table, up to
+    /// `InsertStatements.sizes[0]` per INSERT: one statement (one VDBE run, one statement
+    /// journal, one reset) per chunk instead of per row. A chunk whose rows are all of one entity
+    /// binds its name once (`InsertStatements.statement`, `uniformEntity`).
     ///
     /// Text values are copied once into `InsertStatements.textBytes` and bound from there without
     /// SQLite copying them again (SQLITE_STATIC: one malloc and copy per value saved). The buffer
     /// is not touched until the statement has finished stepping. The statements' bindings are not
     /// cleared afterwards: every parameter is bound again before each step (only this function
     /// runs these statements), so a stale pointer into the buffer is never read.
-    func flushInserts() throws {
-        if pendingRows.isEmpty { return }
-        defer { pendingRows.removeAll(keepingCapacity: true) }
-        let width = 2 + (model.columns[pendingRoot]?.count ?? 0)  // pk, z_ent, columns (`InsertStatements.statement`)
+    private func writeNewRows(root: String, _ range: Range<Int>, pk: (Int) -> Int64, entity: (Int) -> String, columns: (Int) -> [SQLValue]) throws {
+        let width = 2 + (model.columns[root]?.count ?? 0)  // pk, z_ent, columns (`InsertStatements.statement`)
         let ins = insertStatements
-        var i = 0
-        while i < pendingRows.count {
-            let (n, sql) = ins.statement(model, root: pendingRoot, remaining: pendingRows.count - i, width: width, variableLimit: conn.variableLimit)
-            let st = try conn.statement(sql)
+        var i = range.lowerBound
+        while i < range.upperBound {
+            let n = InsertStatements.rows(remaining: range.upperBound - i, width: width, variableLimit: conn.variableLimit)
+            let firstEntity = entity(i)
+            var uniform = true
+            for k in (i + 1)..<(i + n) where entity(k) != firstEntity { uniform = false; break }
+            let st = try conn.statement(ins.statement(model, root: root, rows: n, width: width, uniformEntity: uniform))
             defer { sqlite3_reset(st.stmt) }
             conn.statementCount += 1
             // local copies (moved out, so unique): no exclusivity check per access of the class's arrays
@@ -365,14 +396,20 @@ final class SaveTxn {
             defer { ins.textBytes = bytes; ins.textSlots = slots }
             try st.bind(1, .integer(gen))  // created_gen of every row; ended_gen and version are in the text
             var idx: Int32 = 2
-            var lastEntity = "", lastEntitySlot = (offset: 0, count: 0)
-            for r in pendingRows[i..<(i + n)] {
-                try st.bind(idx, .integer(r.pk))
-                // rows of one entity share its name's bytes
-                if slots.isEmpty || r.entity != lastEntity { lastEntity = r.entity; lastEntitySlot = InsertStatements.append(r.entity, to: &bytes) }
-                slots.append((idx + 1, lastEntitySlot.offset, lastEntitySlot.count))
-                idx += 2
-                for v in r.columnArgs {
+            var lastEntity = firstEntity, lastEntitySlot = InsertStatements.append(firstEntity, to: &bytes)
+            if uniform { slots.append((2, lastEntitySlot.offset, lastEntitySlot.count)); idx = 3 }
+            for k in i..<(i + n) {
+                let rc = sqlite3_bind_int64(st.stmt, idx, pk(k))
+                if rc != SQLITE_OK { throw conn.error(rc, sql: st.sql) }
+                idx += 1
+                if !uniform {
+                    // rows of one entity share its name's bytes
+                    let e = entity(k)
+                    if e != lastEntity { lastEntity = e; lastEntitySlot = InsertStatements.append(e, to: &bytes) }
+                    slots.append((idx, lastEntitySlot.offset, lastEntitySlot.count))
+                    idx += 1
+                }
+                for v in columns(k) {
                     if case .text(let t) = v {
                         let at = InsertStatements.append(t, to: &bytes)
                         slots.append((idx, at.offset, at.count))
@@ -586,6 +623,7 @@ final class SaveTxn {
     func applyInserts() throws {
         var seen = Set<String>()
         if !temporaryIDsUnique { seen.reserveCapacity(req.inserts.count) }
+        if history != nil, let prepared { try insertPrepared(prepared); return }
         var preparer = InsertPreparer(model: model, config: config)
         for (index, ins) in req.inserts.enumerated() {
             let obj = ins.temporaryID
@@ -646,12 +684,6 @@ final class SaveTxn {
             let pk = nextPK; nextPK += 1
             // A save of new objects only: every insert gets the next pk, in order, and nothing
             // looks an ID up here; the result's maps are made from the request by the caller.
-            // With its history record prepared (`history`) it records no change either.
-            if history != nil {
-                if firstNewPK == nil { firstNewPK = pk }
-                try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
-                continue  // no relationships, no checked counts (needsNoSavepoint)
-            }
             let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
             if temporaryIDsUnique { if firstNewPK == nil { firstNewPK = pk } } else { tempMap[obj] = oid; versions[oid] = 1 }
             try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
@@ -1230,7 +1262,7 @@ struct InsertPreparer {
         var p = PreparedSave(model: model, inserts: req.inserts.map { preparer.prepare($0) })
         p.needsNoSavepoint = needsNoSavepoint(req, p.inserts, model: model)
         if p.needsNoSavepoint, let storeID {
-            p.history = HistoryJSON.prepareInserts(storeID: storeID, req.inserts.indices.map { (req.inserts[$0].entity, p.inserts[$0].changedProperties) })
+            p.history = HistoryJSON.prepareInserts(storeID: storeID, count: req.inserts.count) { (req.inserts[$0].entity, p.inserts[$0].changedProperties) }
         }
         return p
     }

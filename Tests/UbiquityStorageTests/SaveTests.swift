@@ -523,9 +523,9 @@ final class SaveTests: StorageTestCase {
     func testPreparedHistoryFillsInTheEncodersBytes() throws {
         let sid = UUID()
         let props = ["a", "b"]
-        let inserts: [(entity: String, changedProperties: [String])] = [("Note", props), ("Note", props), ("Item", ["x"]), ("Q\"x", props), ("Note", props), ("Note", [])]
-            + Array(repeating: ("Note", props), count: 20)
-        let h = HistoryJSON.prepareInserts(storeID: sid, inserts)
+        let inserts: [(entity: String, changedProperties: [String])] = [("Note", props), ("Note", props), ("Item", ["x"]), ("Q\"x", props), ("Q\"x", props), ("Note", props),
+                                                                        ("Note", []), ("Note", ["a"] + ["b"])] + Array(repeating: ("Note", props), count: 20)
+        let h = HistoryJSON.prepareInserts(storeID: sid, count: inserts.count) { inserts[$0] }
         XCTAssertEqual(h.pkCuts.count, inserts.count)
         for first: Int64 in [1, 5, 9, 85, 95, 990, 99_999, 1_000_000_000_000] {
             let changes = inserts.enumerated().map { i, e in
@@ -598,6 +598,49 @@ final class SaveTests: StorageTestCase {
         XCTAssertEqual(reopened.currentToken.generation, generation)
         let next = try await insert(reopened, "Note", ["n": 1])
         XCTAssertEqual(next.pk, Int64(allPKs.count) + 1)
+    }
+
+    /// New rows of one table go out in multi-row INSERTs whose chunks bind the entity name once
+    /// when every row of the chunk is of one entity, per row otherwise. Both kinds of chunk, on
+    /// the path of a save prepared without a savepoint and on the queued path (a client
+    /// transaction ID needs a savepoint), must store each row with its own entity and values.
+    func testChunksOfOneAndOfSeveralEntitiesKeepEachRowsEntity() async throws {
+        let model = ModelDefinition(versionIdentifier: "1", entities: [
+            EntityDefinition(name: "Shape", attributes: [
+                AttributeDefinition(name: "label", type: .string),
+                AttributeDefinition(name: "size", type: .int64),
+            ]),
+            EntityDefinition(name: "Circle", parent: "Shape", attributes: [AttributeDefinition(name: "radius", type: .double)]),
+            EntityDefinition(name: "Square", parent: "Shape", attributes: [AttributeDefinition(name: "side", type: .int64)]),
+        ])
+        let s = try open("shapes", model: model)
+        for queued in [false, true] {
+            var r = SaveRequest()
+            if queued { r.clientTransactionID = "tx" }
+            var expected: [(String, [String: StorageValue])] = []
+            for i in 0..<70 { expected.append(("Circle", ["label": .string("c\(i)"), "size": .int(Int64(i)), "radius": .double(Double(i) / 2)])) }  // one-entity chunk (64)
+            for i in 0..<75 {  // chunks of several entities (64, 8, …)
+                switch i % 3 {
+                case 0: expected.append(("Shape", ["label": .string("s\(i)"), "size": .int(Int64(i))]))
+                case 1: expected.append(("Circle", ["label": .string("c\(i)"), "radius": .double(Double(i))]))
+                default: expected.append(("Square", ["side": .int(Int64(i)), "size": .int(-Int64(i))]))
+                }
+            }
+            r.inserts = expected.enumerated().map { InsertOperation(temporaryID: "t\($0.offset)", entity: $0.element.0, values: $0.element.1) }
+            if !queued { XCTAssertTrue(InsertPreparer.prepare(r, model: try XCTUnwrap(s.state.withLock { $0.model }), config: s.config).needsNoSavepoint) }
+            let res = try await s.save(r)
+            let ids = r.inserts.map { res.permanentIDs[$0.temporaryID]! }
+            let got = try await s.objects(ids)
+            for (k, e) in expected.enumerated() {
+                guard let o = got[k] else { XCTFail("row \(k) missing"); continue }
+                XCTAssertEqual(o.id.entity, e.0, "row \(k), queued \(queued)")
+                for (name, v) in e.1 { XCTAssertEqual(o.values[name], v, "row \(k).\(name), queued \(queued)") }
+            }
+            let circles = try await s.objectIDs(entity: "Circle")
+            XCTAssertEqual(circles.count, (queued ? 2 : 1) * (70 + 25))
+            let h = try await s.history(after: nil)
+            XCTAssertEqual(h.transactions.last?.changes.map(\.objectID), ids)
+        }
     }
 
     /// A save cancelled while queued behind other writer work is not applied.
