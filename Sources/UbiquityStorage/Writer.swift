@@ -409,14 +409,22 @@ final class SaveTxn {
                     slots.append((idx, lastEntitySlot.offset, lastEntitySlot.count))
                     idx += 1
                 }
-                for v in columns(k) {
-                    if case .text(let t) = v {
-                        let at = InsertStatements.append(t, to: &bytes)
-                        slots.append((idx, at.offset, at.count))
-                    } else {
-                        try st.bind(idx, v)
+                // numbers straight to SQLite (no `Statement.bind` switch and copy per value)
+                try columns(k).withUnsafeBufferPointer { values in
+                    for v in values {
+                        var rc = SQLITE_OK
+                        switch v {
+                        case .integer(let x): rc = sqlite3_bind_int64(st.stmt, idx, x)
+                        case .real(let x): rc = sqlite3_bind_double(st.stmt, idx, x)
+                        case .null: rc = sqlite3_bind_null(st.stmt, idx)
+                        case .text(let t):
+                            let at = InsertStatements.append(t, to: &bytes)
+                            slots.append((idx, at.offset, at.count))
+                        case .blob: try st.bind(idx, v)
+                        }
+                        if rc != SQLITE_OK { throw conn.error(rc, sql: st.sql) }
+                        idx += 1
                     }
-                    idx += 1
                 }
             }
             try bytes.withUnsafeBufferPointer { buf in
