@@ -9,6 +9,72 @@ enum HistoryJSON {
 
     /// `encode`'s UTF-8 bytes (the writer binds them as the record's text without making a String).
     static func encodeBytes(_ changes: [HistoryChange]) -> [UInt8] {
+        var cuts: [Int] = []
+        return encodeBytes(changes, pkCuts: &cuts, cutting: false)
+    }
+
+    /// The history record of a save of new objects only, made on the saving caller's thread
+    /// before the pks are known: `encodeBytes` of the inserts' changes with every pk's digits
+    /// left out and where they go. `fill` with the save's first pk (insert i got `first + i`)
+    /// gives exactly the bytes `encodeBytes` makes from the changes the writer would record.
+    /// `insert(i)`: insert i's entity and changed properties. A change's bytes around its pk
+    /// depend only on those (and the store): they are encoded by `encodeBytes` itself, once per
+    /// run of inserts with the same entity and property list, and copied for the others.
+    static func prepareInserts(storeID: UUID, count: Int, _ insert: (Int) -> (entity: String, changedProperties: [String])) -> PreparedHistory {
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        var cuts: [Int] = []
+        cuts.reserveCapacity(count)
+        var entity: String?, properties: [String] = []
+        var head: [UInt8] = [], tail: [UInt8] = []
+        for i in 0..<count {
+            let (e, p) = insert(i)
+            if e != entity || p != properties {
+                let change = HistoryChange(kind: .insert, objectID: ObjectID(storeID: storeID, entity: e, pk: 0), entity: e, changedProperties: p, tombstone: nil)
+                var cut: [Int] = []
+                let one = encodeBytes([change], pkCuts: &cut, cutting: true)  // "[" head, gap, tail "]"
+                head = Array(one[1..<cut[0]]); tail = Array(one[cut[0]..<(one.count - 1)])
+                entity = e; properties = p
+                if i == 0 { out.reserveCapacity(count * (head.count + tail.count + 1) + 2) }
+            }
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: head)
+            cuts.append(out.count)
+            out.append(contentsOf: tail)
+        }
+        out.append(UInt8(ascii: "]"))
+        return PreparedHistory(storeID: storeID, bytes: out, pkCuts: cuts)
+    }
+
+    /// A prepared record with the pks `firstPK`, `firstPK + 1`, … written into its gaps: one
+    /// copy of each piece and the digits, into an array of the exact size.
+    static func fill(_ h: PreparedHistory, firstPK: Int64) -> [UInt8] {
+        let n = h.pkCuts.count
+        var digits = 0
+        var pk = UInt64(firstPK)
+        for _ in 0..<n { digits += decimalCount(pk); pk += 1 }
+        let total = h.bytes.count + digits
+        return h.bytes.withUnsafeBufferPointer { src in
+            h.pkCuts.withUnsafeBufferPointer { cuts in
+                [UInt8](unsafeUninitializedCapacity: total) { dst, count in
+                    let s = src.baseAddress!, d = dst.baseAddress!  // never empty: at least "[]"
+                    var from = 0, to = 0, pk = UInt64(firstPK)
+                    for cut in cuts {
+                        (d + to).initialize(from: s + from, count: cut - from)
+                        to += cut - from; from = cut
+                        let k = decimalCount(pk)
+                        var x = pk, i = to + k
+                        repeat { i -= 1; d[i] = UInt8(ascii: "0") + UInt8(x % 10); x /= 10 } while x > 0
+                        to += k; pk += 1
+                    }
+                    (d + to).initialize(from: s + from, count: src.count - from)
+                    count = total
+                }
+            }
+        }
+    }
+
+    /// `cutting`: every change's pk digits are left out and their offsets appended to `pkCuts`.
+    private static func encodeBytes(_ changes: [HistoryChange], pkCuts: inout [Int], cutting: Bool) -> [UInt8] {
         // Built as UTF-8 bytes: String appends were most of the cost.
         var out: [UInt8] = [UInt8(ascii: "[")]
         out.reserveCapacity(changes.count * 140)
@@ -21,10 +87,16 @@ enum HistoryJSON {
             if !head.fits(c) { head = Head(c) }
             out.append(contentsOf: head.bytes)
             if head.endsInURIPrefix {
-                appendDecimal(c.objectID.pk.magnitude, into: &out)
+                if cutting { pkCuts.append(out.count) } else { appendDecimal(c.objectID.pk.magnitude, into: &out) }
                 out.append(UInt8(ascii: "\""))
             } else {
                 string(c.objectID.uri, into: &out)
+                if cutting {
+                    // the escaped URI ends with the pk's digits and the closing quote
+                    let digits = decimalCount(c.objectID.pk.magnitude)
+                    out.removeSubrange((out.count - 1 - digits)..<(out.count - 1))
+                    pkCuts.append(out.count - 1)
+                }
             }
             if let t = c.tombstone {
                 raw(",\"tombstone\":{", into: &out)
@@ -164,4 +236,14 @@ enum HistoryJSON {
         }
         out += "\""
     }
+}
+
+/// A save's history record without its pks (`HistoryJSON.prepareInserts`), made on the saving
+/// caller's thread; the writer writes the pks in (`HistoryJSON.fill`).
+struct PreparedHistory: Sendable {
+    /// The store the objects' URIs name (the writer uses the record only for that store).
+    let storeID: UUID
+    let bytes: [UInt8]
+    /// Where each insert's pk digits go in `bytes`, in insert order (ascending).
+    let pkCuts: [Int]
 }

@@ -159,15 +159,40 @@ enum WriterJob {
 }
 
 struct SaveJob {
-    let request: SaveRequest
+    /// The request and its prepared inserts, which the writer takes out (`take`) before it runs
+    /// the save, so that it holds no reference to them when it completes the job: the saving
+    /// caller, which keeps its own, then frees them on its thread, not the writer
+    /// (docs/storage.md concurrency rule 12).
+    private let handOver: HandOver
     /// A planned save (`Store.save(planning:)`): builds its request on the writer thread, inside
     /// the save's savepoint, from the state it will apply to. nil result: nothing to do.
-    var planner: (@Sendable (ReadContext) throws -> SaveRequest?)? = nil
-    /// The inserts' model-only work, done on the caller's thread (docs/storage.md concurrency rule 12); used
-    /// only when the writer's model is still `prepared.model` and there is no planner.
-    var prepared: PreparedSave? = nil
+    let planner: (@Sendable (ReadContext) throws -> SaveRequest?)?
     let flag: CancelFlag
     let complete: (Result<SaveResult, Error>) -> Void
+
+    /// `prepared`: the inserts' model-only work, done on the caller's thread (docs/storage.md
+    /// concurrency rule 12); used only when the writer's model is still `prepared.model` and there
+    /// is no planner.
+    init(request: SaveRequest, planner: (@Sendable (ReadContext) throws -> SaveRequest?)? = nil, prepared: PreparedSave? = nil,
+         flag: CancelFlag, complete: @escaping (Result<SaveResult, Error>) -> Void) {
+        handOver = HandOver(request: request, prepared: prepared)
+        self.planner = planner; self.flag = flag; self.complete = complete
+    }
+
+    /// The request and prepared inserts, moved out of the job (writer thread only; once).
+    func take() -> (SaveRequest, PreparedSave?) {
+        let r = (handOver.request ?? SaveRequest(), handOver.prepared)
+        handOver.request = nil; handOver.prepared = nil
+        return r
+    }
+
+    /// Written by the submitting caller before the job is queued, then touched only by the writer
+    /// thread (the queue's lock orders the hand-over).
+    private final class HandOver: @unchecked Sendable {
+        var request: SaveRequest?
+        var prepared: PreparedSave?
+        init(request: SaveRequest, prepared: PreparedSave?) { self.request = request; self.prepared = prepared }
+    }
 }
 
 /// State only the writer thread touches.
@@ -192,7 +217,7 @@ final class WriterOwned: @unchecked Sendable {
 final class InsertStatements {
     /// Rows per statement: the largest that fits what is left, so a 100-row save runs 64+32+4
     /// (three statements), any count below 128 at most seven, and the statement cache holds at
-    /// most seven texts per table.
+    /// most fourteen texts per table (each size with one entity per chunk or several).
     static let sizes = [64, 32, 16, 8, 4, 2, 1]
     private var model: ResolvedModel?
     private var texts: [String: [PreparedSQL?]] = [:]
@@ -226,25 +251,40 @@ final class InsertStatements {
         return (offset, bytes.count - offset)
     }
 
-    /// The statement for the next chunk of `remaining` rows of `width` values each, and its row count.
-    func statement(_ model: ResolvedModel, root: String, remaining: Int, width: Int, variableLimit: Int) -> (rows: Int, sql: PreparedSQL) {
-        if self.model !== model { self.model = model; texts = [:] }
+    /// Rows in the next chunk of `remaining` rows of `width` parameters each (pk, z_ent and the
+    /// root's columns): the largest size that fits, within SQLite's parameter limit.
+    static func rows(remaining: Int, width: Int, variableLimit: Int) -> Int {
         var k = 0
-        while k < Self.sizes.count - 1 && (Self.sizes[k] > remaining || Self.sizes[k] * width > variableLimit) { k += 1 }
-        let n = Self.sizes[k]
-        if let s = texts[root]?[k] { return (n, s) }
-        // OR FAIL: a multi-row INSERT with the default ABORT keeps a statement journal (a copy of
-        // every page it changes, to undo its own earlier rows), which a one-row INSERT never
-        // needed. Nothing needs it: a failing INSERT fails its save, which then rolls back to its
-        // savepoint or, without one, ends the whole group — as a failing one-row INSERT did.
-        let one = model.insertSQL[root]!
+        while k < sizes.count - 1 && (sizes[k] > remaining || sizes[k] * width + 1 > variableLimit) { k += 1 }
+        return sizes[k]
+    }
+
+    /// The statement for a chunk of `n` rows (one of `sizes`) of `width` parameters each.
+    ///
+    /// Parameters are numbered: `?1` is the save's generation (`created_gen` of every row, bound
+    /// once per statement); row r's pk is `?(2 + r × width)`, its `z_ent` the next, then its
+    /// columns. With `uniformEntity` (every row of the chunk is of one entity) `?2` is every row's
+    /// `z_ent`, bound once, and row r's pk is `?(3 + r × (width − 1))`, then its columns.
+    /// `ended_gen` and `version` are the constants every new row has (live, 1), written into the
+    /// text, so nothing binds them.
+    func statement(_ model: ResolvedModel, root: String, rows n: Int, width: Int, uniformEntity: Bool) -> PreparedSQL {
+        if self.model !== model { self.model = model; texts = [:] }
+        let k = Self.sizes.firstIndex(of: n)! + (uniformEntity ? Self.sizes.count : 0)
+        if let s = texts[root]?[k] { return s }
+        let one = model.insertSQL[root]!  // columns: pk, created_gen, ended_gen, version, z_ent, the root's columns
         let values = one.range(of: " VALUES ")!
         let into = one.range(of: "INSERT INTO ")!
-        let tuple = one[values.upperBound...]
-        let sql = PreparedSQL("INSERT OR FAIL INTO " + one[into.upperBound..<values.upperBound] + Array(repeating: tuple, count: n).joined(separator: ", "))
-        var list = texts[root] ?? Array(repeating: nil, count: Self.sizes.count)
+        let tuples = (0..<n).map { r -> String in
+            let pk = uniformEntity ? 3 + r * (width - 1) : 2 + r * width
+            let entity = uniformEntity ? 2 : pk + 1
+            let firstColumn = uniformEntity ? pk + 1 : pk + 2
+            let cols = (0..<(width - 2)).map { "?\(firstColumn + $0)" }
+            return "(" + (["?\(pk)", "?1", "\(ResolvedModel.live)", "1", "?\(entity)"] + cols).joined(separator: ", ") + ")"
+        }
+        let sql = PreparedSQL("INSERT OR FAIL INTO " + one[into.upperBound..<values.upperBound] + tuples.joined(separator: ", "))
+        var list = texts[root] ?? Array(repeating: nil, count: 2 * Self.sizes.count)
         list[k] = sql
         texts[root] = list
-        return (n, sql)
+        return sql
     }
 }

@@ -483,7 +483,7 @@ public final class Store: Sendable {
     public func save(_ request: SaveRequest) async throws -> SaveResult {
         // The inserts' model-only work (validation, defaults, row values) on this thread, not the
         // writer's (concurrency rule 12).
-        let prepared = request.inserts.isEmpty ? nil : state.withLock({ $0.model }).map { InsertPreparer.prepare(request, model: $0, config: config) }
+        let prepared = request.inserts.isEmpty ? nil : state.withLock({ $0.model }).map { InsertPreparer.prepare(request, model: $0, config: config, storeID: id) }
         return try await save(request, prepared: prepared)
     }
 
@@ -497,6 +497,9 @@ public final class Store: Sendable {
             }
         } onCancel: { flag.cancel() }
         result.addNewObjects(request)  // here, not on the writer thread (SaveResult.firstNewPK)
+        // The writer dropped its references before completing (`SaveJob.take`): the last ones
+        // are freed here, on this thread.
+        withExtendedLifetime(prepared) {}
         return result
     }
 

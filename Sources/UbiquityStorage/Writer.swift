@@ -69,9 +69,15 @@ final class WriterEngine: Sendable {
         }
         var aborted: Error?
         var committed = 0
-        for (i, job) in jobs.enumerated() {
+        // The pk counter is read once per group and written once before COMMIT (with the
+        // generation), not per save: a save that rolls back to its savepoint leaves it unchanged,
+        // as its own writes of `ubq_meta` were undone with it before.
+        var nextPK: Int64 = 0
+        do { nextPK = try Meta.int(conn, "next_pk") } catch { aborted = error }
+        for (i, job) in jobs.enumerated() where aborted == nil {
             if job.flag.isCancelled { results[i] = .failure(StorageError(.cancelled, "request cancelled")); continue }
-            let prepared = job.planner == nil && job.prepared?.model === model ? job.prepared : nil
+            let (jobRequest, jobPrepared) = job.take()  // nothing of them stays with the writer once this save is done
+            let prepared = job.planner == nil && jobPrepared?.model === model ? jobPrepared : nil
             // A save that can fail only in SQLite once it has written (`PreparedSave.needsNoSavepoint`)
             // runs without a savepoint: SQLite's failures end the whole group anyway, and a savepoint
             // costs a copy of every page the save touches.
@@ -82,7 +88,7 @@ final class WriterEngine: Sendable {
                 } catch { aborted = error; break }
             }
             do {
-                var request = job.request
+                var request = jobRequest
                 if let plan = job.planner {
                     let ctx = ReadContext(conn: conn, model: model, storeID: storeID, token: GenerationToken(storeID: storeID, epoch: epoch, generation: gen))
                     guard let planned = try plan(ctx) else {
@@ -94,13 +100,15 @@ final class WriterEngine: Sendable {
                     request = planned
                 }
                 let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config,
-                                  prepared: prepared?.inserts, temporaryIDsUnique: !savepoint, insertStatements: owned.insertStatements)
+                                  nextPK: nextPK, prepared: prepared?.inserts, history: prepared?.history, temporaryIDsUnique: !savepoint,
+                                  insertStatements: owned.insertStatements)
                 let r = try txn.run()
                 if r.replayed || r.dryRun {
                     try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")  // never without a savepoint: needsNoSavepoint
                 } else {
                     if savepoint { try conn.run("RELEASE s") }
                     gen += 1; committed += 1
+                    nextPK = txn.nextPK
                 }
                 results[i] = .success(r)
             } catch {
@@ -112,7 +120,13 @@ final class WriterEngine: Sendable {
             }
         }
         if aborted == nil {
-            do { try conn.run(committed > 0 ? "COMMIT" : "ROLLBACK") } catch { aborted = error }
+            do {
+                if committed > 0 {
+                    try Meta.set(conn, "next_pk", .integer(nextPK))
+                    try Meta.set(conn, "generation", .integer(gen))
+                }
+                try conn.run(committed > 0 ? "COMMIT" : "ROLLBACK")
+            } catch { aborted = error }
         }
 
         if let e = aborted {
@@ -277,7 +291,8 @@ final class SaveTxn {
     let currentGen: Int64
     let req: SaveRequest
     let config: StorageConfiguration
-    var nextPK: Int64 = 0
+    /// The next free pk: the group's counter when the save starts, advanced by its inserts.
+    var nextPK: Int64
     var tempMap: [String: ObjectID] = [:]
     var issues: [ValidationIssue] = []
     var conflicts: [ConflictRecord] = []
@@ -310,13 +325,19 @@ final class SaveTxn {
     var pendingRows: [(pk: Int64, entity: String, columnArgs: [SQLValue])] = []
 
     init(conn: Connection, model: ResolvedModel, storeID: UUID, epoch: UInt64, gen: Int64, currentGen: Int64, request: SaveRequest, config: StorageConfiguration,
-         prepared: [PreparedInsert]? = nil, temporaryIDsUnique: Bool = false, insertStatements: InsertStatements) {
+         nextPK: Int64, prepared: [PreparedInsert]? = nil, history: PreparedHistory? = nil, temporaryIDsUnique: Bool = false, insertStatements: InsertStatements) {
         self.conn = conn; self.model = model; self.storeID = storeID; self.epoch = epoch; self.gen = gen
-        self.currentGen = currentGen; self.req = request; self.config = config
+        self.currentGen = currentGen; self.req = request; self.config = config; self.nextPK = nextPK
         self.prepared = prepared.flatMap { $0.count == request.inserts.count ? $0 : nil }
         self.insertStatements = insertStatements
         self.temporaryIDsUnique = temporaryIDsUnique && self.prepared != nil
+        // only for a save of new objects only, where insert i gets pk firstNewPK + i
+        self.history = self.temporaryIDsUnique ? history.flatMap { $0.pkCuts.count == request.inserts.count && $0.storeID == storeID ? $0 : nil } : nil
     }
+
+    /// The save's history record prepared on the caller's thread without its pks
+    /// (`PreparedSave.history`); nil: encoded here from the recorded changes.
+    let history: PreparedHistory?
 
     static let live = Int64.max
 
@@ -354,45 +375,90 @@ final class SaveTxn {
         pendingRows.append((pk, entity, columnArgs))
     }
 
-    /// Writes the queued new rows, up to `InsertStatements.sizes[0]` per INSERT: one statement
-    /// (one VDBE run, one statement journal, one reset) per chunk instead of per row.
+    /// Writes the queued new rows (`writeNewRows`).
+    func flushInserts() throws {
+        if pendingRows.isEmpty { return }
+        // moved out (unique): no exclusivity check per access of the class's array
+        var rows: [(pk: Int64, entity: String, columnArgs: [SQLValue])] = []
+        swap(&rows, &pendingRows)
+        defer { rows.removeAll(keepingCapacity: true); swap(&rows, &pendingRows) }
+        try writeNewRows(root: pendingRoot, rows.indices, pk: { rows[$0].pk }, entity: { rows[$0].entity }, columns: { rows[$0].columnArgs })
+    }
+
+    /// The inserts of a save whose history record was prepared (`history`): each is valid, has
+    /// no uniqueness constraint or relationship and gets the next pk in order (needsNoSavepoint),
+    /// so its rows go to the INSERT statements straight from the prepared inserts, without a
+    /// queue, one run of inserts into the same table at a time.
+    func insertPrepared(_ prepared: [PreparedInsert]) throws {
+        let first = nextPK
+        var start = 0
+        while start < prepared.count {
+            guard let info = prepared[start].info else { throw StorageError(.internalError, "prepared insert without its entity") }
+            var end = start + 1
+            while end < prepared.count, let e = prepared[end].info, e === info || e.root == info.root { end += 1 }
+            try writeNewRows(root: info.root, start..<end, pk: { first + Int64($0) }, entity: { req.inserts[$0].entity }, columns: { prepared[$0].columnArgs })
+            start = end
+        }
+        firstNewPK = first
+        nextPK = first + Int64(prepared.count)
+    }
+
+    /// Writes new rows `range` (values from the accessors) into `root`'s table, up to
+    /// `InsertStatements.sizes[0]` per INSERT: one statement (one VDBE run, one statement
+    /// journal, one reset) per chunk instead of per row. A chunk whose rows are all of one entity
+    /// binds its name once (`InsertStatements.statement`, `uniformEntity`).
     ///
     /// Text values are copied once into `InsertStatements.textBytes` and bound from there without
     /// SQLite copying them again (SQLITE_STATIC: one malloc and copy per value saved). The buffer
     /// is not touched until the statement has finished stepping. The statements' bindings are not
     /// cleared afterwards: every parameter is bound again before each step (only this function
     /// runs these statements), so a stale pointer into the buffer is never read.
-    func flushInserts() throws {
-        if pendingRows.isEmpty { return }
-        defer { pendingRows.removeAll(keepingCapacity: true) }
-        let width = 5 + (model.columns[pendingRoot]?.count ?? 0)
+    private func writeNewRows(root: String, _ range: Range<Int>, pk: (Int) -> Int64, entity: (Int) -> String, columns: (Int) -> [SQLValue]) throws {
+        let width = 2 + (model.columns[root]?.count ?? 0)  // pk, z_ent, columns (`InsertStatements.statement`)
         let ins = insertStatements
-        var i = 0
-        while i < pendingRows.count {
-            let (n, sql) = ins.statement(model, root: pendingRoot, remaining: pendingRows.count - i, width: width, variableLimit: conn.variableLimit)
-            let st = try conn.statement(sql)
+        var i = range.lowerBound
+        while i < range.upperBound {
+            let n = InsertStatements.rows(remaining: range.upperBound - i, width: width, variableLimit: conn.variableLimit)
+            let firstEntity = entity(i)
+            var uniform = true
+            for k in (i + 1)..<(i + n) where entity(k) != firstEntity { uniform = false; break }
+            let st = try conn.statement(ins.statement(model, root: root, rows: n, width: width, uniformEntity: uniform))
             defer { sqlite3_reset(st.stmt) }
             conn.statementCount += 1
             // local copies (moved out, so unique): no exclusivity check per access of the class's arrays
             var bytes = ins.takeTextBytes(), slots = ins.takeTextSlots()
             defer { ins.textBytes = bytes; ins.textSlots = slots }
-            var idx: Int32 = 1
-            var lastEntity = "", lastEntitySlot = (offset: 0, count: 0)
-            for r in pendingRows[i..<(i + n)] {
-                try st.bind(idx, .integer(r.pk)); try st.bind(idx + 1, .integer(gen)); try st.bind(idx + 2, .integer(SaveTxn.live))
-                try st.bind(idx + 3, .integer(1))
-                // rows of one entity share its name's bytes
-                if slots.isEmpty || r.entity != lastEntity { lastEntity = r.entity; lastEntitySlot = InsertStatements.append(r.entity, to: &bytes) }
-                slots.append((idx + 4, lastEntitySlot.offset, lastEntitySlot.count))
-                idx += 5
-                for v in r.columnArgs {
-                    if case .text(let t) = v {
-                        let at = InsertStatements.append(t, to: &bytes)
-                        slots.append((idx, at.offset, at.count))
-                    } else {
-                        try st.bind(idx, v)
-                    }
+            try st.bind(1, .integer(gen))  // created_gen of every row; ended_gen and version are in the text
+            var idx: Int32 = 2
+            var lastEntity = firstEntity, lastEntitySlot = InsertStatements.append(firstEntity, to: &bytes)
+            if uniform { slots.append((2, lastEntitySlot.offset, lastEntitySlot.count)); idx = 3 }
+            for k in i..<(i + n) {
+                let rc = sqlite3_bind_int64(st.stmt, idx, pk(k))
+                if rc != SQLITE_OK { throw conn.error(rc, sql: st.sql) }
+                idx += 1
+                if !uniform {
+                    // rows of one entity share its name's bytes
+                    let e = entity(k)
+                    if e != lastEntity { lastEntity = e; lastEntitySlot = InsertStatements.append(e, to: &bytes) }
+                    slots.append((idx, lastEntitySlot.offset, lastEntitySlot.count))
                     idx += 1
+                }
+                // numbers straight to SQLite (no `Statement.bind` switch and copy per value)
+                try columns(k).withUnsafeBufferPointer { values in
+                    for v in values {
+                        var rc = SQLITE_OK
+                        switch v {
+                        case .integer(let x): rc = sqlite3_bind_int64(st.stmt, idx, x)
+                        case .real(let x): rc = sqlite3_bind_double(st.stmt, idx, x)
+                        case .null: rc = sqlite3_bind_null(st.stmt, idx)
+                        case .text(let t):
+                            let at = InsertStatements.append(t, to: &bytes)
+                            slots.append((idx, at.offset, at.count))
+                        case .blob: try st.bind(idx, v)
+                        }
+                        if rc != SQLITE_OK { throw conn.error(rc, sql: st.sql) }
+                        idx += 1
+                    }
                 }
             }
             try bytes.withUnsafeBufferPointer { buf in
@@ -540,7 +606,6 @@ final class SaveTxn {
                 return r
             }
         }
-        nextPK = try Meta.int(conn, "next_pk")
         // one entry per inserted object: no rehashing while a large save fills them
         let n = req.inserts.count + req.updates.count
         if !temporaryIDsUnique { tempMap.reserveCapacity(req.inserts.count); versions.reserveCapacity(n) }
@@ -565,12 +630,16 @@ final class SaveTxn {
         var result = SaveResult(token: token, permanentIDs: tempMap, versions: versions, resolvedConflicts: resolved, skipped: skipped, dryRun: req.dryRun, replayed: false,
                                 firstNewPK: firstNewPK)
         if req.dryRun { return result }
-        try Meta.set(conn, "next_pk", .integer(nextPK))
-        try Meta.set(conn, "generation", .integer(gen))
-        let ch = changeOrder.isEmpty ? newObjectChanges : { movePendingChanges(); return changeOrder.compactMap { changes[$0] } }()
-        let enc = JSONEncoder(); enc.outputFormatting = .sortedKeys
-        try insertHistory(ch)
+        // `next_pk` and `generation` in ubq_meta are written by the group (`runGroup`), once.
+        if let h = history {
+            guard let first = firstNewPK else { throw StorageError(.internalError, "prepared history without new objects") }
+            try insertHistory(HistoryJSON.fill(h, firstPK: first))
+        } else {
+            let ch = changeOrder.isEmpty ? newObjectChanges : { movePendingChanges(); return changeOrder.compactMap { changes[$0] } }()
+            try insertHistory(HistoryJSON.encodeBytes(ch))
+        }
         if let tx = req.clientTransactionID {
+            let enc = JSONEncoder(); enc.outputFormatting = .sortedKeys
             result.replayed = false
             try conn.run("INSERT INTO ubq_client_tx (id, generation, result) VALUES (?, ?, ?)", [.text(tx), .integer(gen), .text(String(decoding: try enc.encode(result), as: UTF8.self))])
         }
@@ -580,8 +649,7 @@ final class SaveTxn {
     /// The save's history record. Its JSON is bound as text straight from the encoder's bytes
     /// (no String, no second copy by SQLite: SQLITE_STATIC while the statement steps; `reset`
     /// clears the binding).
-    func insertHistory(_ ch: [HistoryChange]) throws {
-        let json = HistoryJSON.encodeBytes(ch)
+    func insertHistory(_ json: [UInt8]) throws {
         let st = try conn.statement("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, ?, ?)")
         defer { st.reset() }
         conn.statementCount += 1
@@ -597,6 +665,7 @@ final class SaveTxn {
     func applyInserts() throws {
         var seen = Set<String>()
         if !temporaryIDsUnique { seen.reserveCapacity(req.inserts.count) }
+        if history != nil, let prepared { try insertPrepared(prepared); return }
         var preparer = InsertPreparer(model: model, config: config)
         for (index, ins) in req.inserts.enumerated() {
             let obj = ins.temporaryID
@@ -655,9 +724,9 @@ final class SaveTxn {
                 continue
             }
             let pk = nextPK; nextPK += 1
-            let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
             // A save of new objects only: every insert gets the next pk, in order, and nothing
             // looks an ID up here; the result's maps are made from the request by the caller.
+            let oid = ObjectID(storeID: storeID, entity: ins.entity, pk: pk)
             if temporaryIDsUnique { if firstNewPK == nil { firstNewPK = pk } } else { tempMap[obj] = oid; versions[oid] = 1 }
             try insertNew(ent.root, pk: pk, entity: ins.entity, columnArgs: p.columnArgs)
             if !model.countChecked.isEmpty { touched.insert(oid) }  // only validateCounts reads it
@@ -1169,6 +1238,9 @@ struct PreparedSave: Sendable {
     /// given) this model's. What fails after that is SQLite's (I/O, disk full, interrupt), and
     /// the group fails as a whole, as it does when SQLite ends the transaction itself.
     var needsNoSavepoint = false
+    /// For a save that needs no savepoint: its history record with a gap for each insert's pk
+    /// (insert i gets pk `firstNewPK + i`), filled in by the writer (`HistoryJSON.fill`).
+    var history: PreparedHistory?
 }
 
 struct InsertPreparer {
@@ -1225,11 +1297,15 @@ struct InsertPreparer {
         return p
     }
 
-    /// All of a request's inserts, in order.
-    static func prepare(_ req: SaveRequest, model: ResolvedModel, config: StorageConfiguration) -> PreparedSave {
+    /// All of a request's inserts, in order. With `storeID`, a save of new objects only
+    /// (`needsNoSavepoint`) also gets its history record, without its pks (`PreparedHistory`).
+    static func prepare(_ req: SaveRequest, model: ResolvedModel, config: StorageConfiguration, storeID: UUID? = nil) -> PreparedSave {
         var preparer = InsertPreparer(model: model, config: config)
         var p = PreparedSave(model: model, inserts: req.inserts.map { preparer.prepare($0) })
         p.needsNoSavepoint = needsNoSavepoint(req, p.inserts, model: model)
+        if p.needsNoSavepoint, let storeID {
+            p.history = HistoryJSON.prepareInserts(storeID: storeID, count: req.inserts.count) { (req.inserts[$0].entity, p.inserts[$0].changedProperties) }
+        }
         return p
     }
 

@@ -516,6 +516,133 @@ final class SaveTests: StorageTestCase {
         XCTAssertEqual(decoded, changes)
     }
 
+    /// A save of new objects only gets its history record on the caller's thread with gaps for
+    /// the pks (`HistoryJSON.prepareInserts`); the writer fills them in. The result must be the
+    /// encoder's own bytes for the changes the writer would have recorded, for pks whose digit
+    /// count changes inside the save, several entities and an entity name JSON must escape.
+    func testPreparedHistoryFillsInTheEncodersBytes() throws {
+        let sid = UUID()
+        let props = ["a", "b"]
+        let inserts: [(entity: String, changedProperties: [String])] = [("Note", props), ("Note", props), ("Item", ["x"]), ("Q\"x", props), ("Q\"x", props), ("Note", props),
+                                                                        ("Note", []), ("Note", ["a"] + ["b"])] + Array(repeating: ("Note", props), count: 20)
+        let h = HistoryJSON.prepareInserts(storeID: sid, count: inserts.count) { inserts[$0] }
+        XCTAssertEqual(h.pkCuts.count, inserts.count)
+        for first: Int64 in [1, 5, 9, 85, 95, 990, 99_999, 1_000_000_000_000] {
+            let changes = inserts.enumerated().map { i, e in
+                HistoryChange(kind: .insert, objectID: ObjectID(storeID: sid, entity: e.entity, pk: first + Int64(i)), entity: e.entity, changedProperties: e.changedProperties, tombstone: nil)
+            }
+            let filled = HistoryJSON.fill(h, firstPK: first)
+            XCTAssertEqual(filled, HistoryJSON.encodeBytes(changes), "first pk \(first)")
+            XCTAssertEqual(try JSONDecoder().decode([HistoryChange].self, from: Data(filled)), changes)
+        }
+    }
+
+    /// Saves of new objects share group commits: pks come from a counter the group reads once and
+    /// writes once (with the generation) before COMMIT, and their history records are prepared on
+    /// the callers' threads. Failing saves in the same groups must not use up or repeat pks; every
+    /// returned ID must read back its own object, each save's history must list exactly its IDs,
+    /// and after reopening, the stored counter and generation must be where the saves left them.
+    func testGroupedNewObjectSavesReadBackTheirIDsAndHistory() async throws {
+        let id = UUID()
+        let s = try open("grouped", id: id) { $0.synchronous = .full }
+        let n = 120
+        let results = await withTaskGroup(of: (Int, SaveRequest, Result<SaveResult, Error>).self) { g in
+            for i in 0..<n {
+                g.addTask {
+                    var r = SaveRequest()
+                    r.author = "w\(i)"
+                    let count = 1 + i % 12
+                    r.inserts = (0..<count).map { k in InsertOperation(temporaryID: "t\(k)", entity: "Note", values: ["n": .int(Int64(i * 100 + k)), "text": .string("s\(i)-\(k)")]) }
+                    if i % 5 == 0 { r.inserts.append(InsertOperation(temporaryID: "bad", entity: "Note", values: ["n": "not a number"])) }  // fails on the writer's savepoint path
+                    if i % 7 == 0 { r.dryRun = true }
+                    do { return (i, r, .success(try await s.save(r))) } catch { return (i, r, .failure(error)) }
+                }
+            }
+            var out: [(Int, SaveRequest, Result<SaveResult, Error>)] = []
+            for await x in g { out.append(x) }
+            return out
+        }
+        var allPKs: [Int64] = []
+        var committed = 0
+        let history = try await s.history(after: nil, limit: 1000)
+        for (i, r, res) in results {
+            if i % 5 == 0 { XCTAssertThrowsError(try res.get(), "save \(i) has a bad value"); continue }
+            let out = try res.get()
+            if i % 7 == 0 { XCTAssertTrue(out.dryRun); continue }
+            committed += 1
+            let ids = r.inserts.map { out.permanentIDs[$0.temporaryID] }
+            XCTAssertFalse(ids.contains(nil))
+            let pks = ids.compactMap { $0?.pk }
+            XCTAssertEqual(pks, Array(pks[0]..<(pks[0] + Int64(pks.count))), "one save's pks are contiguous, in insert order")
+            allPKs += pks
+            let got = try await s.objects(ids.compactMap { $0 }, at: .current)
+            for (k, ins) in r.inserts.enumerated() {
+                XCTAssertEqual(got[k]?.values["n"], ins.values["n"], "save \(i) insert \(k)")
+                XCTAssertEqual(got[k]?.values["text"], ins.values["text"])
+                XCTAssertEqual(out.versions[ids[k]!], 1)
+            }
+            let tx = try XCTUnwrap(history.transactions.first { $0.token.generation == out.token.generation })
+            XCTAssertEqual(tx.author, "w\(i)")
+            XCTAssertEqual(tx.changes.map(\.objectID), ids.compactMap { $0 })
+            XCTAssertEqual(tx.changes.map(\.changedProperties), Array(repeating: ["n", "text"], count: ids.count))
+        }
+        XCTAssertEqual(Set(allPKs).count, allPKs.count, "no pk handed out twice")
+        XCTAssertEqual(allPKs.sorted(), Array(1...Int64(allPKs.count)), "failed saves and dry runs used up no pk")
+        XCTAssertEqual(history.transactions.count, committed)
+        let generation = s.currentToken.generation
+        XCTAssertEqual(generation, Int64(committed))
+        // the counter and the generation reached ubq_meta
+        s.close()
+        stores.removeAll()
+        let reopened = try open("grouped", id: id)
+        XCTAssertEqual(reopened.currentToken.generation, generation)
+        let next = try await insert(reopened, "Note", ["n": 1])
+        XCTAssertEqual(next.pk, Int64(allPKs.count) + 1)
+    }
+
+    /// New rows of one table go out in multi-row INSERTs whose chunks bind the entity name once
+    /// when every row of the chunk is of one entity, per row otherwise. Both kinds of chunk, on
+    /// the path of a save prepared without a savepoint and on the queued path (a client
+    /// transaction ID needs a savepoint), must store each row with its own entity and values.
+    func testChunksOfOneAndOfSeveralEntitiesKeepEachRowsEntity() async throws {
+        let model = ModelDefinition(versionIdentifier: "1", entities: [
+            EntityDefinition(name: "Shape", attributes: [
+                AttributeDefinition(name: "label", type: .string),
+                AttributeDefinition(name: "size", type: .int64),
+            ]),
+            EntityDefinition(name: "Circle", parent: "Shape", attributes: [AttributeDefinition(name: "radius", type: .double)]),
+            EntityDefinition(name: "Square", parent: "Shape", attributes: [AttributeDefinition(name: "side", type: .int64)]),
+        ])
+        let s = try open("shapes", model: model)
+        for queued in [false, true] {
+            var r = SaveRequest()
+            if queued { r.clientTransactionID = "tx" }
+            var expected: [(String, [String: StorageValue])] = []
+            for i in 0..<70 { expected.append(("Circle", ["label": .string("c\(i)"), "size": .int(Int64(i)), "radius": .double(Double(i) / 2)])) }  // one-entity chunk (64)
+            for i in 0..<75 {  // chunks of several entities (64, 8, …)
+                switch i % 3 {
+                case 0: expected.append(("Shape", ["label": .string("s\(i)"), "size": .int(Int64(i))]))
+                case 1: expected.append(("Circle", ["label": .string("c\(i)"), "radius": .double(Double(i))]))
+                default: expected.append(("Square", ["side": .int(Int64(i)), "size": .int(-Int64(i))]))
+                }
+            }
+            r.inserts = expected.enumerated().map { InsertOperation(temporaryID: "t\($0.offset)", entity: $0.element.0, values: $0.element.1) }
+            if !queued { XCTAssertTrue(InsertPreparer.prepare(r, model: try XCTUnwrap(s.state.withLock { $0.model }), config: s.config).needsNoSavepoint) }
+            let res = try await s.save(r)
+            let ids = r.inserts.map { res.permanentIDs[$0.temporaryID]! }
+            let got = try await s.objects(ids)
+            for (k, e) in expected.enumerated() {
+                guard let o = got[k] else { XCTFail("row \(k) missing"); continue }
+                XCTAssertEqual(o.id.entity, e.0, "row \(k), queued \(queued)")
+                for (name, v) in e.1 { XCTAssertEqual(o.values[name], v, "row \(k).\(name), queued \(queued)") }
+            }
+            let circles = try await s.objectIDs(entity: "Circle")
+            XCTAssertEqual(circles.count, (queued ? 2 : 1) * (70 + 25))
+            let h = try await s.history(after: nil)
+            XCTAssertEqual(h.transactions.last?.changes.map(\.objectID), ids)
+        }
+    }
+
     /// A save cancelled while queued behind other writer work is not applied.
     func testCancelledSaveIsNotApplied() async throws {
         let s = try open()
