@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 WORKLOADS = ["ping", "point-fetch", "save100", "predicate-fetch", "pinned-fetch"]
 TITLES = {"ping": "W0 ping", "point-fetch": "W1 point fetch", "save100": "W2 100-object save",
@@ -39,6 +40,8 @@ def main() -> None:
             ax.set_yticklabels(labels, fontsize=7)
             ax.invert_yaxis()
             ax.set_xscale("log")
+            # minor ticks unlabelled: on a short log axis their labels run into each other
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             positive = [v for v in values if v > 0]
             if positive:
                 ax.set_xlim(min(positive) / 3, max(positive) * 3)
