@@ -249,7 +249,7 @@ final class WriterEngine: Sendable {
             try Meta.set(conn, "gc_horizon", .integer(horizon))
             for r in model.roots where removed < limit {
                 let t = q(ResolvedModel.tableName(root: r))
-                try conn.run("DELETE FROM \(t) WHERE (pk, ended_gen) IN (SELECT pk, ended_gen FROM \(t) WHERE ended_gen <= ? LIMIT ?)", [.integer(horizon), .integer(Int64(limit - removed))])
+                try conn.run(Self.gcVersionsSQL(table: t), [.integer(horizon), .integer(Int64(limit - removed))])
                 removed += conn.changes
             }
             for j in model.joinTables where removed < limit {
@@ -263,6 +263,15 @@ final class WriterEngine: Sendable {
             try conn.exec("COMMIT")
         } catch { if !conn.isAutocommit { try? conn.exec("ROLLBACK") }; throw error }
         return removed
+    }
+
+    /// One GC batch of a root table `t` (quoted): deletes at most ?2 versions that ended at or
+    /// before ?1. The literal `ended_gen < live` lets SQLite pick the partial index
+    /// `ubq_gc_<root>` (`WHERE ended_gen < live`, Model.swift): a bound parameter alone cannot
+    /// prove the index's condition, so without it every batch scanned the whole table (W2 on a
+    /// growing store: a 20-50 ms writer pause every 256 commits, ~8.5% of the writer's time).
+    static func gcVersionsSQL(table t: String) -> String {
+        "DELETE FROM \(t) WHERE (pk, ended_gen) IN (SELECT pk, ended_gen FROM \(t) WHERE ended_gen < \(ResolvedModel.live) AND ended_gen <= ?1 LIMIT ?2)"
     }
 
     func trimHistory(_ conn: Connection, through g: Int64) throws {
