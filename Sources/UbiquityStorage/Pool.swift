@@ -34,22 +34,26 @@ final class JobQueue<Job>: @unchecked Sendable {
     func pop(max: Int) -> [Job] {
         cond.lock(); defer { cond.unlock() }
         while head == items.count && !closed { cond.wait() }
+        return take(max: max)
+    }
+
+    /// `pop`, but nil if nothing was queued within `timeout` seconds (the queue still open).
+    func pop(max: Int, timeout: Double) -> [Job]? {
+        cond.lock(); defer { cond.unlock() }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while head == items.count && !closed {
+            if !cond.wait(until: deadline) && head == items.count && !closed { return nil }
+        }
+        return take(max: max)
+    }
+
+    /// Up to `max` queued jobs, oldest first. Called with `cond` locked.
+    private func take(max: Int) -> [Job] {
         let n = Swift.min(max, items.count - head)
         let out = Array(items[head..<head + n])
         head += n
         if head == items.count { items.removeAll(keepingCapacity: true); head = 0 } else if head > 1024 { items.removeFirst(head); head = 0 }
         return out
-    }
-
-    /// `pop`, but nil if nothing was queued within `timeout` seconds (the queue still open).
-    func pop(max: Int, timeout: Double) -> [Job]? {
-        cond.lock()
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while head == items.count && !closed {
-            if !cond.wait(until: deadline) && head == items.count && !closed { cond.unlock(); return nil }
-        }
-        cond.unlock()
-        return pop(max: max)
     }
 
     var isEmpty: Bool { cond.lock(); defer { cond.unlock() }; return head == items.count }

@@ -109,10 +109,10 @@ struct StoreState {
     var closed = false
     var writerBusyWaits = 0
     var walRestarts = 0
-    /// Checkpoints the writer ran because it was idle after a long WAL (also in `checkpoints`).
-    var idleCheckpoints = 0
     var walRestartsSkipped = 0
     var checkpoints = 0
+    /// Checkpoints the writer ran because it was idle after a long WAL (also in `checkpoints`).
+    var idleCheckpoints = 0
     var checkpointSeconds = 0.0
     var checkpointMaxSeconds = 0.0
 }
@@ -545,11 +545,11 @@ public final class Store: Sendable {
     public var writerBusyWaits: Int { state.withLock { $0.writerBusyWaits } }
     /// WAL restarts (TRUNCATE checkpoints after the reader gate drained) done / skipped because busy.
     public var walRestartCounts: (done: Int, skipped: Int) { state.withLock { ($0.walRestarts, $0.walRestartsSkipped) } }
-    /// Checkpoint activity since open: threshold checkpoints (count, total and longest seconds,
-    /// bounded reader waits included), WAL restarts, reader-gate closures.
     /// Checkpoints the writer ran when idle after a commit that left a long WAL (also counted in
     /// `walStats.checkpoints`).
     public var idleCheckpointCount: Int { state.withLock { $0.idleCheckpoints } }
+    /// Checkpoint activity since open: threshold checkpoints (count, total and longest seconds,
+    /// bounded reader waits included), WAL restarts, reader-gate closures.
     public var walStats: (checkpoints: Int, seconds: Double, maxSeconds: Double, restarts: Int, restartsSkipped: Int, gateClosures: Int) {
         let g = readerGate.closeCount
         return state.withLock { ($0.checkpoints, $0.checkpointSeconds, $0.checkpointMaxSeconds, $0.walRestarts, $0.walRestartsSkipped, g) }

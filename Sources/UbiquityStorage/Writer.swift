@@ -26,14 +26,19 @@ final class WriterEngine: Sendable {
     /// RESTART checkpoint with the busy handler off; counts the restart (or the skip). Not
     /// TRUNCATE: the next commits then overwrite blocks the WAL file already has instead of
     /// growing it from zero, which makes their writes and fsyncs cheaper (docs/storage.md rule 5).
-    func resetWAL(_ conn: Connection) -> Bool {
+    /// `waitForReaders`: keep the busy handler on, so the restart waits (up to the busy timeout)
+    /// for readers still in the WAL — only past the WAL's hard limit.
+    func resetWAL(_ conn: Connection, waitForReaders: Bool = false) -> Bool {
         let saved = conn.busyPolls
         let entries = gate.entries  // before the restart: a reader that begins during it counts
-        conn.busyPolls = 0
+        if !waitForReaders { conn.busyPolls = 0 }
         defer { conn.busyPolls = saved }
         let r = conn.checkpoint(.restart)
         state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
-        if r.rc != SQLITE_OK { config.logger.debug("WAL restart skipped: rc \(r.rc)") }
+        if r.rc != SQLITE_OK {
+            if waitForReaders { config.logger.warning("WAL over its hard limit and readers still busy: rc \(r.rc)") }
+            else { config.logger.debug("WAL restart skipped: rc \(r.rc)") }
+        }
         if r.rc == SQLITE_OK { owned.readerEntriesAtRestart = entries }
         return r.rc == SQLITE_OK
     }
@@ -218,10 +223,7 @@ final class WriterEngine: Sendable {
             } else if wal > config.walHardLimitBytes {
                 // Hard bound: wait (busy handler, up to the busy timeout) for the readers in
                 // flight; the closed gate keeps new ones out meanwhile.
-                let r = conn.checkpoint(.restart)
-                state.withLock { if r.rc == SQLITE_OK { $0.walRestarts += 1 } else { $0.walRestartsSkipped += 1 } }
-                if r.rc != SQLITE_OK { config.logger.warning("WAL over its hard limit and readers still busy: rc \(r.rc)") }
-                if r.rc == SQLITE_OK { restarted = true; owned.readerEntriesAtRestart = gate.entries }
+                restarted = resetWAL(conn, waitForReaders: true)
                 gate.open()
             }
         }
