@@ -32,6 +32,13 @@ public struct ServerConfiguration: Sendable {
     /// Worker threads for `.blocking` handlers (started only when the router has such a method);
     /// 0 means one per available core.
     public var blockingThreads = 0
+    /// A connection that has not sent its preface and SETTINGS within this long is closed (0: no
+    /// limit). gRPC servers have one too (grpc-go: 120 s); ours is short because a silent
+    /// connection holds one of `maxConnections` (ConnectionTimeouts).
+    public var handshakeTimeoutMilliseconds: UInt64 = 10_000
+    /// A connection with no open stream for this long gets GOAWAY and is closed (gRPC's
+    /// `max_connection_idle`; 0: never). Clients reconnect on their next call.
+    public var idleTimeoutMilliseconds: UInt64 = 300_000
     /// After shutdown begins, in-flight calls get this long to finish before they are cancelled.
     public var shutdownGraceSeconds = 10.0
     /// Abuse guards, per connection per second: empty DATA frames, PING frames, SETTINGS frames.
@@ -50,6 +57,8 @@ public final class ServerCounters: Sendable {
     public let openConnections = Atomic<UInt64>(0)
     public let acceptedConnections = Atomic<UInt64>(0)
     public let refusedConnections = Atomic<UInt64>(0)
+    /// Connections closed by the handshake or idle timeout.
+    public let timedOutConnections = Atomic<UInt64>(0)
     public let openStreams = Atomic<UInt64>(0)
     public let protocolErrors = Atomic<UInt64>(0)
     /// Completed calls by status code (relaxed atomics: one increment per call, no lock).

@@ -194,6 +194,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private var emptyDataFrames = 0
     private var pings = 0
     private var settingsFrames = 0
+    /// Handshake and idle timeouts (loop thread only; the loop's sweep calls `checkTimeouts`).
+    private var timeouts: ConnectionTimeouts
     private var config: ServerConfiguration { env.configuration }
     @exclusivity(unchecked) private var recentPaths = RecentStrings(capacity: 16)
     @exclusivity(unchecked) private var recentMetadata = RecentStrings(capacity: 16)
@@ -202,6 +204,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         self.tcp = tcp
         self.env = env
         self.onClosed = onClosed
+        self.timeouts = ConnectionTimeouts(now: tcp.loop.now, handshakeTimeout: env.configuration.handshakeTimeoutMilliseconds,
+                                           idleTimeout: env.configuration.idleTimeoutMilliseconds)
         tcp.delegate = self
         session = Self.makeSession(self, config: env.configuration)
         var settings = [
@@ -353,6 +357,34 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         }
     }
 
+    // MARK: timeouts
+
+    /// Called by the loop's periodic sweep: closes a connection that never finished its handshake,
+    /// and sends GOAWAY to one idle past the idle timeout (ConnectionTimeouts).
+    func checkTimeouts(now: UInt64) {
+        guard let session, !closing, !draining else { return }
+        switch timeouts.check(now: now) {
+        case .keep:
+            return
+        case .handshakeTimedOut:
+            env.logger.debug("closing connection: no HTTP/2 handshake within the timeout", metadata: [
+                "peer": "\(tcp.peerDescription)", "timeout_ms": "\(timeouts.handshakeTimeout)"])
+            env.counters.timedOutConnections.wrappingAdd(1, ordering: .relaxed)
+            close()
+        case .idleTimedOut:
+            env.logger.debug("closing idle connection with GOAWAY", metadata: [
+                "peer": "\(tcp.peerDescription)", "timeout_ms": "\(timeouts.idleTimeout)"])
+            env.counters.timedOutConnections.wrappingAdd(1, ordering: .relaxed)
+            // The GOAWAY names the last stream processed; a stream the client opened meanwhile
+            // runs to completion (draining), anything newer is refused and retried elsewhere.
+            draining = true
+            let debug = Array("idle timeout".utf8)
+            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
+                                  NGHTTP2_NO_ERROR.rawValue, debug, debug.count)
+            sendPending()
+        }
+    }
+
     // MARK: CallOwner (loop thread)
 
     func callNeedsService(_ call: ServerCall) {
@@ -413,18 +445,34 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         var headers: [(String, String)] = [(":status", String(httpStatus)), ("content-type", "application/grpc")]
         headers += statusHeaders(status)
         if status.code == .unimplemented, stream.encoding != nil { headers.append(("grpc-accept-encoding", "identity")) }
-        _ = withHeaderArray(headers) { nva, n in nghttp2_submit_response(session, stream.id, nva, n, nil) }
+        let rc = withHeaderArray(headers) { nva, n in nghttp2_submit_response(session, stream.id, nva, n, nil) }
+        if rc != 0 { statusNotSubmitted(stream, rc: rc) }
         env.counters.countStatus(status.code)
         stream.timer?.close()
         stream.timer = nil
     }
 
+    /// The status headers, bounded (StatusTrailers) by our budget and by the header-list size the
+    /// peer advertised, whichever is smaller.
     private func statusHeaders(_ status: CallStatus) -> [(String, String)] {
-        var headers: [(String, String)] = [("grpc-status", String(status.code.rawValue))]
-        if !status.message.isEmpty { headers.append(("grpc-message", PercentEncoding.encode(status.message))) }
-        if let details = status.details { headers.append(("grpc-status-details-bin", Base64.encode(details, padded: false))) }
-        headers += status.trailingMetadata.wireHeaders()
-        return headers
+        var budget = StatusTrailers.budgetBytes
+        if let session {
+            let peerLimit = nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE)
+            // Less the :status and content-type a Trailers-Only answer puts before them.
+            budget = min(budget, Int(peerLimit) - 128)
+        }
+        return StatusTrailers.headers(for: status, budget: budget)
+    }
+
+    /// A status header block nghttp2 refused (it should not happen within the budget): the
+    /// stream still ends — RST_STREAM(INTERNAL_ERROR), which clients report as INTERNAL — so no
+    /// call waits for trailers that will never come.
+    private func statusNotSubmitted(_ stream: StreamState, rc: Int32) {
+        env.logger.error("could not submit status headers; resetting the stream", metadata: [
+            "stream": "\(stream.id)", "error": "\(String(cString: nghttp2_strerror(rc)))"])
+        if let session {
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, NGHTTP2_INTERNAL_ERROR.rawValue)
+        }
     }
 
     private static let readCallback: nghttp2_data_source_read_callback = { session, streamID, buf, length, flags, _, userData in
@@ -465,7 +513,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             let block = StaticHeaders.okTrailers
             nghttp2_submit_trailer(session, stream.id, block.nva, block.count)
         } else {
-            _ = withHeaderArray(statusHeaders(status)) { nva, count in nghttp2_submit_trailer(session, stream.id, nva, count) }
+            let rc = withHeaderArray(statusHeaders(status)) { nva, count in nghttp2_submit_trailer(session, stream.id, nva, count) }
+            if rc != 0 { statusNotSubmitted(stream, rc: rc) }
         }
         env.counters.countStatus(status.code)
         stream.timer?.close()
@@ -588,6 +637,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             }
             streams.insert(s)
             lastStream = s
+            timeouts.streamOpened()
             env.counters.openStreams.wrappingAdd(1, ordering: .relaxed)
         }
     }
@@ -874,8 +924,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                 return abuse("PING flood")
             }
         case NGHTTP2_SETTINGS.rawValue:
-            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !withinRate(.settings) {
-                return abuse("SETTINGS flood")
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
+                timeouts.settingsReceived()
+                if !withinRate(.settings) { return abuse("SETTINGS flood") }
             }
         default:
             break
@@ -941,9 +992,20 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         }
     }
 
+    /// nghttp2 could not send a frame. For response HEADERS (headers or trailers) it leaves the
+    /// stream open, and the client would wait forever: reset the stream instead (INTERNAL_ERROR).
+    private func frameNotSent(_ frame: UnsafePointer<nghttp2_frame>, errorCode: Int32) {
+        let hd = frame.pointee.hd
+        guard UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, let session else { return }
+        env.logger.error("a response header block was not sent; resetting the stream", metadata: [
+            "stream": "\(hd.stream_id)", "error": "\(String(cString: nghttp2_strerror(errorCode)))"])
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), hd.stream_id, NGHTTP2_INTERNAL_ERROR.rawValue)
+    }
+
     private func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let stream = streams.remove(streamID) else { return }
         if lastStream === stream { lastStream = nil }
+        timeouts.streamClosed(now: tcp.loop.now)
         env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
         if let call = stream.call {
             if !stream.responseEnded, call.cancel(.reset, overrideStatus: false) {
@@ -995,6 +1057,11 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
             let c = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
             c.frameSent(frame!)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, errorCode, userData in
+            let c = Unmanaged<HTTP2Connection>.fromOpaque(userData!).takeUnretainedValue()
+            c.frameNotSent(frame!, errorCode: errorCode)
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in

@@ -71,6 +71,7 @@ public final class GRPCServer: Sendable {
                         self.accept(tcp, state: state.get)
                     }
                     state.get.listener = listener
+                    self.startTimeoutSweep(state.get, loop: loop)
                     r = .success(listener.port)
                 } catch {
                     r = .failure((error as? UVError) ?? UVError(-22))
@@ -113,6 +114,19 @@ public final class GRPCServer: Sendable {
         state.connections[ObjectIdentifier(conn)] = conn
     }
 
+    /// One timer per loop checks its connections' handshake and idle timeouts
+    /// (ConnectionTimeouts): cheaper than a timer per connection, restarted on every stream.
+    private func startTimeoutSweep(_ state: LoopState, loop: EventLoop) {
+        guard let every = ConnectionTimeouts.sweepInterval(handshakeTimeout: configuration.handshakeTimeoutMilliseconds,
+                                                           idleTimeout: configuration.idleTimeoutMilliseconds) else { return }
+        let timer = LoopTimer(loop: loop)
+        state.sweepTimer = timer
+        timer.start(milliseconds: every, repeatMilliseconds: every) {
+            let now = loop.now
+            for c in Array(state.connections.values) { c.checkTimeouts(now: now) }
+        }
+    }
+
     /// Begins a graceful shutdown (safe from any thread, idempotent): drain hooks run, listeners
     /// close, every connection gets GOAWAY, in-flight calls may finish within the grace period,
     /// then whatever remains is cancelled and closed.
@@ -146,6 +160,8 @@ public final class GRPCServer: Sendable {
         state.stopped = true
         state.graceTimer?.close()
         state.graceTimer = nil
+        state.sweepTimer?.close()
+        state.sweepTimer = nil
         loop.stop()
         if loopsDone.add(1, ordering: .acquiringAndReleasing).newValue == loops.count {
             finished.signal()
@@ -171,4 +187,6 @@ final class LoopState {
     var shuttingDown = false
     var stopped = false
     var graceTimer: LoopTimer?
+    /// The handshake / idle timeout sweep (GRPCServer.startTimeoutSweep).
+    var sweepTimer: LoopTimer?
 }

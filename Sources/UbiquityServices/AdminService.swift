@@ -38,6 +38,7 @@ public struct AdminService: Sendable {
             s.refusedConnections = counters.refusedConnections.load(ordering: .relaxed)
             s.openStreams = counters.openStreams.load(ordering: .relaxed)
             s.protocolErrors = counters.protocolErrors.load(ordering: .relaxed)
+            s.timedOutConnections = counters.timedOutConnections.load(ordering: .relaxed)
             for (code, n) in counters.callsByStatus { s.callsByStatus[UInt32(code)] = n }
             s.residentBytes = Self.residentBytes()
             return s

@@ -197,10 +197,25 @@ public final class ContextRegistry: Sendable {
     /// A store save made by a service: errors leave with the model's types in their conflict
     /// details, and a committed save is announced to the store's auto-merging contexts.
     func save(_ request: SaveRequest, on store: Store, model: ModelInfo?) async throws -> SaveResult {
-        let r: SaveResult
-        do { r = try await store.save(request) } catch { throw ServiceErrors.rpcError(error, model: model) }
-        if !r.dryRun && !r.replayed { await storeDidSave(store.id, token: r.token) }
+        guard case .saved(let r) = try await save(request, on: store, model: model, conflictsInResponse: false) else {
+            preconditionFailure("conflicts come back as a value only when asked for")
+        }
         return r
+    }
+
+    /// Saves; with `conflictsInResponse`, conflicts the `error` merge policy refused come back as
+    /// `.conflicted` (the client asked for every record in the response body, which bounded
+    /// error details cannot always hold) instead of an ABORTED error.
+    func save(_ request: SaveRequest, on store: Store, model: ModelInfo?, conflictsInResponse: Bool) async throws -> SaveOutcome {
+        let r: SaveResult
+        do { r = try await store.save(request) } catch {
+            if conflictsInResponse, let conflicts = (error as? StorageError)?.refusedConflicts {
+                return .conflicted(conflicts, token: store.currentToken)
+            }
+            throw ServiceErrors.rpcError(error, model: model)
+        }
+        if !r.dryRun && !r.replayed { await storeDidSave(store.id, token: r.token) }
+        return .saved(r)
     }
 
     /// Another client committed to `store`: contexts that merge automatically move their pin there.
@@ -229,4 +244,22 @@ public final class ContextRegistry: Sendable {
     }
 
     public var count: Int { contexts.withLock { $0.count } }
+}
+
+/// What a save came to for a caller that asked for conflicts in the response.
+enum SaveOutcome {
+    /// Applied (or validated, for a dry run; or the stored outcome, for a replay).
+    case saved(SaveResult)
+    /// Refused by the `error` merge policy: nothing applied. `token` is the current generation.
+    case conflicted([ConflictRecord], token: GenerationToken)
+}
+
+extension StorageError {
+    /// The conflicts of a save the `error` merge policy refused; nil for any other error.
+    var refusedConflicts: [ConflictRecord]? {
+        switch reason {
+        case .mergeConflict(let c), .constraintConflict(let c): return c
+        default: return nil
+        }
+    }
 }

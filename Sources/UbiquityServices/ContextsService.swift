@@ -225,7 +225,13 @@ public struct ContextsService: Sendable {
                     s.clientTransactionID = req.clientTransactionID.isEmpty ? nil : req.clientTransactionID
                     s.dryRun = req.dryRun
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
-                    let r = try await reg.save(s, on: store, model: model)
+                    let outcome = try await reg.save(s, on: store, model: model, conflictsInResponse: req.conflictsInResponse)
+                    guard case .saved(let r) = outcome else {
+                        // refused by the merge policy: nothing applied, the pending changes stay
+                        res.result = Convert.saveResult(outcome, model: model)
+                        res.state = Self.state(box)
+                        return res
+                    }
                     if !r.dryRun {
                         box.pending = Pending()
                         // saving moves the pin to the new generation (§4.2)

@@ -260,6 +260,19 @@ enum Convert {
         return r
     }
 
+    /// A save's outcome: the result, or (conflicts_in_response) the refused conflicts in full.
+    static func saveResult(_ o: SaveOutcome, model: ModelInfo?) -> Ubiquity_V1_SaveResult {
+        switch o {
+        case .saved(let r): return saveResult(r, model: model)
+        case .conflicted(let conflicts, let token):
+            var r = Ubiquity_V1_SaveResult()
+            r.token = Data(token.bytes)
+            r.generation = token.generation
+            r.unresolvedConflicts = conflicts.map { conflict($0, model: model) }
+            return r
+        }
+    }
+
     static func saveResult(_ s: SaveResult, model: ModelInfo?) -> Ubiquity_V1_SaveResult {
         var r = Ubiquity_V1_SaveResult()
         r.token = Data(s.token.bytes)

@@ -14,6 +14,7 @@ struct DecodedSave {
     var contextName = ""
     var clientTransactionID = ""
     var dryRun = false
+    var conflictsInResponse = false
 
     /// True when some relationship target names an object of another store than `store`.
     func foreignReference(store: UUID) -> Bool {
@@ -62,7 +63,8 @@ enum SaveDecoding {
             case (7, 2): s.contextName = try r.string()
             case (8, 2): s.clientTransactionID = try r.string()
             case (9, 0): s.dryRun = try r.varint() != 0
-            case (1...9, _): throw NotFast()  // updates, deletes, or a known field with another wire type
+            case (10, 0): s.conflictsInResponse = try r.varint() != 0
+            case (1...10, _): throw NotFast()  // updates, deletes, or a known field with another wire type
             default: try r.skip(wire)
             }
         }

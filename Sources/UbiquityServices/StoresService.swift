@@ -157,7 +157,11 @@ public struct StoresService: Sendable {
                         s = try Self.saveRequest(try req ?? Self.decodeSave(bytes), store: store.id)
                     }
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
-                    return try SaveEncoding.saveResult(try await contexts.save(s, on: store, model: model), model: model)
+                    let conflictsInResponse = fast?.conflictsInResponse ?? req!.conflictsInResponse
+                    switch try await contexts.save(s, on: store, model: model, conflictsInResponse: conflictsInResponse) {
+                    case .saved(let r): return try SaveEncoding.saveResult(r, model: model)
+                    case let conflicted: return try Convert.saveResult(conflicted, model: model).serializedBytes()
+                    }
                 }
             }
             call.finish(message: result)

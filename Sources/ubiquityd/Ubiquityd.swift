@@ -34,6 +34,10 @@ struct Ubiquityd: ParsableCommand {
     var maxHeaderListBytes = 16 * 1024
     @Option(help: "Most simultaneous connections.")
     var maxConnections = 1024
+    @Option(help: "Milliseconds a new connection has to send the HTTP/2 preface and SETTINGS before it is closed; 0: no limit.")
+    var handshakeTimeoutMs: UInt64 = ServerConfiguration().handshakeTimeoutMilliseconds
+    @Option(help: "Milliseconds a connection may go without an open stream before it gets GOAWAY and is closed; 0: never.")
+    var idleTimeoutMs: UInt64 = ServerConfiguration().idleTimeoutMilliseconds
     @Option(help: "Per-connection write queue bound in bytes; past it the server stops reading that connection.")
     var maxWriteQueueBytes = 1024 * 1024
     @Option(help: "Seconds in-flight calls get to finish after SIGTERM/SIGINT.")
@@ -127,6 +131,8 @@ struct Ubiquityd: ParsableCommand {
         config.maxHeaderListBytes = maxHeaderListBytes
         config.maxConnections = maxConnections
         config.maxWriteQueueBytes = maxWriteQueueBytes
+        config.handshakeTimeoutMilliseconds = handshakeTimeoutMs
+        config.idleTimeoutMilliseconds = idleTimeoutMs
         config.shutdownGraceSeconds = shutdownGraceSeconds
 
         var storage = StorageConfiguration()

@@ -177,6 +177,10 @@ public nonisolated struct Ubiquity_V1_ServerStats: Sendable {
   /// Resident set size of the process in bytes, as read from /proc/self/statm.
   public var residentBytes: UInt64 = 0
 
+  /// Connections closed by the handshake timeout (no preface and SETTINGS in time) or the idle
+  /// timeout (no open stream for that long; these get GOAWAY first).
+  public var timedOutConnections: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -410,7 +414,7 @@ nonisolated extension Ubiquity_V1_GetServerStatsRequest: SwiftProtobuf.Message, 
 
 nonisolated extension Ubiquity_V1_ServerStats: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ServerStats"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}open_connections\0\u{3}accepted_connections\0\u{3}refused_connections\0\u{3}open_streams\0\u{3}calls_by_status\0\u{3}protocol_errors\0\u{3}resident_bytes\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}open_connections\0\u{3}accepted_connections\0\u{3}refused_connections\0\u{3}open_streams\0\u{3}calls_by_status\0\u{3}protocol_errors\0\u{3}resident_bytes\0\u{3}timed_out_connections\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -425,6 +429,7 @@ nonisolated extension Ubiquity_V1_ServerStats: SwiftProtobuf.Message, SwiftProto
       case 5: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufUInt32,SwiftProtobuf.ProtobufUInt64>.self, value: &self.callsByStatus) }()
       case 6: try { try decoder.decodeSingularUInt64Field(value: &self.protocolErrors) }()
       case 7: try { try decoder.decodeSingularUInt64Field(value: &self.residentBytes) }()
+      case 8: try { try decoder.decodeSingularUInt64Field(value: &self.timedOutConnections) }()
       default: break
       }
     }
@@ -452,6 +457,9 @@ nonisolated extension Ubiquity_V1_ServerStats: SwiftProtobuf.Message, SwiftProto
     if self.residentBytes != 0 {
       try visitor.visitSingularUInt64Field(value: self.residentBytes, fieldNumber: 7)
     }
+    if self.timedOutConnections != 0 {
+      try visitor.visitSingularUInt64Field(value: self.timedOutConnections, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -463,6 +471,7 @@ nonisolated extension Ubiquity_V1_ServerStats: SwiftProtobuf.Message, SwiftProto
     if lhs.callsByStatus != rhs.callsByStatus {return false}
     if lhs.protocolErrors != rhs.protocolErrors {return false}
     if lhs.residentBytes != rhs.residentBytes {return false}
+    if lhs.timedOutConnections != rhs.timedOutConnections {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

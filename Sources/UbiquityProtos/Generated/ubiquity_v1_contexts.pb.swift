@@ -297,6 +297,11 @@ public nonisolated struct Ubiquity_V1_ContextSaveRequest: Sendable {
   /// Validate and conflict-check only.
   public var dryRun: Bool = false
 
+  /// As SaveRequest.conflicts_in_response: conflicts under MERGE_POLICY_ERROR come back in
+  /// `result.unresolved_conflicts` with OK (nothing applied, pending changes kept) instead of an
+  /// ABORTED status with bounded details.
+  public var conflictsInResponse: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -762,7 +767,7 @@ nonisolated extension Ubiquity_V1_ContextDeleteRequest: SwiftProtobuf.Message, S
 
 nonisolated extension Ubiquity_V1_ContextSaveRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ContextSaveRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}context_id\0\u{3}client_transaction_id\0\u{3}dry_run\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}context_id\0\u{3}client_transaction_id\0\u{3}dry_run\0\u{3}conflicts_in_response\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -773,6 +778,7 @@ nonisolated extension Ubiquity_V1_ContextSaveRequest: SwiftProtobuf.Message, Swi
       case 1: try { try decoder.decodeSingularStringField(value: &self.contextID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.clientTransactionID) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.dryRun) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.conflictsInResponse) }()
       default: break
       }
     }
@@ -788,6 +794,9 @@ nonisolated extension Ubiquity_V1_ContextSaveRequest: SwiftProtobuf.Message, Swi
     if self.dryRun != false {
       try visitor.visitSingularBoolField(value: self.dryRun, fieldNumber: 3)
     }
+    if self.conflictsInResponse != false {
+      try visitor.visitSingularBoolField(value: self.conflictsInResponse, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -795,6 +804,7 @@ nonisolated extension Ubiquity_V1_ContextSaveRequest: SwiftProtobuf.Message, Swi
     if lhs.contextID != rhs.contextID {return false}
     if lhs.clientTransactionID != rhs.clientTransactionID {return false}
     if lhs.dryRun != rhs.dryRun {return false}
+    if lhs.conflictsInResponse != rhs.conflictsInResponse {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

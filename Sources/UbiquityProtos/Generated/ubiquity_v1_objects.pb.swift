@@ -710,6 +710,12 @@ public nonisolated struct Ubiquity_V1_SaveResult: Sendable {
   /// True when this is the stored outcome of an earlier save with the same client transaction ID.
   public var replayed: Bool = false
 
+  /// Only for a save that set `conflicts_in_response`: the conflicts the `error` merge policy
+  /// refused, every record in full. When non-empty NOTHING was applied (as with ABORTED
+  /// MERGE_CONFLICT / CONSTRAINT_CONFLICT), `token` is the store's current generation and
+  /// `permanent_ids` / `versions` are empty.
+  public var unresolvedConflicts: [Ubiquity_V1_ConflictRecord] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -815,8 +821,17 @@ public nonisolated struct Ubiquity_V1_ConflictDetails: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The conflicts.
+  /// The conflicts. Error details are bounded (docs/errors.md: trailers stay under gRPC's 8 KiB
+  /// header-list limit), so this may hold only the first records, and records past the room left
+  /// may come without their value maps (see `truncated`).
   public var conflicts: [Ubiquity_V1_ConflictRecord] = []
+
+  /// True when records or their values were left out to keep the details small; the save's
+  /// `conflicts_in_response` returns all of them in the response body instead.
+  public var truncated: Bool = false
+
+  /// How many conflicts the save met (`conflicts` may hold fewer).
+  public var totalConflicts: Int32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1688,7 +1703,7 @@ nonisolated extension Ubiquity_V1_FetchResults: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Ubiquity_V1_SaveResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SaveResult"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}generation\0\u{3}permanent_ids\0\u{1}versions\0\u{3}resolved_conflicts\0\u{3}skipped_object_ids\0\u{3}dry_run\0\u{1}replayed\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}generation\0\u{3}permanent_ids\0\u{1}versions\0\u{3}resolved_conflicts\0\u{3}skipped_object_ids\0\u{3}dry_run\0\u{1}replayed\0\u{3}unresolved_conflicts\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1704,6 +1719,7 @@ nonisolated extension Ubiquity_V1_SaveResult: SwiftProtobuf.Message, SwiftProtob
       case 6: try { try decoder.decodeRepeatedStringField(value: &self.skippedObjectIds) }()
       case 7: try { try decoder.decodeSingularBoolField(value: &self.dryRun) }()
       case 8: try { try decoder.decodeSingularBoolField(value: &self.replayed) }()
+      case 9: try { try decoder.decodeRepeatedMessageField(value: &self.unresolvedConflicts) }()
       default: break
       }
     }
@@ -1734,6 +1750,9 @@ nonisolated extension Ubiquity_V1_SaveResult: SwiftProtobuf.Message, SwiftProtob
     if self.replayed != false {
       try visitor.visitSingularBoolField(value: self.replayed, fieldNumber: 8)
     }
+    if !self.unresolvedConflicts.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.unresolvedConflicts, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1746,6 +1765,7 @@ nonisolated extension Ubiquity_V1_SaveResult: SwiftProtobuf.Message, SwiftProtob
     if lhs.skippedObjectIds != rhs.skippedObjectIds {return false}
     if lhs.dryRun != rhs.dryRun {return false}
     if lhs.replayed != rhs.replayed {return false}
+    if lhs.unresolvedConflicts != rhs.unresolvedConflicts {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1832,7 +1852,7 @@ nonisolated extension Ubiquity_V1_ConflictRecord.Kind: SwiftProtobuf._ProtoNameP
 
 nonisolated extension Ubiquity_V1_ConflictDetails: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ConflictDetails"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conflicts\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conflicts\0\u{1}truncated\0\u{3}total_conflicts\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1841,6 +1861,8 @@ nonisolated extension Ubiquity_V1_ConflictDetails: SwiftProtobuf.Message, SwiftP
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.conflicts) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.truncated) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.totalConflicts) }()
       default: break
       }
     }
@@ -1850,11 +1872,19 @@ nonisolated extension Ubiquity_V1_ConflictDetails: SwiftProtobuf.Message, SwiftP
     if !self.conflicts.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.conflicts, fieldNumber: 1)
     }
+    if self.truncated != false {
+      try visitor.visitSingularBoolField(value: self.truncated, fieldNumber: 2)
+    }
+    if self.totalConflicts != 0 {
+      try visitor.visitSingularInt32Field(value: self.totalConflicts, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Ubiquity_V1_ConflictDetails, rhs: Ubiquity_V1_ConflictDetails) -> Bool {
     if lhs.conflicts != rhs.conflicts {return false}
+    if lhs.truncated != rhs.truncated {return false}
+    if lhs.totalConflicts != rhs.totalConflicts {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -247,6 +247,11 @@ public nonisolated struct Ubiquity_V1_SaveRequest: Sendable {
   /// Validate and conflict-check only; apply nothing.
   public var dryRun: Bool = false
 
+  /// Under MERGE_POLICY_ERROR, report conflicts in the response instead of failing: the call
+  /// returns OK with every conflict record in `SaveResult.unresolved_conflicts` (and applies
+  /// nothing), where an ABORTED status can carry only bounded details (ConflictDetails.truncated).
+  public var conflictsInResponse: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1028,7 +1033,7 @@ nonisolated extension Ubiquity_V1_GetObjectsResponse: SwiftProtobuf.Message, Swi
 
 nonisolated extension Ubiquity_V1_SaveRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SaveRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}store_id\0\u{1}inserts\0\u{1}updates\0\u{1}deletes\0\u{3}merge_policy\0\u{1}author\0\u{3}context_name\0\u{3}client_transaction_id\0\u{3}dry_run\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}store_id\0\u{1}inserts\0\u{1}updates\0\u{1}deletes\0\u{3}merge_policy\0\u{1}author\0\u{3}context_name\0\u{3}client_transaction_id\0\u{3}dry_run\0\u{3}conflicts_in_response\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1045,6 +1050,7 @@ nonisolated extension Ubiquity_V1_SaveRequest: SwiftProtobuf.Message, SwiftProto
       case 7: try { try decoder.decodeSingularStringField(value: &self.contextName) }()
       case 8: try { try decoder.decodeSingularStringField(value: &self.clientTransactionID) }()
       case 9: try { try decoder.decodeSingularBoolField(value: &self.dryRun) }()
+      case 10: try { try decoder.decodeSingularBoolField(value: &self.conflictsInResponse) }()
       default: break
       }
     }
@@ -1078,6 +1084,9 @@ nonisolated extension Ubiquity_V1_SaveRequest: SwiftProtobuf.Message, SwiftProto
     if self.dryRun != false {
       try visitor.visitSingularBoolField(value: self.dryRun, fieldNumber: 9)
     }
+    if self.conflictsInResponse != false {
+      try visitor.visitSingularBoolField(value: self.conflictsInResponse, fieldNumber: 10)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1091,6 +1100,7 @@ nonisolated extension Ubiquity_V1_SaveRequest: SwiftProtobuf.Message, SwiftProto
     if lhs.contextName != rhs.contextName {return false}
     if lhs.clientTransactionID != rhs.clientTransactionID {return false}
     if lhs.dryRun != rhs.dryRun {return false}
+    if lhs.conflictsInResponse != rhs.conflictsInResponse {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
