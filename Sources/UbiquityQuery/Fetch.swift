@@ -43,7 +43,7 @@ final class BatchCursor: @unchecked Sendable {
     let at: ReadGeneration
     let limits: QueryLimits
     private var pin: PinLease?
-    private var ids: [ObjectID]?
+    private var ids: ObjectIDList?
     private var dictionaries: [[String: StorageValue]]?
     private var position = 0
     private var finished = false
@@ -100,11 +100,11 @@ final class BatchCursor: @unchecked Sendable {
         if locked({ ids == nil }) {
             let listing = { var r = request; r.resultType = .objectIDs; r.relationshipKeyPathsForPrefetching = []; return r }()
             let r = try await store.read(at: pinned) { ctx in try ctx.fetch(listing, limits: all) }
-            locked { ids = r.objectIDs }
+            locked { ids = ObjectIDList(r.objectIDs, storeID: store.id) }
         }
         let chunk: [ObjectID] = locked {
             let l = ids!
-            let c = Array(l[position..<min(l.count, position + min(size, l.count - position))])
+            let c = l[position..<min(l.count, position + min(size, l.count - position))]
             position += c.count
             return c
         }
