@@ -61,4 +61,20 @@ final class NestingTests: QueryTestCase, @unchecked Sendable {
             }
         }
     }
+
+    /// The same depths through the in-memory evaluator (a pending object) as through SQL.
+    func testDeepPredicatesEvaluateInMemoryToo() async throws {
+        let s = try open()
+        _ = try await load(s)
+        let newcomer = ObjectSnapshot(id: ObjectID(storeID: s.id, entity: "Person", pk: -1), version: 0, values: ["name": "new", "age": .int(30)], relationships: [:])
+        var alternating = "age >= 0"
+        for i in 0..<64 { alternating = i % 2 == 0 ? "age != \(i + 1000) AND (\(alternating))" : "age == 999 OR (\(alternating))" }
+        for p in [String(repeating: "NOT ", count: 64) + "age == 30", String(repeating: "!", count: 63) + "age != 30", alternating] {
+            var r = FetchRequest(entity: "Person")
+            r.predicate = p
+            r.resultType = .objectIDs
+            let res = try await s.fetch(r, pending: PendingChanges(inserted: [newcomer]))
+            XCTAssertTrue(res.objectIDs.contains { $0.pk == -1 }, String(p.prefix(30)))
+        }
+    }
 }
