@@ -104,6 +104,23 @@ public struct StorageError: Error, Sendable, CustomStringConvertible, Equatable 
     }
 
     public static func invalid(_ msg: String) -> StorageError { StorageError(.invalidArgument, msg) }
+    static var noModelYet: StorageError { StorageError(.noModel, "the store has no model yet: call Models.RegisterModel first") }
+
+    /// At most this many issues are listed in a validation failure (its message counts them
+    /// all), so a request with many bad values gets a bounded answer. 20: grpcio refuses
+    /// trailers over 8 KiB by default, and each issue travels in `grpc-status-details-bin`
+    /// (base64) with its field, description and reason.
+    public static let maxReportedIssues = 20
+
+    /// `.validationFailed` with the first `maxReportedIssues` of `issues`; `paths` gives the
+    /// listed ones their request paths (only those: the work is bounded too).
+    static func validationFailed(_ issues: [ValidationIssue], _ what: String, paths: (inout [ValidationIssue]) -> Void) -> StorageError {
+        var listed = Array(issues.prefix(maxReportedIssues))
+        paths(&listed)
+        let n = issues.count
+        let rest = n > listed.count ? "; the first \(listed.count) are listed" : ""
+        return StorageError(.validationFailed(listed), "\(what) (\(n) issue\(n == 1 ? "" : "s")\(rest))")
+    }
 }
 
 /// One precise problem with a save or a model.

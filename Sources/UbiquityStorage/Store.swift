@@ -271,7 +271,7 @@ public final class Store: Sendable {
     func beginTokenRead(_ g: ReadGeneration, minimumGeneration: Int64? = nil) throws -> (Int64, ResolvedModel, UInt64) {
         try state.withLock { s in
             if s.closed { throw StorageError(.storeClosed, "store is closed") }
-            guard let m = s.model else { throw StorageError(.noModel, "the store has no model yet: call Models.RegisterModel first") }
+            guard let m = s.model else { throw StorageError.noModelYet }
             if let mg = minimumGeneration, s.generation < mg {
                 throw StorageError(.generationNotReached, "store is at generation \(s.generation), read requires \(mg)")
             }
@@ -462,7 +462,7 @@ public final class Store: Sendable {
 
     /// The table mapping, for the query layer.
     public func tableMapping() throws -> [String: EntityMapping] {
-        guard let m = state.withLock({ $0.model }) else { throw StorageError(.noModel, "the store has no model yet: call Models.RegisterModel first") }
+        guard let m = state.withLock({ $0.model }) else { throw StorageError.noModelYet }
         return ReadContext.mapping(m)
     }
 
@@ -488,19 +488,17 @@ public final class Store: Sendable {
     /// attribute passes (a context may fill it in before saving; its save checks it). An unknown
     /// entity passes too: the caller's lookup reports it in its own terms. Throws
     /// `.validationFailed` with each issue's request path (`field` + "." + attribute), at most
-    /// `SaveTxn.maxReportedIssues` of them.
+    /// `StorageError.maxReportedIssues` of them.
     public func validateValues(entity: String, values: [String: StorageValue], field: String, nullAllowed: Bool = false) throws {
-        guard let m = state.withLock({ $0.model }) else { throw StorageError(.noModel, "the store has no model yet: call Models.RegisterModel first") }
+        guard let m = state.withLock({ $0.model }) else { throw StorageError.noModelYet }
         guard m.entities[entity] != nil else { return }  // the caller's own lookup of the entity reports it
         var issues: [ValidationIssue] = []
         ValueChecker(model: m, config: config).checkValues(entity, values, object: nil, into: &issues)
         if nullAllowed { issues.removeAll { $0.code == .missingRequired } }
         if issues.isEmpty { return }
-        let n = issues.count
-        var listed = Array(issues.prefix(SaveTxn.maxReportedIssues))
-        for k in listed.indices { listed[k].field = listed[k].property.map { field + "." + $0 } ?? field }
-        let rest = n > listed.count ? "; the first \(listed.count) are listed" : ""
-        throw StorageError(.validationFailed(listed), "invalid values (\(n) issue\(n == 1 ? "" : "s")\(rest))")
+        throw StorageError.validationFailed(issues, "invalid values") { listed in
+            for k in listed.indices { listed[k].field = listed[k].property.map { field + "." + $0 } ?? field }
+        }
     }
 
     /// Applies a save (see `SaveRequest`). Concurrent saves are grouped into one SQLite transaction,

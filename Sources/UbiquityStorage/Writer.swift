@@ -61,7 +61,7 @@ final class WriterEngine: Sendable {
     func runGroup(_ conn: Connection, _ jobs: [SaveJob]) {
         var results = [Result<SaveResult, Error>?](repeating: nil, count: jobs.count)
         guard let model = state.withLock({ $0.model }) else {
-            jobs.forEach { $0.complete(.failure(StorageError(.noModel, "the store has no model yet: call Models.RegisterModel first"))) }
+            jobs.forEach { $0.complete(.failure(StorageError.noModelYet)) }
             return
         }
         let (startGen, epoch) = state.withLock { ($0.generation, $0.epoch) }
@@ -666,18 +666,8 @@ final class SaveTxn {
         return result
     }
 
-    /// At most this many issues are listed in a failed save's error (the message counts the
-    /// rest): a request with many bad values gets a bounded answer (docs/errors.md).
-    /// 20: grpcio refuses trailers over 8 KiB by default, and each issue travels in
-    /// `grpc-status-details-bin` (base64) with its field, description and reason.
-    static let maxReportedIssues = 20
-
     func validationError() -> StorageError {
-        var listed = Array(issues.prefix(Self.maxReportedIssues))
-        locate(&listed)
-        let n = issues.count
-        let rest = n > listed.count ? "; the first \(listed.count) are listed" : ""
-        return StorageError(.validationFailed(listed), "save failed validation (\(n) issue\(n == 1 ? "" : "s")\(rest))")
+        StorageError.validationFailed(issues, "save failed validation", paths: locate)
     }
 
     /// Gives each issue about one of the request's changes its request path (`inserts[2].values.age`).
