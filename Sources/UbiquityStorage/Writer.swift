@@ -96,7 +96,13 @@ final class WriterEngine: Sendable {
                 var request = jobRequest
                 if let plan = job.planner {
                     let ctx = ReadContext(conn: conn, model: model, storeID: storeID, token: GenerationToken(storeID: storeID, epoch: epoch, generation: gen))
-                    guard let planned = try plan(ctx) else {
+                    // A planner only reads (matching a batch's predicate can scan a large table):
+                    // its SQL stops when the caller gives up. Writes are never interrupted here —
+                    // an interrupted write can end the whole group's transaction.
+                    conn.currentCancel = job.flag
+                    let plannedRequest = Result { try plan(ctx) }
+                    conn.currentCancel = nil
+                    guard let planned = try plannedRequest.get() else {
                         // nothing to apply: no generation, no history
                         try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")
                         results[i] = .success(SaveResult(token: ctx.token, permanentIDs: [:], versions: [:], resolvedConflicts: [], skipped: [], dryRun: false, replayed: false))
