@@ -22,6 +22,10 @@ extension Store {
     public func batchUpdate(entity: String, predicate: String?, variables: [String: QueryArgument] = [:], values: [String: StorageValue],
                             author: String? = nil, contextName: String? = nil, limits: QueryLimits = QueryLimits()) async throws -> BatchResult {
         if values.isEmpty { throw QueryError(.unsupported, "a batch update needs at least one value", field: "values") }
+        // The values are the same for every object: checked once against the model, before any
+        // object is read, so bad values fail fast (with a bounded list of issues) however many
+        // objects match — or none.
+        try validateValues(entity: entity, values: values, field: "values")
         let outcome = try await save(planning: { ctx in
             let ids = try BatchPlanner.matching(ctx, entity: entity, predicate: predicate, variables: variables, limits: limits)
             if ids.isEmpty { return nil }

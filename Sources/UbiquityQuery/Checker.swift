@@ -179,6 +179,49 @@ indirect enum Pred: Sendable {
     case quantified(Quantifier, CollectionPath, Pred)
 }
 
+extension Pred {
+    /// The same predicate in negation normal form, with AND in AND and OR in OR flattened: NOT
+    /// stands only directly on a comparison or an `ALL` (De Morgan; NOT ANY is NONE, NOT NONE is
+    /// ANY). Exact in this two-valued logic — a NULL comparison is false and NOT makes it true, on
+    /// both sides of each rewrite. Used by the SQL compiler (`SQLBuilder.predicate`).
+    func normalized(negated: Bool = false) -> Pred {
+        switch self {
+        case .constant(let b): return .constant(b != negated)
+        case .not(let x): return x.normalized(negated: !negated)
+        case .and(let l): return Pred.join(l.map { $0.normalized(negated: negated) }, and: !negated)
+        case .or(let l): return Pred.join(l.map { $0.normalized(negated: negated) }, and: negated)
+        case .compare: return negated ? .not(self) : self
+        case .quantified(let q, let c, let inner):
+            switch (q, negated) {
+            case (_, false): return .quantified(q, c, inner.normalized())
+            case (.anyOf, true): return .quantified(.noneOf, c, inner.normalized())
+            case (.noneOf, true): return .quantified(.anyOf, c, inner.normalized())
+            case (.allOf, true): return .not(.quantified(.allOf, c, inner.normalized()))
+            }
+        }
+    }
+
+    private static func join(_ items: [Pred], and: Bool) -> Pred {
+        var flat: [Pred] = []
+        for x in items {
+            switch (x, and) {
+            case (.and(let l), true), (.or(let l), false): flat.append(contentsOf: l)
+            default: flat.append(x)
+            }
+        }
+        return and ? .and(flat) : .or(flat)
+    }
+
+    /// Levels of AND/OR nesting (0 for anything else).
+    var connectiveDepth: Int {
+        switch self {
+        case .and(let l), .or(let l): 1 + (l.map(\.connectiveDepth).max() ?? 0)
+        case .not(let x): x.connectiveDepth
+        default: 0
+        }
+    }
+}
+
 /// What a key path names, before it is placed in a comparison.
 enum Operand {
     case constant(StorageValue, column: Int)

@@ -112,21 +112,48 @@ final class SQLBuilder {
 
     // MARK: predicates
 
+    /// The deepest AND/OR nesting the SQL of a predicate may have (see `predicate`): what this
+    /// SQLite's parser takes with room to spare (84 left-leaning levels inside a WHERE clause).
+    static let maxSQLNesting = 76
+
     /// SQL for a predicate. NULL means false, as in the evaluator; NOT is made two-valued.
+    ///
+    /// SQLite's parser has a fixed stack (Debian's 3.40: 100 entries, then "parser stack
+    /// overflow"): each nested `NOT COALESCE(` costs about 4 entries and each right-nested
+    /// `x AND (` about 3, so 23 NOTs or 31 alternations failed — well inside QueryLimits.maxDepth.
+    /// The predicate is therefore put in negation normal form first (`normalized`: NOT only
+    /// directly on comparisons and quantifiers, never nested), and AND/OR operands are emitted
+    /// deepest first so the nesting leans left — `((… OR b) AND c)` costs one entry per level.
     func predicate(_ p: Pred, _ scope: SQLScope, aliases: [String] = []) throws -> String {
+        try sql(p.normalized(), scope, aliases: aliases, nesting: 0)
+    }
+
+    /// `nesting`: parser stack entries the enclosing AND/ORs cost (1 for a first operand, 3 for a later one).
+    private func sql(_ p: Pred, _ scope: SQLScope, aliases: [String], nesting: Int) throws -> String {
         switch p {
         case .constant(let b): return b ? "1" : "0"
-        case .and(let l): return "(" + (try l.map { try predicate($0, scope, aliases: aliases) }).joined(separator: " AND ") + ")"
-        case .or(let l): return "(" + (try l.map { try predicate($0, scope, aliases: aliases) }).joined(separator: " OR ") + ")"
-        case .not(let x): return "NOT COALESCE(\(try predicate(x, scope, aliases: aliases)), 0)"
+        case .and(let l): return try connective(l, " AND ", scope, aliases: aliases, nesting: nesting)
+        case .or(let l): return try connective(l, " OR ", scope, aliases: aliases, nesting: nesting)
+        case .not(let x): return "NOT COALESCE(\(try sql(x, scope, aliases: aliases, nesting: nesting)), 0)"
         case .quantified(let quant, let c, let inner):
             switch quant {
-            case .anyOf: return "EXISTS " + (try subquery("1", c, outer: scope) { try predicate(inner, $0, aliases: aliases) })
-            case .noneOf: return "NOT EXISTS " + (try subquery("1", c, outer: scope) { try predicate(inner, $0, aliases: aliases) })
-            case .allOf: return "NOT EXISTS " + (try subquery("1", c, outer: scope) { "NOT COALESCE(\(try predicate(inner, $0, aliases: aliases)), 0)" })
+            case .anyOf: return "EXISTS " + (try subquery("1", c, outer: scope) { try sql(inner, $0, aliases: aliases, nesting: nesting) })
+            case .noneOf: return "NOT EXISTS " + (try subquery("1", c, outer: scope) { try sql(inner, $0, aliases: aliases, nesting: nesting) })
+            case .allOf: return "NOT EXISTS " + (try subquery("1", c, outer: scope) { "NOT COALESCE(\(try sql(inner, $0, aliases: aliases, nesting: nesting)), 0)" })
             }
         case .compare(let c): return try compare(c, scope, aliases: aliases)
         }
+    }
+
+    private func connective(_ items: [Pred], _ op: String, _ scope: SQLScope, aliases: [String], nesting: Int) throws -> String {
+        if nesting > Self.maxSQLNesting {
+            throw QueryError(.limitExceeded, "predicate alternates AND and OR too deeply to run as SQL (the limit is \(Self.maxSQLNesting) levels)")
+        }
+        // deepest operand first (AND and OR are commutative here: every operand is evaluated, NULL is false)
+        let ordered = items.enumerated().sorted { ($1.element.connectiveDepth, $0.offset) < ($0.element.connectiveDepth, $1.offset) }.map(\.element)
+        var parts: [String] = []
+        for (i, x) in ordered.enumerated() { parts.append(try sql(x, scope, aliases: aliases, nesting: nesting + (i == 0 ? 1 : 3))) }
+        return "(" + parts.joined(separator: op) + ")"
     }
 
     func value(_ v: Value, _ scope: SQLScope, aliases: [String]) throws -> String {

@@ -73,13 +73,22 @@ public final class Backend: Sendable {
     func withStore<T: Sendable>(_ id: String, account: Account, field: String = "store_id",
                                 _ body: @Sendable (Store) async throws -> T) async throws -> T {
         let r = try record(id, account: account, field: field)
-        return try await directory.withStore(r.id, create: true, body)
+        do { return try await directory.withStore(r.id, create: true, body) } catch { throw tokenError(error, store: r) }
     }
 
     /// `withStore` for synchronous handlers (blocking worker threads).
     func withStoreSync<T>(_ id: String, account: Account, field: String = "store_id", _ body: (Store) throws -> T) throws -> T {
         let r = try record(id, account: account, field: field)
-        return try directory.withStoreSync(r.id, create: true, body)
+        do { return try directory.withStoreSync(r.id, create: true, body) } catch { throw tokenError(error, store: r) }
+    }
+
+    /// A token of another store is STORE_REPLACED when that store was destroyed and `store` has
+    /// taken its name in the same account (a client holding it is behind a re-creation, SPEC
+    /// §4.2); any other store's token stays BAD_TOKEN. Other errors pass through.
+    func tokenError(_ error: Error, store: Catalog.StoreRecord) -> Error {
+        guard let e = error as? StorageError, case .tokenOfAnotherStore(let other) = e.reason else { return error }
+        guard let old = catalog.destroyedStore(id: other), old.account == store.account, old.name == store.name else { return error }
+        return StorageError(.storeReplaced, "the token is of store \"\(store.name.prefix(100))\" before it was destroyed and created again: read at current")
     }
 
     /// The account of a synchronous call (the default account until authentication lands).

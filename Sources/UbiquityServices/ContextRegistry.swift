@@ -196,8 +196,12 @@ public final class ContextRegistry: Sendable {
 
     /// A store save made by a service: errors leave with the model's types in their conflict
     /// details, and a committed save is announced to the store's auto-merging contexts.
-    func save(_ request: SaveRequest, on store: Store, model: ModelInfo?) async throws -> SaveResult {
-        guard case .saved(let r) = try await save(request, on: store, model: model, conflictsInResponse: false) else {
+    /// `issueFields` renames validation issues' request paths for calls whose request is not a
+    /// SaveRequest (`renamingIssueFields`).
+    func save(_ request: SaveRequest, on store: Store, model: ModelInfo?,
+              issueFields: (String) -> String? = { $0 }) async throws -> SaveResult {
+        guard case .saved(let r) = try await save(request, on: store, model: model, conflictsInResponse: false,
+                                                  issueFields: issueFields) else {
             preconditionFailure("conflicts come back as a value only when asked for")
         }
         return r
@@ -206,12 +210,15 @@ public final class ContextRegistry: Sendable {
     /// Saves; with `conflictsInResponse`, conflicts the `error` merge policy refused come back as
     /// `.conflicted` (the client asked for every record in the response body, which bounded
     /// error details cannot always hold) instead of an ABORTED error.
-    func save(_ request: SaveRequest, on store: Store, model: ModelInfo?, conflictsInResponse: Bool) async throws -> SaveOutcome {
+    func save(_ request: SaveRequest, on store: Store, model: ModelInfo?, conflictsInResponse: Bool,
+              issueFields: (String) -> String? = { $0 }) async throws -> SaveOutcome {
         let r: SaveResult
-        do { r = try await store.save(request) } catch {
-            if conflictsInResponse, let conflicts = (error as? StorageError)?.refusedConflicts {
+        do { r = try await store.save(request) } catch let error as StorageError {
+            if conflictsInResponse, let conflicts = error.refusedConflicts {
                 return .conflicted(conflicts, token: store.currentToken)
             }
+            throw ServiceErrors.rpcError(error.renamingIssueFields(issueFields), model: model)
+        } catch {
             throw ServiceErrors.rpcError(error, model: model)
         }
         if !r.dryRun && !r.replayed { await storeDidSave(store.id, token: r.token) }

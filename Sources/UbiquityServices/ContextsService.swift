@@ -59,8 +59,7 @@ public struct ContextsService: Sendable {
                         guard !req.token.isEmpty else {
                             throw ServiceError.invalid("token", "GENERATION_MODE_PINNED_AT_TOKEN needs a token", reason: "MISSING_FIELD")
                         }
-                        let t = try Convert.token(req.token, field: "token")
-                        guard t.storeID == store.id else { throw ServiceError.invalid("token", "the token belongs to another store", reason: "BAD_TOKEN") }
+                        let t = try Convert.token(req.token, field: "token")  // another store's token: the pin says which (Backend.tokenError)
                         box.pin = try store.pin(t, lease: lease)
                     }
                     do { try reg.add(box) } catch { if let pin = box.pin { store.unpin(pin) }; throw error }
@@ -116,7 +115,10 @@ public struct ContextsService: Sendable {
                         let f = "inserts[\(i)]"
                         let pk = delta.insertOrder[i]
                         try Self.checkProperties(entity: ins.entity, values: Array(ins.values.keys), relationships: Array(ins.relationships.keys), model: model, field: f)
-                        delta.inserted[pk]!.values = try Self.withDefaults(try Convert.values(ins.values, field: "\(f).values"), entity: ins.entity, model: model)
+                        let values = try Convert.values(ins.values, field: "\(f).values")
+                        // the checks Stores.Save makes, now: a wrong value never enters the context's view
+                        try store.validateValues(entity: ins.entity, values: values, field: "\(f).values", nullAllowed: true)
+                        delta.inserted[pk]!.values = try Self.withDefaults(values, entity: ins.entity, model: model)
                         delta.inserted[pk]!.relationships = try Self.targets(ins.relationships, labels: labels, store: store.id, field: "\(f).relationships")
                     }
                     box.pending.merge(delta)
@@ -147,6 +149,7 @@ public struct ContextsService: Sendable {
                             throw ServiceError.notFound("\(f): \(id.uri) is not in this context (deleted, or never inserted here)", reason: "OBJECT_NOT_FOUND")
                         }
                         let values = try Convert.values(u.values, field: "\(f).values")
+                        try store.validateValues(entity: id.entity, values: values, field: "\(f).values", nullAllowed: true)
                         let rels = try Self.targets(u.relationships, labels: [:], store: store.id, field: "\(f).relationships")
                         parsed.append((id, values, rels))
                         if !id.isTemporary && visible.updated[id] == nil { toRead.append((i, id)) }
@@ -225,7 +228,8 @@ public struct ContextsService: Sendable {
                     s.clientTransactionID = req.clientTransactionID.isEmpty ? nil : req.clientTransactionID
                     s.dryRun = req.dryRun
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
-                    let outcome = try await reg.save(s, on: store, model: model, conflictsInResponse: req.conflictsInResponse)
+                    let outcome = try await reg.save(s, on: store, model: model, conflictsInResponse: req.conflictsInResponse,
+                                                     issueFields: { _ in nil })
                     guard case .saved(let r) = outcome else {
                         // refused by the merge policy: nothing applied, the pending changes stay
                         res.result = Convert.saveResult(outcome, model: model)
@@ -302,8 +306,7 @@ public struct ContextsService: Sendable {
                         box.mode = .pinnedAtFirstRead
                     case .pinnedAtToken:
                         guard !req.token.isEmpty else { throw ServiceError.invalid("token", "GENERATION_MODE_PINNED_AT_TOKEN needs a token", reason: "MISSING_FIELD") }
-                        let t = try Convert.token(req.token, field: "token")
-                        guard t.storeID == store.id else { throw ServiceError.invalid("token", "the token belongs to another store", reason: "BAD_TOKEN") }
+                        let t = try Convert.token(req.token, field: "token")  // another store's token: the pin says which (Backend.tokenError)
                         try Self.movePin(box, store, to: t, lease: lease)
                         box.mode = .pinnedAtToken
                     case .UNRECOGNIZED(let n):
@@ -470,22 +473,42 @@ public struct ContextsService: Sendable {
     }
 
     /// A context's pending changes as the query layer sees them: inserted objects with their
-    /// values, updated objects in their pending state, deleted IDs.
+    /// values, updated objects in their pending state, deleted IDs — with the inverse side of
+    /// every relationship they edit kept in step (`PendingView`).
     static func pendingChanges(_ p: Pending, store: Store, model: ModelInfo, at: ReadGeneration) async throws -> PendingChanges {
-        let inserted: [ObjectSnapshot] = p.insertOrder.compactMap { p.inserted[$0] }.map { (i: PendingInsert) -> ObjectSnapshot in
+        var view = PendingView(model: model, deleted: Set(p.deleted.keys))
+        var edits: [PendingView.Edit] = []
+        let inserted = p.insertOrder.compactMap { p.inserted[$0] }
+        for i in inserted {
             var rels = i.relationships
             for r in (model.relationships[i.id.entity] ?? [:]).keys where rels[r] == nil { rels[r] = [] }
-            return ObjectSnapshot(id: i.id, version: 0, values: i.values, relationships: rels)
+            view.objects[i.id] = ObjectSnapshot(id: i.id, version: 0, values: i.values, relationships: rels)
+            edits += PendingView.edits(i.id, before: [:], after: i.relationships)
         }
-        let ids = Array(p.updated.keys)
-        let bases = ids.isEmpty ? [] : try await store.objects(ids, at: at)
-        var updated: [ObjectSnapshot] = []
-        for (id, o) in zip(ids, bases) {
-            guard var o, let u = p.updated[id] else { continue }
-            o.values.merge(u.values) { _, new in new }
-            o.relationships.merge(u.relationships) { _, new in new }
-            updated.append(o)
+        // updated and deleted objects as stored: what their changes edit
+        let ids = Array(p.updated.keys) + Array(p.deleted.keys)
+        let stored = ids.isEmpty ? [] : try await store.objects(ids, at: at)
+        for (id, o) in zip(ids, stored) {
+            guard let o else { continue }
+            guard let u = p.updated[id] else {
+                edits += PendingView.edits(id, before: o.relationships, after: o.relationships.mapValues { _ in [] })
+                continue
+            }
+            edits += PendingView.edits(id, before: o.relationships, after: u.relationships)
+            var now = o
+            now.values.merge(u.values) { _, new in new }
+            now.relationships.merge(u.relationships) { _, new in new }
+            view.objects[id] = now
+            view.markChanged(id)
         }
-        return PendingChanges(inserted: inserted, updated: updated, deleted: Set(p.deleted.keys))
+        // the other sides: the edits' targets, then the previous holders of to-one targets
+        for _ in 0..<2 {
+            let more = view.missing(edits)
+            if more.isEmpty { break }
+            for case let o? in try await store.objects(more, at: at) { view.objects[o.id] = o }
+        }
+        for e in edits { view.apply(e) }
+        return PendingChanges(inserted: inserted.compactMap { view.objects[$0.id] }, updated: view.changed.compactMap { view.objects[$0] },
+                              deleted: Set(p.deleted.keys))
     }
 }

@@ -13,6 +13,8 @@ struct ModelInfo: Sendable {
     let attributeTypes: [String: [String: AttributeType]]
     /// entity → relationship → to-many?
     let relationships: [String: [String: Bool]]
+    /// entity → relationship → its inverse's name (relationships that have one).
+    let inverses: [String: [String: String]]
 
     init(_ m: ModelDefinition, hash: String) {
         definition = m
@@ -20,21 +22,25 @@ struct ModelInfo: Sendable {
         let byName = Dictionary(m.entities.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         var types: [String: [String: AttributeType]] = [:]
         var rels: [String: [String: Bool]] = [:]
+        var invs: [String: [String: String]] = [:]
         for e in m.entities {
             var t: [String: AttributeType] = [:]
             var r: [String: Bool] = [:]
+            var inv: [String: String] = [:]
             var cur: EntityDefinition? = e
             var seen = Set<String>()
             while let c = cur, seen.insert(c.name).inserted {
                 for a in c.attributes where t[a.name] == nil { t[a.name] = a.type }
-                for x in c.relationships where r[x.name] == nil { r[x.name] = x.toMany }
+                for x in c.relationships where r[x.name] == nil { r[x.name] = x.toMany; inv[x.name] = x.inverse }
                 cur = c.parent.flatMap { byName[$0] }
             }
             types[e.name] = t
             rels[e.name] = r
+            invs[e.name] = inv
         }
         attributeTypes = types
         relationships = rels
+        inverses = invs
     }
 
     func type(_ entity: String, _ attribute: String) -> AttributeType? { attributeTypes[entity]?[attribute] }

@@ -72,7 +72,6 @@ enum ServiceErrors {
     }
 
     static func queryError(_ e: QueryError) -> RPCError {
-        let at = e.column.map { " (at column \($0))" } ?? ""
         let field = e.field.isEmpty ? "predicate" : e.field
         let reason: String
         var code = StatusCode.invalidArgument
@@ -90,7 +89,8 @@ enum ServiceErrors {
         }
         var md: [String: String] = ["field": field]
         if let c = e.column { md["column"] = String(c) }
-        return build(code, "\(field): \(e.message)\(at)", reason: reason, violations: [(field, e.message + at, reason)], metadata: md)
+        // the query layer's messages already say "at column N" where they have a column
+        return build(code, "\(field): \(e.message)", reason: reason, violations: [(field, e.message, reason)], metadata: md)
     }
 
     static func storageError(_ e: StorageError, model: ModelInfo?) -> RPCError {
@@ -102,7 +102,7 @@ enum ServiceErrors {
         case .busy, .io, .storeClosed, .generationNotReached: code = .unavailable
         case .full: code = .resourceExhausted
         case .corrupt: code = .dataLoss
-        case .generationExpired, .storeReplaced, .historyExpired, .modelVersionMismatch: code = .failedPrecondition
+        case .generationExpired, .storeReplaced, .historyExpired, .modelVersionMismatch, .noModel: code = .failedPrecondition
         case .migrationNotInferable(let why):
             code = .failedPrecondition
             message += ": " + why.joined(separator: "; ")
@@ -113,12 +113,12 @@ enum ServiceErrors {
         case .validationFailed(let issues):
             code = .invalidArgument
             violations = issues.map { i in
-                let field = [i.object, i.entity, i.property].compactMap { $0 }.joined(separator: ".")
+                let field = i.field ?? [i.object, i.entity, i.property].compactMap { $0 }.joined(separator: ".")
                 return (field, i.message, i.code.rawValue)
             }
             message += ": " + issues.prefix(5).map(\.description).joined(separator: "; ")
         case .notFound: code = .notFound
-        case .invalidArgument: code = .invalidArgument
+        case .invalidArgument, .tokenOfAnotherStore: code = .invalidArgument
         case .readOnly, .internalError: code = .internal
         case .cancelled: code = .cancelled
         case .directoryLocked: code = .unavailable
@@ -195,14 +195,16 @@ enum ErrorBounds {
     /// The violations, each clipped, while they fit `maxViolations` and `maxViolationBytes`; then
     /// one more that counts those left out.
     static func violations(_ all: [(String, String, String)]) -> [(String, String, String)] {
+        let clipped = all.prefix(maxViolations + 1).map { f, d, r in (clip(f, maxFieldCharacters), clip(d, maxDescriptionCharacters), r) }
+        func size(_ v: (String, String, String)) -> Int { v.0.utf8.count + v.1.utf8.count + v.2.utf8.count }
+        if all.count <= maxViolations && clipped.reduce(0, { $0 + size($1) }) <= maxViolationBytes { return clipped }
+        // Not all fit: keep a slot for the count of the rest.
         var out: [(String, String, String)] = []
         var used = 0
-        for (f, d, r) in all {
-            let v = (clip(f, maxFieldCharacters), clip(d, maxDescriptionCharacters), r)
-            let size = v.0.utf8.count + v.1.utf8.count + v.2.utf8.count
-            guard out.count < maxViolations - 1, used + size <= maxViolationBytes else { break }
+        for v in clipped {
+            guard out.count < maxViolations - 1, used + size(v) <= maxViolationBytes else { break }
             out.append(v)
-            used += size
+            used += size(v)
         }
         if out.count < all.count {
             out.append(("", "\(all.count - out.count) more violations not listed", all[out.count].2))

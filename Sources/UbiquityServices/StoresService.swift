@@ -183,7 +183,8 @@ public struct StoresService: Sendable {
                     s.author = req.author.isEmpty ? nil : req.author
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
                     let model = b.modelIfAny(of: store)
-                    let r = try await contexts.save(s, on: store, model: model)
+                    let r = try await contexts.save(s, on: store, model: model,
+                                                    issueFields: { $0.hasPrefix("inserts[") ? "objects[" + $0.dropFirst(8) : nil })
                     var res = Ubiquity_V1_BatchResponse()
                     res.token = Data(r.token.bytes)
                     res.count = Int64(req.objects.count)
@@ -203,8 +204,11 @@ public struct StoresService: Sendable {
                 let limits = b.queryLimits()
                 return try await b.withStore(req.storeID, account: account) { store in
                     _ = try b.checkModelVersion(call, store: store)
-                    let r = try await store.batchUpdate(entity: req.entity, predicate: req.predicate.isEmpty ? nil : req.predicate, variables: vars,
-                                                        values: values, author: req.author.isEmpty ? nil : req.author, limits: limits)
+                    // the values' own issues name `values.<attribute>`; per-object issues name their object
+                    let r = try await renamingIssueFields({ $0.hasPrefix("values.") ? $0 : nil }) {
+                        try await store.batchUpdate(entity: req.entity, predicate: req.predicate.isEmpty ? nil : req.predicate, variables: vars,
+                                                    values: values, author: req.author.isEmpty ? nil : req.author, limits: limits)
+                    }
                     if r.count > 0 { await contexts.storeDidSave(store.id, token: r.token) }
                     return Self.batchResponse(r)
                 }
@@ -371,7 +375,7 @@ public struct StoresService: Sendable {
                     s.author = req.author.isEmpty ? nil : req.author
                     s.contextName = "import"
                     s.modelVersionHash = try b.checkModelVersion(call, store: store)
-                    let r = try await contexts.save(s, on: store, model: model)
+                    let r = try await contexts.save(s, on: store, model: model, issueFields: { _ in nil })
                     var res = Ubiquity_V1_ImportStoreResponse()
                     res.token = Data(r.token.bytes)
                     res.imported = Int64(dump.objects.count)
@@ -471,5 +475,24 @@ extension Backend {
         var l = limits.query
         l.maxFetchResults = limits.maxFetchResults
         return l
+    }
+}
+
+/// Save validation issues carry `SaveRequest` paths (`inserts[2].values.age`, SaveTxn.locate),
+/// which are the Stores.Save request's own. Calls whose request has another shape rename them
+/// (`objects[2]…` for BatchInsert) or drop them (`nil`: the issue then names its object, as for a
+/// context's save, whose changes are not in the request).
+func renamingIssueFields<T>(_ rename: (String) -> String?, _ body: () async throws -> T) async throws -> T {
+    do { return try await body() } catch let e as StorageError { throw e.renamingIssueFields(rename) }
+}
+
+extension StorageError {
+    /// This error with its validation issues' request paths renamed (see `renamingIssueFields`).
+    func renamingIssueFields(_ rename: (String) -> String?) -> StorageError {
+        guard case .validationFailed(var issues) = reason else { return self }
+        var e = self
+        for i in issues.indices { issues[i].field = issues[i].field.flatMap(rename) }
+        e.reason = .validationFailed(issues)
+        return e
     }
 }

@@ -35,6 +35,8 @@ public final class Catalog: Sendable {
                 CREATE TABLE IF NOT EXISTS ubq_accounts(id TEXT PRIMARY KEY, state TEXT NOT NULL, created_at REAL NOT NULL);
                 CREATE TABLE IF NOT EXISTS ubq_stores(id TEXT PRIMARY KEY, account TEXT NOT NULL, name TEXT NOT NULL,
                     created_at REAL NOT NULL, UNIQUE(account, name));
+                CREATE TABLE IF NOT EXISTS ubq_destroyed_stores(id TEXT PRIMARY KEY, account TEXT NOT NULL, name TEXT NOT NULL,
+                    destroyed_at REAL NOT NULL);
                 """)
         } catch { c.close(); throw error }
         var s = State(conn: c)
@@ -104,10 +106,33 @@ public final class Catalog: Sendable {
     }
 
     /// Forgets a store (its files are removed by `StoreDirectory.destroy`, after this).
+    /// Its ID, account and name are kept (`destroyedStore`): a token of the destroyed store is
+    /// then told apart from one of an unrelated store once the name is used again (SPEC §4.2).
     public func removeStore(id: UUID) throws {
         try withConnection { c, s in
-            try c.run("DELETE FROM ubq_stores WHERE id = ?", [.text(id.uuidString.lowercased())])
+            let key = SQLValue.text(id.uuidString.lowercased())
+            try c.run("BEGIN IMMEDIATE")
+            do {
+                if let r = s.byID[id] {
+                    try c.run("INSERT OR REPLACE INTO ubq_destroyed_stores(id, account, name, destroyed_at) VALUES (?, ?, ?, ?)",
+                              [key, .text(r.account), .text(r.name), .real(Date().timeIntervalSince1970)])
+                }
+                try c.run("DELETE FROM ubq_stores WHERE id = ?", [key])
+                try c.run("COMMIT")
+            } catch { try? c.run("ROLLBACK"); throw error }
             s.byID[id] = nil
+        }
+    }
+
+    /// A destroyed store's last record (account and name), if `id` was one (read from disk: only
+    /// failing calls ask).
+    public func destroyedStore(id: UUID) -> StoreRecord? {
+        try? withConnection { c, _ in
+            var found: StoreRecord?
+            try c.query("SELECT account, name FROM ubq_destroyed_stores WHERE id = ?", [.text(id.uuidString.lowercased())]) { st in
+                found = StoreRecord(id: id, account: st.text(0), name: st.text(1), createdAt: 0)
+            }
+            return found
         }
     }
 }

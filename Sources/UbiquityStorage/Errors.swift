@@ -8,6 +8,9 @@ public struct StorageError: Error, Sendable, CustomStringConvertible, Equatable 
     public enum Reason: Sendable, Equatable {
         case generationExpired
         case storeReplaced
+        /// A well-formed token of another store (its ID): the services decide whether that store
+        /// was this one's predecessor under the same name (STORE_REPLACED) or another (BAD_TOKEN).
+        case tokenOfAnotherStore(UUID)
         case generationNotReached
         case historyExpired
         case mergeConflict([ConflictRecord])
@@ -20,6 +23,8 @@ public struct StorageError: Error, Sendable, CustomStringConvertible, Equatable 
         case io
         case readOnly
         case modelVersionMismatch
+        /// The store has no model yet (RegisterModel first): every read and write needs one.
+        case noModel
         case migrationNotInferable([String])
         case invalidArgument
         case cancelled
@@ -32,6 +37,7 @@ public struct StorageError: Error, Sendable, CustomStringConvertible, Equatable 
             switch self {
             case .generationExpired: "GENERATION_EXPIRED"
             case .storeReplaced: "STORE_REPLACED"
+            case .tokenOfAnotherStore: "BAD_TOKEN"
             case .generationNotReached: "GENERATION_NOT_REACHED"
             case .historyExpired: "HISTORY_EXPIRED"
             case .mergeConflict: "MERGE_CONFLICT"
@@ -44,6 +50,7 @@ public struct StorageError: Error, Sendable, CustomStringConvertible, Equatable 
             case .io: "IO_ERROR"
             case .readOnly: "READ_ONLY"
             case .modelVersionMismatch: "MODEL_VERSION_MISMATCH"
+            case .noModel: "NO_MODEL"
             case .migrationNotInferable: "MIGRATION_NOT_INFERABLE"
             case .invalidArgument: "INVALID_ARGUMENT"
             case .cancelled: "CANCELLED"
@@ -97,6 +104,23 @@ public struct StorageError: Error, Sendable, CustomStringConvertible, Equatable 
     }
 
     public static func invalid(_ msg: String) -> StorageError { StorageError(.invalidArgument, msg) }
+    static var noModelYet: StorageError { StorageError(.noModel, "the store has no model yet: call Models.RegisterModel first") }
+
+    /// At most this many issues are listed in a validation failure (its message counts them
+    /// all), so a request with many bad values gets a bounded answer. 20: grpcio refuses
+    /// trailers over 8 KiB by default, and each issue travels in `grpc-status-details-bin`
+    /// (base64) with its field, description and reason.
+    public static let maxReportedIssues = 20
+
+    /// `.validationFailed` with the first `maxReportedIssues` of `issues`; `paths` gives the
+    /// listed ones their request paths (only those: the work is bounded too).
+    static func validationFailed(_ issues: [ValidationIssue], _ what: String, paths: (inout [ValidationIssue]) -> Void) -> StorageError {
+        var listed = Array(issues.prefix(maxReportedIssues))
+        paths(&listed)
+        let n = issues.count
+        let rest = n > listed.count ? "; the first \(listed.count) are listed" : ""
+        return StorageError(.validationFailed(listed), "\(what) (\(n) issue\(n == 1 ? "" : "s")\(rest))")
+    }
 }
 
 /// One precise problem with a save or a model.
@@ -112,6 +136,11 @@ public struct ValidationIssue: Codable, Sendable, Equatable, CustomStringConvert
     public var entity: String?
     public var property: String?
     public var message: String
+    /// Where in the save request the problem is (`inserts[2].values.age`,
+    /// `updates[0].relationships.owner`, `deletes[1]`), when it is about one of the request's
+    /// changes; set by the save when it fails (`SaveTxn.locate`). The field names are those of
+    /// `SaveRequest`, which are the Stores.Save request's.
+    public var field: String?
 
     public init(_ code: Code, object: String? = nil, entity: String? = nil, property: String? = nil, _ message: String) {
         self.code = code; self.object = object; self.entity = entity; self.property = property; self.message = message

@@ -280,3 +280,37 @@ extension WriterEngine {
         return "NULL"
     }
 }
+
+/// The backups migrations take next to a store file when the caller names none:
+/// `<store file>.pre-migration-<µs since 1970, 17 digits>-g<generation>`. The microsecond time
+/// keeps two migrations in the same second (or a retry right after a crash) from meeting an
+/// existing name, the generation says which state the backup holds, and names sort by age.
+struct MigrationBackups: Sendable {
+    let storePath: String
+    var prefix: String { (storePath as NSString).lastPathComponent + ".pre-migration-" }
+    var directory: String { (storePath as NSString).deletingLastPathComponent }
+
+    /// A name no file has yet (a clock step backwards could repeat a time: then a suffix).
+    func newName(generation: Int64, now: Date = Date()) -> String {
+        let micros = Int64(now.timeIntervalSince1970 * 1_000_000)
+        let base = storePath + ".pre-migration-" + String(format: "%017lld", micros) + "-g\(generation)"
+        var name = base
+        var n = 1
+        while FileManager.default.fileExists(atPath: name) { n += 1; name = base + "-\(n)" }
+        return name
+    }
+
+    /// The store's default-named backups, oldest first.
+    func list() -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        // by the time in the name, as a number: older names held seconds, not microseconds
+        func time(_ n: String) -> Int64 { Int64(n.dropFirst(prefix.count).prefix { $0.isNumber }) ?? 0 }
+        return names.filter { $0.hasPrefix(prefix) }.sorted { (time($0), $0) < (time($1), $1) }.map { directory + "/" + $0 }
+    }
+
+    /// Removes all but the newest `keeping` (at least 1) default-named backups. A backup is a
+    /// closed, standalone file (VACUUM INTO writes no WAL), so removing it touches no open database.
+    func prune(keeping: Int) {
+        for old in list().dropLast(max(1, keeping)) { try? FileManager.default.removeItem(atPath: old) }
+    }
+}

@@ -359,10 +359,13 @@ final class ResolvedModel: Sendable {
     static func typeError(_ type: AttributeType, _ v: StorageValue) -> String? {
         switch (type, v) {
         case (.string, .string), (.bool, .bool), (.decimal, .decimal), (.date, .date), (.binary, .binary), (.uuid, .uuid), (.uri, .uri),
-             (.float, .double), (.double, .double), (.float, .int), (.double, .int), (.decimal, .int): break
+             (.double, .double), (.float, .int), (.double, .int), (.decimal, .int): break
         case (.int16, .int(let i)): if i < Int64(Int16.min) || i > Int64(Int16.max) { return "\(i) out of int16 range" }
         case (.int32, .int(let i)): if i < Int64(Int32.min) || i > Int64(Int32.max) { return "\(i) out of int32 range" }
         case (.int64, .int): break
+        // a finite double past Float's range would be stored as ±inf: refuse it (infinities and
+        // NaN given as such are representable and pass, as for double)
+        case (.float, .double(let d)): if d.isFinite && abs(d) > Double(Float.greatestFiniteMagnitude) { return "\(d) out of float range" }
         default: return "expected \(type.rawValue), got \(v.typeName)"
         }
         if case .decimal(let s) = v, Decimal(string: s) == nil { return "not a decimal: \(s)" }

@@ -79,6 +79,9 @@ public struct StorageConfiguration: Sendable {
     /// Run one GC batch after this many commits (0: only on request).
     public var gcEveryCommits: Int = 256
     public var gcBatchSize: Int = 500
+    /// Backups a migration takes under their default names (`MigrationBackups`) kept per store:
+    /// after each migration the older ones are removed. At least 1.
+    public var migrationBackupsKept: Int = 3
     /// History transactions older than this many generations behind current are trimmed by GC (nil: keep all).
     public var historyRetentionGenerations: Int64? = nil
     /// Prepared statements cached per connection.
@@ -268,7 +271,7 @@ public final class Store: Sendable {
     func beginTokenRead(_ g: ReadGeneration, minimumGeneration: Int64? = nil) throws -> (Int64, ResolvedModel, UInt64) {
         try state.withLock { s in
             if s.closed { throw StorageError(.storeClosed, "store is closed") }
-            guard let m = s.model else { throw StorageError(.invalidArgument, "store has no model") }
+            guard let m = s.model else { throw StorageError.noModelYet }
             if let mg = minimumGeneration, s.generation < mg {
                 throw StorageError(.generationNotReached, "store is at generation \(s.generation), read requires \(mg)")
             }
@@ -289,7 +292,7 @@ public final class Store: Sendable {
     }
 
     func validate(_ t: GenerationToken, _ s: StoreState) throws -> Int64 {
-        guard t.storeID == id else { throw StorageError(.invalidArgument, "token belongs to another store") }
+        guard t.storeID == id else { throw StorageError(.tokenOfAnotherStore(t.storeID), "the token belongs to another store") }
         guard t.epoch == s.epoch else { throw StorageError(.storeReplaced, "store was replaced since this token was issued") }
         guard t.generation <= s.generation else { throw StorageError(.invalidArgument, "token names a generation this store has not reached") }
         guard t.generation >= s.gcHorizon else {
@@ -459,7 +462,7 @@ public final class Store: Sendable {
 
     /// The table mapping, for the query layer.
     public func tableMapping() throws -> [String: EntityMapping] {
-        guard let m = state.withLock({ $0.model }) else { throw StorageError(.invalidArgument, "store has no model") }
+        guard let m = state.withLock({ $0.model }) else { throw StorageError.noModelYet }
         return ReadContext.mapping(m)
     }
 
@@ -477,6 +480,26 @@ public final class Store: Sendable {
     }
 
     // MARK: Writes
+
+    /// A save's checks of attribute values that need only the model — unknown attribute, type,
+    /// range, size, bounds — run by the save's own checker (`ValueChecker`) before anything is
+    /// queued: Contexts.Insert/Update run them when a change is made, a batch update once for
+    /// the values it sets on every matching object. With `nullAllowed`, nil for a required
+    /// attribute passes (a context may fill it in before saving; its save checks it). An unknown
+    /// entity passes too: the caller's lookup reports it in its own terms. Throws
+    /// `.validationFailed` with each issue's request path (`field` + "." + attribute), at most
+    /// `StorageError.maxReportedIssues` of them.
+    public func validateValues(entity: String, values: [String: StorageValue], field: String, nullAllowed: Bool = false) throws {
+        guard let m = state.withLock({ $0.model }) else { throw StorageError.noModelYet }
+        guard m.entities[entity] != nil else { return }  // the caller's own lookup of the entity reports it
+        var issues: [ValidationIssue] = []
+        ValueChecker(model: m, config: config).checkValues(entity, values, object: nil, into: &issues)
+        if nullAllowed { issues.removeAll { $0.code == .missingRequired } }
+        if issues.isEmpty { return }
+        throw StorageError.validationFailed(issues, "invalid values") { listed in
+            for k in listed.indices { listed[k].field = listed[k].property.map { field + "." + $0 } ?? field }
+        }
+    }
 
     /// Applies a save (see `SaveRequest`). Concurrent saves are grouped into one SQLite transaction,
     /// each inside its own savepoint: each save is all-or-nothing on its own.
@@ -575,7 +598,7 @@ public final class Store: Sendable {
     public func history(after token: GenerationToken?, limit: Int = 100) async throws -> HistoryPage {
         let (after, epoch, horizon, current) = try state.withLock { s -> (Int64, UInt64, Int64, Int64) in
             if let t = token {
-                guard t.storeID == id else { throw StorageError.invalid("token belongs to another store") }
+                guard t.storeID == id else { throw StorageError(.tokenOfAnotherStore(t.storeID), "the token belongs to another store") }
                 guard t.epoch == s.epoch else { throw StorageError(.storeReplaced, "store was replaced since this token was issued") }
             }
             return (token?.generation ?? s.historyHorizon, s.epoch, s.historyHorizon, s.generation)
@@ -598,7 +621,8 @@ public final class Store: Sendable {
     /// Deletes history transactions at or before `token`'s generation.
     public func deleteHistory(through token: GenerationToken) async throws {
         _ = try state.withLock { s in
-            guard token.storeID == id, token.epoch == s.epoch else { throw StorageError(.storeReplaced, "token from another store or epoch") }
+            guard token.storeID == id else { throw StorageError(.tokenOfAnotherStore(token.storeID), "the token belongs to another store") }
+            guard token.epoch == s.epoch else { throw StorageError(.storeReplaced, "store was replaced since this token was issued") }
         }
         try await onWriter { conn, engine in try engine.trimHistory(conn, through: token.generation) }
     }
@@ -607,10 +631,16 @@ public final class Store: Sendable {
 
     /// Infers a lightweight migration to `model`; with `dryRun` reports it and changes nothing.
     /// Otherwise backs the store up to `backupPath` (VACUUM INTO) and applies it atomically.
+    /// Without a `backupPath` the backup gets a fresh name next to the store file, and only the
+    /// newest `migrationBackupsKept` of those are kept (`MigrationBackups`, docs/storage.md).
     public func migrate(to model: ModelDefinition, dryRun: Bool = false, backupPath: String? = nil) async throws -> MigrationReport {
         let new = try ResolvedModel(model)
-        let backup = backupPath ?? (path + ".pre-migration-\(Int(Date().timeIntervalSince1970))")
-        return try await onWriter { conn, engine in try engine.migrate(conn, to: new, dryRun: dryRun, backupPath: dryRun ? nil : backup) }
+        let backups = MigrationBackups(storePath: path)
+        let report = try await onWriter { conn, engine in
+            try engine.migrate(conn, to: new, dryRun: dryRun, backupPath: dryRun ? nil : backupPath ?? backups.newName(generation: engine.state.withLock { $0.generation }))
+        }
+        if backupPath == nil && report.backupPath != nil { backups.prune(keeping: config.migrationBackupsKept) }
+        return report
     }
 
     // MARK: Baseline

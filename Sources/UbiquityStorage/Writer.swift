@@ -61,7 +61,7 @@ final class WriterEngine: Sendable {
     func runGroup(_ conn: Connection, _ jobs: [SaveJob]) {
         var results = [Result<SaveResult, Error>?](repeating: nil, count: jobs.count)
         guard let model = state.withLock({ $0.model }) else {
-            jobs.forEach { $0.complete(.failure(StorageError(.invalidArgument, "store has no model"))) }
+            jobs.forEach { $0.complete(.failure(StorageError.noModelYet)) }
             return
         }
         let (startGen, epoch) = state.withLock { ($0.generation, $0.epoch) }
@@ -96,7 +96,13 @@ final class WriterEngine: Sendable {
                 var request = jobRequest
                 if let plan = job.planner {
                     let ctx = ReadContext(conn: conn, model: model, storeID: storeID, token: GenerationToken(storeID: storeID, epoch: epoch, generation: gen))
-                    guard let planned = try plan(ctx) else {
+                    // A planner only reads (matching a batch's predicate can scan a large table):
+                    // its SQL stops when the caller gives up. Writes are never interrupted here —
+                    // an interrupted write can end the whole group's transaction.
+                    conn.currentCancel = job.flag
+                    let plannedRequest = Result { try plan(ctx) }
+                    conn.currentCancel = nil
+                    guard let planned = try plannedRequest.get() else {
                         // nothing to apply: no generation, no history
                         try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")
                         results[i] = .success(SaveResult(token: ctx.token, permanentIDs: [:], versions: [:], resolvedConflicts: [], skipped: [], dryRun: false, replayed: false))
@@ -107,6 +113,8 @@ final class WriterEngine: Sendable {
                 let txn = SaveTxn(conn: conn, model: model, storeID: storeID, epoch: epoch, gen: gen + 1, currentGen: gen, request: request, config: config,
                                   nextPK: nextPK, prepared: prepared?.inserts, history: prepared?.history, temporaryIDsUnique: !savepoint,
                                   insertStatements: owned.insertStatements)
+                // only inside a savepoint: stopping a save without one would fail its whole group
+                if savepoint { txn.isCancelled = { job.flag.isCancelled } }
                 let r = try txn.run()
                 if r.replayed || r.dryRun {
                     try conn.exec("ROLLBACK TO s"); try conn.exec("RELEASE s")  // never without a savepoint: needsNoSavepoint
@@ -322,6 +330,13 @@ final class SaveTxn {
     var deleted: Set<ObjectID> = []
     var versions: [ObjectID: Int64] = [:]
     var upserted: Set<String> = []
+    /// Temporary IDs of inserts that clashed with a uniqueness constraint under the `error`
+    /// policy: they get no object, so references to them are not validation issues — the save
+    /// already fails with the clash (CONSTRAINT_CONFLICT), which is what the client must see.
+    var clashedTemporaryIDs: Set<String> = []
+    /// Objects with a relationship edit skipped because its target clashed: their relationship
+    /// counts are not checked (they would report the clash's consequence, not a problem).
+    var pointsAtClash: Set<ObjectID> = []
 
     /// The inserts' model-only work, done before the save was queued (`PreparedSave`); nil: done here.
     let prepared: [PreparedInsert]?
@@ -629,7 +644,7 @@ final class SaveTxn {
         try applyDeletes()
         try validateCounts()
 
-        if !issues.isEmpty { throw StorageError(.validationFailed(issues), "save failed validation (\(issues.count) issue\(issues.count == 1 ? "" : "s"))") }
+        if !issues.isEmpty { throw validationError() }
         if !conflicts.isEmpty {
             if conflicts.allSatisfy({ $0.kind == .uniquenessClash }) {
                 throw StorageError(.constraintConflict(conflicts), "uniqueness constraint clash")
@@ -657,6 +672,26 @@ final class SaveTxn {
         return result
     }
 
+    func validationError() -> StorageError {
+        StorageError.validationFailed(issues, "save failed validation", paths: locate)
+    }
+
+    /// Gives each issue about one of the request's changes its request path (`inserts[2].values.age`).
+    /// Issues name objects (temporary IDs, URIs); the index is looked up only when the save fails.
+    func locate(_ list: inout [ValidationIssue]) {
+        var change: [String: (path: String, values: [String: StorageValue], relationships: [String: [ObjectReference]])] = [:]
+        // reversed: the first change of an object names it
+        for (i, d) in req.deletes.enumerated().reversed() { change[d.objectID.uri] = ("deletes[\(i)]", [:], [:]) }
+        for (i, u) in req.updates.enumerated().reversed() { change[u.objectID.uri] = ("updates[\(i)]", u.values, u.relationships) }
+        for (i, ins) in req.inserts.enumerated().reversed() { change[ins.temporaryID] = ("inserts[\(i)]", ins.values, ins.relationships) }
+        for k in list.indices {
+            guard let o = list[k].object, let c = change[o] else { continue }
+            guard let p = list[k].property, !c.path.hasPrefix("deletes") else { list[k].field = c.path; continue }
+            let isRelationship = c.values[p] == nil && (c.relationships[p] != nil || model.relationships[list[k].entity ?? ""]?[p] != nil)
+            list[k].field = c.path + (isRelationship ? ".relationships." : ".values.") + p
+        }
+    }
+
     /// The save's history record. Its JSON is bound as text straight from the encoder's bytes
     /// (no String, no second copy by SQLite: SQLITE_STATIC while the statement steps; `reset`
     /// clears the binding).
@@ -679,6 +714,7 @@ final class SaveTxn {
         if history != nil, let prepared { try insertPrepared(prepared); return }
         var preparer = InsertPreparer(model: model, config: config)
         for (index, ins) in req.inserts.enumerated() {
+            try checkCancelled(index)
             let obj = ins.temporaryID
             if !temporaryIDsUnique && !seen.insert(obj).inserted { issues.append(ValidationIssue(.duplicateTemporaryID, object: obj, "temporary ID used twice")); continue }
             let p = prepared?[index] ?? preparer.prepare(ins)
@@ -714,7 +750,7 @@ final class SaveTxn {
                 let storeVals = storageValues(existing.ent, existing)
                 let rec = ConflictRecord(kind: .uniquenessClash, objectID: eid, temporaryID: obj, entity: ins.entity, clientSnapshot: [:], clientChanges: ins.values,
                                          storeValues: storeVals, clientVersion: 0, storeVersion: existing.version, constraint: constraint)
-                if req.mergePolicy == .error { conflicts.append(rec); continue }
+                if req.mergePolicy == .error { conflicts.append(rec); clashedTemporaryIDs.insert(obj); continue }
                 resolved.append(rec)
                 tempMap[obj] = eid
                 upserted.insert(obj)
@@ -791,9 +827,18 @@ final class SaveTxn {
 
     var applyRelationshipsFor: [(ObjectID, [String: [ObjectReference]])] = []
 
+    /// Whether the save's caller gave up (cancelled, or its deadline passed); set by the writer.
+    var isCancelled: () -> Bool = { false }
+
+    /// Every 256 changes: stop a long save nobody waits for any more (the savepoint undoes it).
+    func checkCancelled(_ index: Int) throws {
+        if index & 255 == 255, isCancelled() { throw StorageError(.cancelled, "request cancelled") }
+    }
+
     func applyUpdates() throws {
         if !req.updates.isEmpty { movePendingChanges() }
-        for u in req.updates {
+        for (index, u) in req.updates.enumerated() {
+            try checkCancelled(index)
             let id = u.objectID, obj = id.uri
             guard id.storeID == storeID else { issues.append(ValidationIssue(.objectNotFound, object: obj, "object ID of another store")); continue }
             guard model.entities[id.entity] != nil else { issues.append(ValidationIssue(.unknownEntity, object: obj, entity: id.entity, "no entity \(id.entity)")); continue }
@@ -863,6 +908,7 @@ final class SaveTxn {
         switch ref {
         case .temporary(let t):
             guard let id = tempMap[t] else {
+                if clashedTemporaryIDs.contains(t) { pointsAtClash.insert(from); return nil }
                 issues.append(ValidationIssue(.unknownTemporaryID, object: obj, entity: from.entity, property: rel.name, "no inserted object \(t) in this save")); return nil
             }
             guard model.family[rel.destination]?.contains(id.entity) == true else {
@@ -976,9 +1022,13 @@ final class SaveTxn {
                 if req.mergePolicy == .error { conflicts.append(rec) } else { resolved.append(rec) }
                 continue
             }
-            if let ev = d.expectedVersion, ev != r.version {
+            // a row this save already changed (inverse maintenance of its own relationship edits:
+            // moving a note off a person clears the note's owner) has a version one past the
+            // store's: the client read the store's, so that is what its version is checked against
+            let storeVersion = r.created == gen ? r.version - 1 : r.version
+            if let ev = d.expectedVersion, ev != storeVersion {
                 let rec = ConflictRecord(kind: .versionChanged, objectID: id, entity: r.ent, clientSnapshot: [:], clientChanges: [:],
-                                         storeValues: storageValues(r.ent, r), clientVersion: ev, storeVersion: r.version, constraint: [])
+                                         storeValues: storageValues(r.ent, r), clientVersion: ev, storeVersion: storeVersion, constraint: [])
                 switch req.mergePolicy {
                 case .error: conflicts.append(rec); continue
                 case .rollback, .mergeByPropertyStoreTrump: resolved.append(rec); skipped.append(id); continue
@@ -1043,7 +1093,7 @@ final class SaveTxn {
     /// Relationship counts and required relationships of every live object this save touched.
     func validateCounts() throws {
         if model.countChecked.isEmpty { return }
-        for id in touched.filter({ model.countChecked.contains($0.entity) }).sorted() where !deleted.contains(id) {
+        for id in touched.filter({ model.countChecked.contains($0.entity) }).sorted() where !deleted.contains(id) && !pointsAtClash.contains(id) {
             guard try row(id) != nil, let rels = model.relationships[id.entity] else { continue }
             for (name, rel) in rels.sorted(by: { $0.key < $1.key }) {
                 let needsCheck = !rel.optional || rel.minCount != nil || rel.maxCount != nil
@@ -1069,7 +1119,7 @@ struct ValueChecker {
     let model: ResolvedModel
     let config: StorageConfiguration
 
-        func checkValues(_ entity: String, _ values: [String: StorageValue], object: String,
+        func checkValues(_ entity: String, _ values: [String: StorageValue], object: String?,
                          attributes: [String: AttributeDefinition]? = nil, into issues: inout [ValidationIssue]) {
             let attrs = attributes ?? model.attributes[entity]!
             let before = issues.count
@@ -1105,13 +1155,15 @@ struct ValueChecker {
             }
         }
 
-        func unknownAttribute(_ entity: String, _ k: String, object: String, into issues: inout [ValidationIssue]) {
-            issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: k,
-                                          model.relationships[entity]![k] != nil ? "\(k) is a relationship: set it through relationships" : "\(entity) has no attribute \(k)"))
+        func unknownAttribute(_ entity: String, _ k: String, object: String?, into issues: inout [ValidationIssue]) {
+            // a name from the request, echoed back: at most 40 characters of it
+            let name = k.count > 40 ? k.prefix(40) + "…" : k
+            issues.append(ValidationIssue(.unknownProperty, object: object, entity: entity, property: name,
+                                          model.relationships[entity]![k] != nil ? "\(k) is a relationship: set it through relationships" : "\(entity) has no attribute \(name)"))
         }
 
         /// One attribute value's type, size and bound checks.
-        func checkValue(_ entity: String, _ k: String, _ v: StorageValue, _ a: borrowing AttributeDefinition, object: String, into issues: inout [ValidationIssue]) {
+        func checkValue(_ entity: String, _ k: String, _ v: StorageValue, _ a: borrowing AttributeDefinition, object: String?, into issues: inout [ValidationIssue]) {
                 if v.isNull {
                     if !a.optional { issues.append(ValidationIssue(.missingRequired, object: object, entity: entity, property: k, "\(k) is required")) }
                     return
@@ -1290,7 +1342,8 @@ struct InsertPreparer {
         var full = ins.values
         for i in slots.indices where slots[i]?.isNull ?? true {
             if let d = ent.slotAttributes[i].defaultValue, !d.isNull { full[ent.slotNames[i]] = d; slots[i] = d }
-            else if !ent.slotAttributes[i].optional {
+            else if !ent.slotAttributes[i].optional, ins.values[ent.slotNames[i]] == nil {
+                // (an explicit null was reported by checkValues already: one issue per attribute)
                 let k = ent.slotNames[i]
                 p.issues.append(ValidationIssue(.missingRequired, object: obj, entity: ins.entity, property: k, "\(k) is required"))
             }

@@ -139,4 +139,21 @@ final class MergePolicyTests: StorageTestCase {
             XCTAssertEqual(n, 1)
         }
     }
+
+    /// Issue 15 item 7: an object pointing at a clashing insert's temporary ID used to turn the
+    /// clash into a validation failure (unknownTemporaryID); the clash is what the client must see.
+    func testClashReportedWhenAnotherInsertPointsAtTheClashingObject() async throws {
+        let s = try open()
+        let existing = try await insert(s, "Person", ["name": "Existing", "email": "same@x"])
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "p", entity: "Person", values: ["name": "Incoming", "email": "same@x"]),
+                     InsertOperation(temporaryID: "pp", entity: "Passport", values: ["number": "X1"], relationships: ["owner": [.temporary("p")]])]
+        r.mergePolicy = .error
+        let why = await reason { _ = try await s.save(r) }
+        guard case .constraintConflict(let recs)? = why else { XCTFail("expected constraint conflict, got \(String(describing: why))"); return }
+        XCTAssertEqual(recs.map(\.objectID), [existing])
+        XCTAssertEqual(recs.first?.temporaryID, "p")
+        let n = try await s.objectIDs(entity: "Passport").count
+        XCTAssertEqual(n, 0, "nothing applied")
+    }
 }

@@ -259,4 +259,22 @@ final class MigrationTests: StorageTestCase {
         XCTAssertEqual(got.first??.values["prio"], 3)
         XCTAssertEqual(got.first??.values["n"], 9)
     }
+
+    /// Issue 15 item 8: default backup names had one-second resolution, so a second migration in
+    /// the same second failed ("backup path exists"), and backups were never removed.
+    func testMigrationsInOneSecondGetDistinctBackupsAndOnlyTheNewestAreKept() async throws {
+        let s = try open("b", configure: { $0.migrationBackupsKept = 3 })
+        try await insert(s, "Note", ["n": 1])
+        var backups: [String] = []
+        for i in 0..<5 {
+            // alternate between two models, each a real migration (add / remove an index)
+            let model = i % 2 == 0 ? edit { es in es[self.idx(es, "Note")].indexes.append(["text"]) } : Fixtures.model
+            let r = try await s.migrate(to: model)
+            backups.append(try XCTUnwrap(r.backupPath, "migration \(i) took a backup"))
+        }
+        XCTAssertEqual(Set(backups).count, 5, "every backup has its own name")
+        let left = MigrationBackups(storePath: dir + "/b.sqlite").list()
+        XCTAssertEqual(left, Array(backups.suffix(3)), "the newest three are kept, oldest first")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: backups[0]))
+    }
 }
