@@ -616,3 +616,30 @@ def test_predicate_error_states_its_column_once(client):
     assert out.message.count("column") == 1, f"column stated more than once: {out.message!r}"
     [fv] = out.violations
     assert fv.description.count("column") == 1, fv.description
+
+
+# -- found by test_fuzz.py: non-finite numbers in a model -------------------------------------
+
+@pytest.mark.parametrize("where,value", [
+    ("minimum", float("nan")), ("maximum", float("nan")), ("default_value", float("nan")),
+    ("minimum", float("-inf")), ("maximum", float("inf")), ("default_value", float("inf"))])
+def test_register_model_with_non_finite_numbers_is_never_internal(client, where, value):
+    """A NaN bound or default means nothing: INVALID_ARGUMENT. An infinite one may be taken
+    (and must then come back from GetModel) or refused — never INTERNAL (today the model's
+    JSON encoding throws and the call answers INTERNAL)."""
+    sid = client.open()
+    extra = {"default_value": v(value)} if where == "default_value" else {where: value}
+    attr = md.Attribute(name="x", type=md.ATTRIBUTE_TYPE_DOUBLE, **extra)
+    out = Outcome(lambda: client.models.RegisterModel(md.RegisterModelRequest(
+        store_id=sid, model=person_model(extra_person_attrs=[attr])), timeout=CALL_DEADLINE))
+    if value != value:  # NaN
+        assert out.code == grpc.StatusCode.INVALID_ARGUMENT, out
+        assert "x" in out.message, out
+    else:
+        assert out.code in (grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT), out
+        if out.code == grpc.StatusCode.OK:
+            got = client.models.GetModel(md.GetModelRequest(store_id=sid), timeout=CALL_DEADLINE)
+            person = next(e for e in got.model.entities if e.name == "Person")
+            x = next(a for a in person.attributes if a.name == "x")
+            back = unpack(x.default_value) if where == "default_value" else getattr(x, where)
+            assert back == value, (where, back)
