@@ -586,6 +586,7 @@ def test_fuzz_server_recovers(fuzz_server):
         ch.close()
     rss = srv.rss_bytes()
     growth = rss - srv.fuzz_rss_start
+    print(f"fuzz: rss {srv.fuzz_rss_start / MiB:.1f} -> {rss / MiB:.1f} MiB (seed {SEED})")
     assert growth < RSS_SLACK, (
         f"RSS after the fuzz run {rss / MiB:.1f} MiB, {growth / MiB:.1f} MiB above the start "
         f"({srv.fuzz_rss_start / MiB:.1f} MiB; seed {SEED})")
