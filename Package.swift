@@ -26,6 +26,8 @@ let package = Package(
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // glibc's malloc.h (mallinfo2, malloc_trim) for ubiquityd's memory trimmer.
+        .systemLibrary(name: "CMalloc"),
 
         // Event-loop layer: libuv only.
         .target(name: "UbiquityLoop", dependencies: ["CLibUV"]),
@@ -72,7 +74,7 @@ let package = Package(
         .executableTarget(
             name: "ubiquityd",
             dependencies: [
-                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityLoop", "UbiquityStorage",
+                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityLoop", "UbiquityStorage", "CMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

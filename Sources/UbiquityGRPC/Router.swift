@@ -66,6 +66,10 @@ public struct ResponseWriter<Response: SwiftProtobuf.Message>: Sendable {
     public func write(_ message: Response) async throws {
         try await call.send(try message.serializedBytes())
     }
+    /// Suspends while the peer is not reading; call it before building an expensive message.
+    public func waitUntilWritable() async throws {
+        try await call.waitUntilWritable()
+    }
 }
 
 /// The typed request messages of a client-streaming or bidirectional call.

@@ -110,18 +110,37 @@ public final class ServerCall: Sendable {
         if post { postWake() }
     }
 
-    /// Queues one response message. Suspends while the peer is not reading (backpressure); throws
-    /// `CancellationError` once the call is cancelled or finished.
+    /// Queues one response message. While more than `outboundHighWater` bytes are queued (the
+    /// peer is not reading) it suspends first, then queues: so a call holds at most the high-water
+    /// mark plus one message, and a waiting handler holds only the message it is about to send
+    /// (`waitUntilWritable` lets it hold nothing). Throws `CancellationError` once the call is
+    /// cancelled or finished.
     public func send(_ message: [UInt8]) async throws {
         if message.count > maxSendMessageBytes {
             throw RPCError(.resourceExhausted, "response message of \(message.count) bytes exceeds the send limit of \(maxSendMessageBytes) bytes")
         }
-        let (post, mustWait) = try state.withLock { s -> (Bool, Bool) in
-            if s.cancelled != nil || s.status != nil || s.taskCancelled { throw CancellationError() }
-            Self.appendFrame(&s.outbound, message)
-            return (Self.claimWake(&s), s.outboundPending > outboundHighWater)
+        while true {
+            let (post, mustWait) = try state.withLock { s -> (Bool, Bool) in
+                if s.cancelled != nil || s.status != nil || s.taskCancelled { throw CancellationError() }
+                if s.outboundPending > outboundHighWater { return (false, true) }
+                Self.appendFrame(&s.outbound, message)
+                return (Self.claimWake(&s), false)
+            }
+            if post { postWake() }
+            if !mustWait { return }
+            try await waitForDrain()
         }
-        if post { postWake() }
+    }
+
+    /// Suspends while more than `outboundHighWater` bytes of responses are queued. A handler that
+    /// produces expensive messages (FetchStream's batches) waits here before building the next
+    /// one, so an unread call holds no batch while it waits (issue 15: ~1 MiB per unread
+    /// FetchStream). Throws `CancellationError` once the call is cancelled or finished.
+    public func waitUntilWritable() async throws {
+        let mustWait = try state.withLock { s -> Bool in
+            if s.cancelled != nil || s.status != nil || s.taskCancelled { throw CancellationError() }
+            return s.outboundPending > outboundHighWater
+        }
         if mustWait { try await waitForDrain() }
     }
 
@@ -268,7 +287,9 @@ public final class ServerCall: Sendable {
                 UnsafeMutableRawPointer(bitPattern: destAddress)!.copyMemory(from: s.outbound.base! + s.outboundRead, byteCount: n)
                 s.outboundRead += n
                 if s.outboundRead == s.outbound.count {
-                    s.outbound.removeAll()
+                    // Everything is out: a buffer a burst grew is given back (a stream may
+                    // now stay quiet for long), a small one kept for the next message.
+                    if s.outbound.capacity > 64 * 1024 { s.outbound.deallocate() } else { s.outbound.removeAll() }
                     s.outboundRead = 0
                 } else if s.outboundRead > 64 * 1024 && s.outboundRead * 2 > s.outbound.count {
                     s.outbound.removeFirst(s.outboundRead)

@@ -101,7 +101,12 @@ public struct StoresService: Sendable {
                     if let minGen, store.currentToken.generation < minGen {
                         throw StorageError(.generationNotReached, "the store has not reached generation \(minGen) yet")
                     }
-                    for try await batch in store.fetchBatches(fr, at: at, limits: limits) {
+                    // Wait for the reader before reading the next batch, so an unread call holds
+                    // its queued output and nothing else (docs/protocol.md, flow control).
+                    var batches = store.fetchBatches(fr, at: at, limits: limits).makeAsyncIterator()
+                    while true {
+                        try await writer.waitUntilWritable()
+                        guard let batch = try await batches.next() else { break }
                         try await writer.write(Convert.fetchResults(batch, type: fr.resultType, model: model))
                     }
                 }

@@ -320,6 +320,11 @@ final class ResolvedModel: Sendable {
                 if !isIdentifier(a.name) { badName(e.name, a.name, m: "invalid attribute name") }
                 if let d = a.defaultValue, !d.isNull, let err = typeError(a, d) { bad(e.name, a.name, m: "default value: \(err)") }
                 if let lo = a.minimum, let hi = a.maximum, lo > hi { bad(e.name, a.name, m: "minimum \(lo) > maximum \(hi)") }
+                // NaN and infinities: no meaningful bound, and the model is kept as JSON, which has no
+                // such numbers (they used to fail the encoding: INTERNAL).
+                if let lo = a.minimum, !lo.isFinite { bad(e.name, a.name, m: "minimum must be a finite number, not \(lo)") }
+                if let hi = a.maximum, !hi.isFinite { bad(e.name, a.name, m: "maximum must be a finite number, not \(hi)") }
+                if case .double(let d)? = a.defaultValue, !d.isFinite { bad(e.name, a.name, m: "default value must be a finite number, not \(d)") }
             }
             for r in e.relationships {
                 if !isIdentifier(r.name) { badName(e.name, r.name, m: "invalid relationship name") }

@@ -208,6 +208,7 @@ struct Ubiquityd: ParsableCommand {
         server.onDrain { health.drain() }
         do {
             try server.start()
+            MemoryTrimmer.start()
         } catch {
             logger.critical("cannot listen", metadata: ["host": "\(host)", "port": "\(port)", "error": "\(error)"])
             throw ExitCode(2)
