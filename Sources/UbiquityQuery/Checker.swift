@@ -54,6 +54,9 @@ struct Schema: Sendable {
 
     /// Closest property name, for "did you mean" hints.
     func suggestion(_ name: String, in entity: String) -> String? {
+        // Hints are for typos; the distance costs length x length, and a request may name a
+        // property with megabytes (the fuzz tier's 3 MiB unique_key took > 10 s).
+        guard name.utf8.count <= 64 else { return nil }
         let names = Array((attributes[entity] ?? [:]).keys) + Array((relationships[entity] ?? [:]).keys)
         let scored = names.map { ($0, Schema.distance($0.lowercased(), name.lowercased())) }.filter { $0.1 <= max(2, name.count / 3) }
         return scored.min { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0 < $1.0) }?.0
