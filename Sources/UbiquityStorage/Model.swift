@@ -376,6 +376,9 @@ final class ResolvedModel: Sendable {
         if case .decimal(let s) = v, Decimal(string: s) == nil { return "not a decimal: \(s)" }
         if case .uri(let s) = v, URL(string: s) == nil { return "not a URI" }
         if case .double(let d) = v, !d.isFinite, type == .decimal { return "not finite" }
+        // SQLite stores NaN as NULL: a save would silently turn the value into nil.
+        if case .double(let d) = v, d.isNaN { return "NaN cannot be stored (SQLite keeps it as NULL)" }
+        if case .date(let d) = v, d.isNaN { return "NaN is not a date" }
         return nil
     }
 

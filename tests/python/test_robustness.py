@@ -666,3 +666,18 @@ def test_register_model_with_non_finite_numbers_is_never_internal(client, where,
             x = next(a for a in person.attributes if a.name == "x")
             back = unpack(x.default_value) if where == "default_value" else getattr(x, where)
             assert back == value, (where, back)
+
+
+def test_nan_values_are_refused_not_stored_as_null(client):
+    """SQLite keeps NaN as NULL: a NaN double used to be accepted and read back as nil."""
+    sid = client.open(model=person_model())
+    (ann,) = client.insert_people(sid, [{"name": "Ann", "score": 1.5}])
+    for call in (lambda: client.insert_people(sid, [{"name": "N", "score": float("nan")}]),
+                 lambda: client.save(sid, updates=[ob.Update(object_id=ann, values={"score": v(float("nan"))})])):
+        out = Outcome(call)
+        assert_bounded_error(out)
+        assert out.reason == "VALIDATION_FAILED"
+    assert client.fetch(sid, "Person", result_type=ob.RESULT_TYPE_COUNT).count == 1
+    # infinities are numbers SQLite keeps: stored and read back as they were
+    client.save(sid, updates=[ob.Update(object_id=ann, values={"score": v(float("inf"))})])
+    assert values(client.get(sid, [ann]).objects[0])["score"] == float("inf")
