@@ -14,6 +14,8 @@ let package = Package(
         .executable(name: "ubiq", targets: ["ubiq"]),
         .executable(name: "ubiquity-load", targets: ["ubiquity-load"]),
         .library(name: "UbiquityStorage", targets: ["UbiquityStorage"]),
+        // For the fuzz package (fuzz/Package.swift), which depends on this one by path.
+        .library(name: "UbiquityQuery", targets: ["UbiquityQuery"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
