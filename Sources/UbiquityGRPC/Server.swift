@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Logging
 import Synchronization
+import UbiquityLock
 import UbiquityLoop
 
 /// A gRPC server: `eventLoops` loop threads, each with its own listener (SO_REUSEPORT when more
@@ -17,7 +18,7 @@ public final class GRPCServer: Sendable {
     private let loops: [EventLoopThread]
     private let states: [LoopBound<LoopState>]
     private let shutdownStarted = Atomic<Bool>(false)
-    private let drainHooks = Mutex<[@Sendable () -> Void]>([])
+    private let drainHooks = Lock<[@Sendable () -> Void]>([])
     private let boundPort = Atomic<Int>(0)
     private let finished = DispatchSemaphore(value: 0)
     private let loopsDone = Atomic<Int>(0)
@@ -58,7 +59,7 @@ public final class GRPCServer: Sendable {
         ignoreSIGPIPE()
         var port = configuration.port
         for (i, thread) in loops.enumerated() {
-            let result = Mutex<Result<Int, UVError>?>(nil)
+            let result = Lock<Result<Int, UVError>?>(nil)
             let ready = DispatchSemaphore(value: 0)
             let state = states[i]
             let env = self.env

@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 import UbiquityGRPC
 import UbiquityGRPCClient
+import UbiquityLock
 import UbiquityLoop
 import UbiquityProtos
 import XCTest
@@ -24,8 +25,8 @@ final class SyncHandlerTests: XCTestCase {
         let cancelledSeen = Atomic<Int>(0)
         let runs = Atomic<Int>(0)
         let started = Atomic<Int>(0)
-        let threadNames = Mutex<Set<String>>([])
-        let order = Mutex<[Int64]>([])
+        let threadNames = Lock<Set<String>>([])
+        let order = Lock<[Int64]>([])
     }
 
     private var server: GRPCServer!
