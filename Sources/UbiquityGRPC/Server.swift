@@ -90,7 +90,15 @@ public final class GRPCServer: Sendable {
             case .success(let p):
                 port = p
             case .failure(let e):
-                for t in loops.prefix(i + 1) { t.loop.stop(); t.join() }
+                for (j, t) in loops.prefix(i + 1).enumerated() {
+                    // The listener's and signal watchers' callbacks hold the server: drop them
+                    // on the loop before it stops, or the server and all it owns stay a cycle
+                    // that is never freed (LeakSanitizer, port-in-use start).
+                    let state = states[j]
+                    t.loop.execute { state.get.closeListenerAndSignals() }
+                    t.loop.stop()
+                    t.join()
+                }
                 env.blockingPool?.shutdown()
                 throw e
             }
@@ -127,10 +135,7 @@ public final class GRPCServer: Sendable {
             thread.loop.execute { [self] in
                 let s = state.get
                 s.shuttingDown = true
-                s.listener?.close()
-                s.listener = nil
-                for w in s.signals { w.close() }
-                s.signals.removeAll()
+                s.closeListenerAndSignals()
                 for c in s.connections.values { c.beginGracefulShutdown() }
                 let timer = LoopTimer(loop: thread.loop)
                 s.graceTimer = timer
@@ -172,4 +177,13 @@ final class LoopState {
     var shuttingDown = false
     var stopped = false
     var graceTimer: LoopTimer?
+
+    /// Stops accepting and watching signals. Their callbacks hold the server, so this also breaks
+    /// the server → state → listener/watcher → server cycle.
+    func closeListenerAndSignals() {
+        listener?.close()
+        listener = nil
+        for w in signals { w.close() }
+        signals.removeAll()
+    }
 }
