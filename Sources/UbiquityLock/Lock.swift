@@ -20,7 +20,9 @@ import Darwin
 #endif
 
 /// A pthread-mutex-backed stand-in for `Synchronization.Mutex`, with the same `init(_:)` and
-/// `withLock(_:)`. Only sanitizer builds use it.
+/// `withLock(_:)`. Only sanitizer builds use it. Use a `Lock` exactly as a `Mutex` (a `let`,
+/// only `withLock`): code must compile both ways, and `scripts/sanitize thread` is the only
+/// build of this one.
 public final class Lock<Value: ~Copyable>: @unchecked Sendable {
     // @unchecked: `value` is read and written only inside `withLock`, between
     // pthread_mutex_lock and pthread_mutex_unlock of `mutex`; it is handed over `sending`, like
