@@ -1,6 +1,7 @@
 // swift-tools-version:6.1
 // Ubiquity — Core Data–style object stores served over gRPC.
 // One target per layer (SPEC §7); dependencies point one way:
+//   UbiquityLock (the one lock type, no dependencies) → every layer that shares state across threads
 //   CLibUV → UbiquityLoop → UbiquityGRPC (transport, no storage)
 //   CSQLite → UbiquityStorage (storage, no gRPC)
 //   UbiquityProtos (generated) ; UbiquityServices binds transport + storage ; ubiquityd runs it.
@@ -31,13 +32,17 @@ let package = Package(
         // glibc's malloc.h (mallinfo2, malloc_trim) for ubiquityd's memory trimmer.
         .systemLibrary(name: "CMalloc"),
 
+        // The lock every cross-thread value of the server and client sits under: Synchronization's
+        // Mutex, or a pthread mutex ThreadSanitizer can see when built with -DUBIQ_TSAN
+        // (scripts/sanitize). No dependencies, so every layer may use it.
+        .target(name: "UbiquityLock"),
         // Event-loop layer: libuv only.
-        .target(name: "UbiquityLoop", dependencies: ["CLibUV"]),
+        .target(name: "UbiquityLoop", dependencies: ["CLibUV", "UbiquityLock"]),
         // HTTP/2 + gRPC transport: nghttp2, framing, routing, status, deadlines. No storage.
         .target(
             name: "UbiquityGRPC",
             dependencies: [
-                "UbiquityLoop", "CNGHTTP2",
+                "UbiquityLoop", "UbiquityLock", "CNGHTTP2",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -65,7 +70,7 @@ let package = Package(
         .target(
             name: "UbiquityServices",
             dependencies: [
-                "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage", "UbiquityQuery",
+                "UbiquityGRPC", "UbiquityLock", "UbiquityProtos", "UbiquityStorage", "UbiquityQuery",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -93,7 +98,7 @@ let package = Package(
         .executableTarget(
             name: "ubiquity-load",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityProtos", "UbiquityLoop", "CNGHTTP2",
+                "UbiquityGRPCClient", "UbiquityProtos", "UbiquityLoop", "UbiquityLock", "CNGHTTP2",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -104,13 +109,13 @@ let package = Package(
         .testTarget(
             name: "UbiquityGRPCTests",
             dependencies: [
-                "UbiquityGRPC", "UbiquityLoop", "UbiquityGRPCClient", "UbiquityProtos",
+                "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "UbiquityGRPCClientTests",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityProtos",
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityProtos",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),

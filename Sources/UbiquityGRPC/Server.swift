@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Logging
 import Synchronization
+import UbiquityLock
 import UbiquityLoop
 
 /// A gRPC server: `eventLoops` loop threads, each with its own listener (SO_REUSEPORT when more
@@ -17,7 +18,7 @@ public final class GRPCServer: Sendable {
     private let loops: [EventLoopThread]
     private let states: [LoopBound<LoopState>]
     private let shutdownStarted = Atomic<Bool>(false)
-    private let drainHooks = Mutex<[@Sendable () -> Void]>([])
+    private let drainHooks = Lock<[@Sendable () -> Void]>([])
     private let boundPort = Atomic<Int>(0)
     private let finished = DispatchSemaphore(value: 0)
     private let loopsDone = Atomic<Int>(0)
@@ -58,7 +59,7 @@ public final class GRPCServer: Sendable {
         ignoreSIGPIPE()
         var port = configuration.port
         for (i, thread) in loops.enumerated() {
-            let result = Mutex<Result<Int, UVError>?>(nil)
+            let result = Lock<Result<Int, UVError>?>(nil)
             let ready = DispatchSemaphore(value: 0)
             let state = states[i]
             let env = self.env
@@ -90,7 +91,15 @@ public final class GRPCServer: Sendable {
             case .success(let p):
                 port = p
             case .failure(let e):
-                for t in loops.prefix(i + 1) { t.loop.stop(); t.join() }
+                for (j, t) in loops.prefix(i + 1).enumerated() {
+                    // The listener's and signal watchers' callbacks hold the server: drop them
+                    // on the loop before it stops, or the server and all it owns stay a cycle
+                    // that is never freed (LeakSanitizer, port-in-use start).
+                    let state = states[j]
+                    t.loop.execute { state.get.closeListenerAndSignals() }
+                    t.loop.stop()
+                    t.join()
+                }
                 env.blockingPool?.shutdown()
                 throw e
             }
@@ -140,10 +149,7 @@ public final class GRPCServer: Sendable {
             thread.loop.execute { [self] in
                 let s = state.get
                 s.shuttingDown = true
-                s.listener?.close()
-                s.listener = nil
-                for w in s.signals { w.close() }
-                s.signals.removeAll()
+                s.closeListenerAndSignals()
                 for c in s.connections.values { c.beginGracefulShutdown() }
                 let timer = LoopTimer(loop: thread.loop)
                 s.graceTimer = timer
@@ -189,4 +195,16 @@ final class LoopState {
     var graceTimer: LoopTimer?
     /// The handshake / idle timeout sweep (GRPCServer.startTimeoutSweep).
     var sweepTimer: LoopTimer?
+
+    /// Stops accepting, watching signals and sweeping for timeouts. Their callbacks hold the
+    /// server or this state, so this also breaks the server → state → listener/watcher/timer →
+    /// server cycles (LeakSanitizer, docs/testing.md).
+    func closeListenerAndSignals() {
+        listener?.close()
+        listener = nil
+        for w in signals { w.close() }
+        signals.removeAll()
+        sweepTimer?.close()
+        sweepTimer = nil
+    }
 }

@@ -1,4 +1,4 @@
-import Synchronization
+import UbiquityLock
 import UbiquityLoop
 
 /// The four gRPC call shapes.
@@ -44,8 +44,8 @@ protocol CallOwner: AnyObject {
 
 /// One call as seen from both sides: the handler (any thread, async) and the loop thread.
 ///
-/// Everything mutable lives in `state`, under a Mutex; the loop learns about handler-side changes
-/// through one `EventLoop.execute` per batch (`wakePosted` coalesces them). The handler learns about
+/// Everything mutable lives in `state`, under one `Lock`; the loop learns about handler-side
+/// changes through one `EventLoop.execute` per batch (`wakePosted` coalesces them). The handler learns about
 /// loop-side changes (messages, cancellation, drained output) through continuations resumed outside
 /// the lock.
 public final class ServerCall: Sendable {
@@ -79,7 +79,7 @@ public final class ServerCall: Sendable {
         var initialMetadata = Metadata()
         var outboundPending: Int { outbound.count - outboundRead }
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     init(context: CallContext, kind: RPCKind, streamID: Int32, loop: EventLoop, owner: CallOwner,
          outboundHighWater: Int, inboundHighWater: Int, maxSendMessageBytes: Int) {

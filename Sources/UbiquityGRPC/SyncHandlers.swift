@@ -1,7 +1,7 @@
 import CLibUV
 import Dispatch
+import UbiquityLock
 import UbiquityLoop
-import Synchronization
 import SwiftProtobuf
 #if canImport(Glibc)
 import Glibc
@@ -154,7 +154,7 @@ final class BlockingJob: Sendable {
         var target: LoopBound<(HTTP2Connection, StreamState)>?
         var outcome: Result<SyncUnaryReply, CallStatusError>?
     }
-    private let state: Mutex<State>
+    private let state: Lock<State>
     let handler: SyncUnaryHandler
     let request: [UInt8]
     let path: String
@@ -172,7 +172,7 @@ final class BlockingJob: Sendable {
         self.deadline = deadline
         self.peer = peer
         self.loop = target.loop
-        state = Mutex(State(target: target))
+        state = Lock(State(target: target))
     }
 
     var isCancelled: Bool { state.withLock { $0.phase == Self.cancelled } }
@@ -237,9 +237,9 @@ final class BlockingPool: Sendable {
         var sleeping = 0
         var stopping = false
     }
-    private let queue = Mutex(Queue())
+    private let queue = Lock(Queue())
     private let available = DispatchSemaphore(value: 0)
-    private let threads = Mutex<[pthread_t]>([])
+    private let threads = Lock<[pthread_t]>([])
     let size: Int
 
     init(threads count: Int) {

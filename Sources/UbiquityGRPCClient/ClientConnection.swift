@@ -56,6 +56,10 @@ final class ClientStream {
     /// Index in the connection's `active` array, -1 when not active.
     @exclusivity(unchecked) var activeIndex = -1
 
+    // `inbound` owns hand-allocated memory (ByteBuffer copies alias it; this stream is its one
+    // owner): without this every stream leaked its largest response buffer (LeakSanitizer).
+    deinit { inbound.deallocate() }
+
     func reset() {
         streamID = 0
         request = nil

@@ -1,5 +1,6 @@
 import CLibUV
 import Synchronization
+import UbiquityLock
 
 #if canImport(Glibc)
 import Glibc
@@ -15,12 +16,12 @@ import Glibc
 /// 3. `uv_async_send` calls coalesce, so the wake-up callback drains the whole queue each time.
 public final class EventLoop: @unchecked Sendable {
     // @unchecked: `uvLoop`, `wakeup`, `closing` and `onLoopThreadID` are written before `run()`
-    // starts or on the loop thread only; `queue` is guarded by its Mutex; `drained` (the spare
+    // starts or on the loop thread only; `queue` is guarded by its Lock; `drained` (the spare
     // buffer drainQueue swaps with the queue), `afterBatch`, `afterBatchSpare` and `inDrain` are
     // touched only on the loop thread.
     public let uvLoop: UnsafeMutablePointer<uv_loop_t>
     private let wakeup: UnsafeMutablePointer<uv_async_t>
-    private let queue = Mutex<[@Sendable () -> Void]>([])
+    private let queue = Lock<[@Sendable () -> Void]>([])
     private var drained: [@Sendable () -> Void] = []
     /// Loop-thread work deferred to the end of the current `execute` batch (`afterCurrentBatch`).
     private var afterBatch: [() -> Void] = []
@@ -139,8 +140,8 @@ public final class EventLoop: @unchecked Sendable {
 /// Starts a loop on a new thread, with a name visible to debuggers (`pthread_setname_np`).
 public final class EventLoopThread: Sendable {
     public let loop: EventLoop
-    private let done = Mutex<Bool>(false)
-    private let thread: Mutex<pthread_t?> = Mutex(nil)
+    private let done = Lock<Bool>(false)
+    private let thread: Lock<pthread_t?> = Lock(nil)
 
     public init(name: String) {
         loop = EventLoop(name: name)

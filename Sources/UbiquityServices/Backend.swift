@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import UbiquityGRPC
+import UbiquityLock
 import UbiquityQuery
 import UbiquityStorage
 
@@ -34,7 +34,7 @@ public final class Backend: Sendable {
     public let directory: StoreDirectory
     public let catalog: Catalog
     public let limits: ServiceLimits
-    private let models = Mutex<[String: ModelInfo]>([:])
+    private let models = Lock<[String: ModelInfo]>([:])
 
     /// Metadata key carrying the model version hash a client was built with (§4.7).
     public static let modelVersionKey = "ubiquity-model-version"

@@ -1,12 +1,13 @@
 import Foundation
 import Synchronization
+import UbiquityLock
 import UbiquityQuery
 import UbiquityStorage
 
 /// A FIFO async lock: calls on one context run one at a time, like a Core Data context's queue.
 final class AsyncLock: Sendable {
     private struct State { var locked = false; var waiters: [CheckedContinuation<Void, Never>] = [] }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     func lock() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
@@ -101,10 +102,10 @@ final class ContextBox: @unchecked Sendable {
     let autoMerge: Bool
     let lock = AsyncLock()
     /// Set by other saves for `automatically_merges_changes`; applied at the next call.
-    let mergeToken = Mutex<GenerationToken?>(nil)
+    let mergeToken = Lock<GenerationToken?>(nil)
     /// Set when the store is destroyed or replaced: later calls fail with STORE_CHANGED.
     let storeChanged = Atomic<Bool>(false)
-    let lastUse = Mutex<Double>(0)
+    let lastUse = Lock<Double>(0)
 
     var mergePolicy: MergePolicy
     var mode: GenerationModeKind
@@ -132,7 +133,7 @@ final class ContextBox: @unchecked Sendable {
 /// Every open context of the server. Contexts are addressed by ID, survive client reconnects,
 /// and end with CloseContext or after `idleSeconds` without a call.
 public final class ContextRegistry: Sendable {
-    private let contexts = Mutex<[UUID: ContextBox]>([:])
+    private let contexts = Lock<[UUID: ContextBox]>([:])
     private let nextTemporary = Atomic<Int64>(0)
     let limits: ServiceLimits
     let clock: @Sendable () -> Double

@@ -1,5 +1,5 @@
-import Synchronization
 import UbiquityGRPC
+import UbiquityLock
 import UbiquityProtos
 
 /// `grpc.health.v1.Health`. The overall server is the empty service name. On drain every service
@@ -17,7 +17,7 @@ public final class HealthService: Sendable {
         var nextID = 0
         var draining = false
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     public init(services: [String]) {
         state.withLock { s in

@@ -289,7 +289,9 @@ final class ReaderGate: @unchecked Sendable {
     /// A reader a bounded wait gave up on: later waits do not wait for it again.
     private var stuck: UInt64? = nil
     private var closures = 0
-    var onDrained: (@Sendable () -> Void)?
+    /// Called with this gate (so the closure need not capture it: a gate holding a closure that
+    /// holds the gate was a cycle that leaked every store's gate and read connections).
+    var onDrained: (@Sendable (ReaderGate) -> Void)?
     /// Ends the read transactions reader connections keep between jobs
     /// (`ReadConnections.releaseSnapshots`); called, outside the lock, first thing in
     /// `waitForReadersInside` and `close`, so that both see only readers in flight.
@@ -327,7 +329,7 @@ final class ReaderGate: @unchecked Sendable {
         let fire = closed && active == 0 && !notified
         if fire { notified = true }
         cond.unlock()
-        if fire { onDrained?() }
+        if fire { onDrained?(self) }
     }
 
     /// Waits until every reader inside at the call has left, at most `timeout` seconds; readers

@@ -225,7 +225,7 @@ public final class Store: Sendable {
                                              idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
                                              onClose: { conn in _ = conn.checkpoint(truncate: true) })
         self.writer = writer
-        gate.onDrained = { [weak writer] in
+        gate.onDrained = { [weak writer] gate in
             let ok = writer?.submit(.exclusive(CancelFlag(), { conn, engine in
                 guard let conn, let engine else { gate.open(); return }
                 rcs.releaseSnapshots()  // any kept by readers that went ahead after the gate's wait

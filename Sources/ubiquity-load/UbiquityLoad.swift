@@ -4,6 +4,7 @@ import Histogram
 import Synchronization
 import UbiquityGRPC
 import UbiquityGRPCClient
+import UbiquityLock
 import UbiquityLoop
 
 #if canImport(Glibc)
@@ -143,68 +144,73 @@ struct UbiquityLoad: ParsableCommand {
                    background: i == 0 ? plan.background : [], progress: progress, onDone: { done.signal() })
         }
 
-        // Connect everything first; the clock starts when every connection is up.
-        let connectErrors = Mutex<[String]>([])
-        let connected = DispatchSemaphore(value: 0)
-        for w in workers {
-            w.thread.start { _ in
-                w.connect { error in
-                    if let error { connectErrors.withLock { $0.append(error.message) } }
-                    connected.signal()
-                }
-            }
-        }
-        for _ in workers {
-            if connected.wait(timeout: .now() + 15) == .timedOut {
-                connectErrors.withLock { $0.append("connecting to \(target) took longer than 15 s") }
-                break
-            }
-        }
-        if let error = connectErrors.withLock({ $0.first }) {
-            for w in workers { w.loop.stop() }
-            throw LoadError(message: error)
-        }
-
-        let cpuBefore = cpuSeconds()
-        let start = monotonicNanos()
-        let durationMillis = duration.map { UInt64(($0 * 1000).rounded()) } ?? 0
-        for w in workers { w.loop.execute { w.go(durationMillis: durationMillis) } }
-
-        // Wait, printing progress on a terminal, within the hard bound.
-        let bound = maxSeconds ?? (duration.map { $0 + 60 } ?? 300)
-        let showProgress = !quiet && isatty(2) != 0
-        var finishedWorkers = 0
-        var lastCount = 0
-        var lastTime = start
+        // Every path out of this block, a failed connect included, stops every loop and joins its
+        // thread, so no worker thread outlives the run (and the merge below reads joined state).
+        let cpuBefore: Double, cpuAfter: Double, start: UInt64
         var timedOut = false
-        while finishedWorkers < workers.count {
-            if done.wait(timeout: .now() + 1) == .success {
-                finishedWorkers += 1
-                continue
+        do {
+            defer {
+                for w in workers { w.loop.stop() }
+                for w in workers { w.thread.join() }
             }
-            let now = monotonicNanos()
-            if Double(now - start) / 1e9 > bound {
-                timedOut = true
-                for w in workers { w.loop.execute { w.abort() } }
-                while finishedWorkers < workers.count {
-                    if done.wait(timeout: .now() + 10) == .timedOut { break }
-                    finishedWorkers += 1
+
+            // Connect everything first; the clock starts when every connection is up.
+            let connectErrors = Lock<[String]>([])
+            let connected = DispatchSemaphore(value: 0)
+            for w in workers {
+                w.thread.start { _ in
+                    w.connect { error in
+                        if let error { connectErrors.withLock { $0.append(error.message) } }
+                        connected.signal()
+                    }
                 }
-                break
             }
-            if showProgress {
-                let count = progress.calls.load(ordering: .relaxed)
-                let rate = Double(count - lastCount) / (Double(now - lastTime) / 1e9)
-                let of = total == Int.max ? "" : "/\(total)"
-                writeStderr("\r\u{1B}[K[ubiquity-load] \(workload.rawValue): \(count)\(of) calls, \(Int(rate)) calls/s")
-                lastCount = count
-                lastTime = now
+            for _ in workers {
+                if connected.wait(timeout: .now() + 15) == .timedOut {
+                    connectErrors.withLock { $0.append("connecting to \(target) took longer than 15 s") }
+                    break
+                }
             }
+            if let error = connectErrors.withLock({ $0.first }) { throw LoadError(message: error) }
+
+            cpuBefore = cpuSeconds()
+            start = monotonicNanos()
+            let durationMillis = duration.map { UInt64(($0 * 1000).rounded()) } ?? 0
+            for w in workers { w.loop.execute { w.go(durationMillis: durationMillis) } }
+
+            // Wait, printing progress on a terminal, within the hard bound.
+            let bound = maxSeconds ?? (duration.map { $0 + 60 } ?? 300)
+            let showProgress = !quiet && isatty(2) != 0
+            var finishedWorkers = 0
+            var lastCount = 0
+            var lastTime = start
+            while finishedWorkers < workers.count {
+                if done.wait(timeout: .now() + 1) == .success {
+                    finishedWorkers += 1
+                    continue
+                }
+                let now = monotonicNanos()
+                if Double(now - start) / 1e9 > bound {
+                    timedOut = true
+                    for w in workers { w.loop.execute { w.abort() } }
+                    while finishedWorkers < workers.count {
+                        if done.wait(timeout: .now() + 10) == .timedOut { break }
+                        finishedWorkers += 1
+                    }
+                    break
+                }
+                if showProgress {
+                    let count = progress.calls.load(ordering: .relaxed)
+                    let rate = Double(count - lastCount) / (Double(now - lastTime) / 1e9)
+                    let of = total == Int.max ? "" : "/\(total)"
+                    writeStderr("\r\u{1B}[K[ubiquity-load] \(workload.rawValue): \(count)\(of) calls, \(Int(rate)) calls/s")
+                    lastCount = count
+                    lastTime = now
+                }
+            }
+            if showProgress { writeStderr("\r\u{1B}[K") }
+            cpuAfter = cpuSeconds()
         }
-        if showProgress { writeStderr("\r\u{1B}[K") }
-        let cpuAfter = cpuSeconds()
-        for w in workers { w.loop.stop() }
-        for w in workers { w.thread.join() }
 
         // Merge (the worker threads are joined: their state is ours now).
         var merged = WorkerResult()

@@ -1,10 +1,10 @@
 import ArgumentParser
 import Dispatch
 import Foundation
-import Synchronization
 import SwiftProtobuf
 import UbiquityGRPC
 import UbiquityGRPCClient
+import UbiquityLock
 import UbiquityProtos
 
 /// The requests a run cycles through, built once before the clock starts.
@@ -80,7 +80,7 @@ struct SplitMix64 {
 
 /// Runs async set-up code from the synchronous command (never on a loop thread).
 func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-    let box = Mutex<Result<T, any Error>?>(nil)
+    let box = Lock<Result<T, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     Task {
         let r: Result<T, any Error>

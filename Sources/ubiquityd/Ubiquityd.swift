@@ -164,6 +164,14 @@ struct Ubiquityd: ParsableCommand {
             FileHandle.standardError.write(Data("ubiquityd: \(e.message) (one ubiquityd per data directory)\n".utf8))
             throw ExitCode(2)
         }
+        // Every exit from here on, a failed start included, closes every store (checkpointing
+        // its WAL) and the catalog: with the port taken, the catalog's SQLite connection used to
+        // stay open to exit (LeakSanitizer).
+        defer {
+            let done = DispatchSemaphore(value: 0)
+            Task { await backend.shutdown(); done.signal() }
+            done.wait()
+        }
 
         let limitsConfig = config
         let counters = ServerCountersBox()
@@ -177,6 +185,7 @@ struct Ubiquityd: ParsableCommand {
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         let expiry = contextsService.startExpiry(interval: min(30, max(0.5, contextIdleSeconds / 4)))
+        defer { expiry.cancel() }  // before the backend shuts down (defers run last-first)
         AdminService(version: UbiquityVersion.current, counters: counters.counters) {
             var info = Ubiquity_V1_ServerInfo()
             info.name = "ubiquityd"
@@ -219,11 +228,6 @@ struct Ubiquityd: ParsableCommand {
         logger.info("listening", metadata: ["address": "\(address)", "data_dir": "\(dataDir)",
                                             "event_loops": "\(config.eventLoops)", "services": "\(router.services.joined(separator: ","))"])
         server.waitUntilFinished()
-        expiry.cancel()
-        // Close every store (checkpointing its WAL) before exiting.
-        let done = DispatchSemaphore(value: 0)
-        Task { await backend.shutdown(); done.signal() }
-        done.wait()
     }
 }
 

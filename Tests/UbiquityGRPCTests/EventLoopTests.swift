@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import UbiquityLock
 import XCTest
 @testable import UbiquityLoop
 
@@ -38,7 +39,7 @@ final class EventLoopTests: XCTestCase {
         let thread = EventLoopThread(name: "test-batch")
         thread.start()
         let loop = thread.loop
-        let order = Mutex<[String]>([])
+        let order = Lock<[String]>([])
         let gate = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         // Hold the loop in one job so that A, B and C are queued together: they form one batch.
