@@ -78,7 +78,10 @@ extension ReadContext {
                     switch sqlite3_value_type(v) {
                     case SQLITE_INTEGER: args.append(.int(sqlite3_value_int64(v)))
                     case SQLITE_FLOAT: args.append(.double(sqlite3_value_double(v)))
-                    case SQLITE_TEXT: args.append(.string(sqlite3_value_text(v).map { String(cString: $0) } ?? ""))
+                    case SQLITE_TEXT:
+                        // by length, not to the first NUL (see Statement.text)
+                        let text = sqlite3_value_text(v).map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(sqlite3_value_bytes(v))), as: UTF8.self) }
+                        args.append(.string(text ?? ""))
                     case SQLITE_BLOB:
                         let n = Int(sqlite3_value_bytes(v))
                         args.append(.binary(n > 0 ? Data(bytes: sqlite3_value_blob(v)!, count: n) : Data()))
@@ -91,7 +94,7 @@ extension ReadContext {
                     case .int(let i): sqlite3_result_int64(ctx, i)
                     case .bool(let b): sqlite3_result_int64(ctx, b ? 1 : 0)
                     case .double(let d), .date(let d): sqlite3_result_double(ctx, d)
-                    case .string(let s), .decimal(let s), .uri(let s): sqlite3_result_text(ctx, s, -1, ubq_sqlite_transient())
+                    case .string(let s), .decimal(let s), .uri(let s): sqlite3_result_text(ctx, s, Int32(s.utf8.count), ubq_sqlite_transient())
                     case .uuid(let u): sqlite3_result_text(ctx, u.uuidString.lowercased(), -1, ubq_sqlite_transient())
                     case .binary(let d): d.withUnsafeBytes { sqlite3_result_blob(ctx, $0.baseAddress, Int32($0.count), ubq_sqlite_transient()) }
                     }

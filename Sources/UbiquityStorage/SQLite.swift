@@ -335,7 +335,15 @@ struct Statement {
     var columnCount: Int { Int(sqlite3_column_count(stmt)) }
     func int(_ i: Int) -> Int64 { sqlite3_column_int64(stmt, Int32(i)) }
     func isNull(_ i: Int) -> Bool { sqlite3_column_type(stmt, Int32(i)) == SQLITE_NULL }
-    func text(_ i: Int) -> String { sqlite3_column_text(stmt, Int32(i)).map { String(cString: $0) } ?? "" }
+    func text(_ i: Int) -> String { Statement.text(stmt, Int32(i)) }
+
+    /// Column `c`'s text, all of it: by its byte count, not up to the first NUL (strings are
+    /// bound with their length, so "a\0b" is stored whole; `String(cString:)` read back "a" —
+    /// found by scripts/fuzz). `sqlite3_column_bytes` after `_text`, as SQLite's docs ask.
+    static func text(_ stmt: OpaquePointer, _ c: Int32) -> String {
+        guard let p = sqlite3_column_text(stmt, c) else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: p, count: Int(sqlite3_column_bytes(stmt, c))), as: UTF8.self)
+    }
 
     func value(_ i: Int) -> SQLValue { Statement.value(stmt, i) }
 
@@ -345,7 +353,7 @@ struct Statement {
         switch sqlite3_column_type(stmt, c) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(stmt, c))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(stmt, c))
-        case SQLITE_TEXT: return .text(sqlite3_column_text(stmt, c).map { String(cString: $0) } ?? "")
+        case SQLITE_TEXT: return .text(text(stmt, c))
         case SQLITE_BLOB:
             let n = Int(sqlite3_column_bytes(stmt, c))
             guard n > 0, let p = sqlite3_column_blob(stmt, c) else { return .blob([]) }

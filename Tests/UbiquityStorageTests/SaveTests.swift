@@ -55,6 +55,19 @@ final class SaveTests: StorageTestCase {
         XCTAssertNotNil(past[0]); XCTAssertNotNil(past[1])
     }
 
+    /// Text is stored with its length, so an embedded NUL is kept; reads once stopped at it
+    /// ("a\0b" came back "a"; found by scripts/fuzz through MATCHES).
+    func testTextWithNULRoundTrips() async throws {
+        let s = try open()
+        var r = SaveRequest()
+        r.inserts = [InsertOperation(temporaryID: "e", entity: "Employee", values: ["name": .string("a\u{0}b\u{0}")])]
+        let e = try await s.save(r).permanentIDs["e"]!
+        let back = try await s.object(e)
+        XCTAssertEqual(back.values["name"], .string("a\u{0}b\u{0}"))
+        let batch = try await s.objects([e])
+        XCTAssertEqual(batch.first??.values["name"], .string("a\u{0}b\u{0}"))
+    }
+
     func testTokenEncodingRoundTripAndValidation() async throws {
         let s = try open()
         try await insert(s, "Note", ["n": 1])
