@@ -464,6 +464,11 @@ struct Checker {
         if op.isStringOperator {
             guard case .constant(.text(let raw)) = rv else { return .constant(false) }
             let s = TextFold.fold(raw, fold)
+            if op != .matches && s.unicodeScalars.contains("\u{0}") {
+                // SQLite's GLOB, which these compile to, stops at a NUL: the SQL and in-memory
+                // answers would differ (found by scripts/fuzz). MATCHES reads whole strings.
+                throw error(.unsupported, "\(op.rawValue) patterns cannot contain NUL (U+0000) characters", c.opColumn)
+            }
             switch op {
             case .beginsWith: cmp.pattern = .wildcard(.beginsWith(s))
             case .endsWith: cmp.pattern = .wildcard(.endsWith(s))

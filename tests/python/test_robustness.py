@@ -681,3 +681,18 @@ def test_nan_values_are_refused_not_stored_as_null(client):
     # infinities are numbers SQLite keeps: stored and read back as they were
     client.save(sid, updates=[ob.Update(object_id=ann, values={"score": v(float("inf"))})])
     assert values(client.get(sid, [ann]).objects[0])["score"] == float("inf")
+
+
+def test_nul_characters_in_text_and_patterns(client):
+    """Found by scripts/fuzz: text with a NUL came back cut at it (SQLite columns were read as C
+    strings), and LIKE-family patterns with a NUL matched differently in SQL (GLOB stops at NUL)
+    than in memory."""
+    sid = client.open(model=person_model())
+    (ann,) = client.insert_people(sid, [{"name": "a\0b"}])
+    assert values(client.get(sid, [ann]).objects[0])["name"] == "a\0b"
+    assert [o.object_id for o in client.fetch(sid, "Person", "name == 'a\0b'").objects] == [ann]
+    assert [o.object_id for o in client.fetch(sid, "Person", "name MATCHES 'a\0.'").objects] == [ann]
+    for op in ("LIKE", "BEGINSWITH", "ENDSWITH", "CONTAINS"):
+        out = Outcome(lambda: client.fetch(sid, "Person", f"name {op}[c] '\0x'"))
+        assert_bounded_error(out)
+        assert out.reason == "UNSUPPORTED" and "NUL" in out.message, out
