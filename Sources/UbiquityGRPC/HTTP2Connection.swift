@@ -967,7 +967,13 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         env.counters.protocolErrors.wrappingAdd(1, ordering: .relaxed)
     }
 
+    /// The connection was ended for abuse: frames still in the read buffer reach the callbacks
+    /// and would trip the guard again (12,000 log lines for one empty-DATA flood).
+    private var endedForAbuse = false
+
     private func abuse(_ what: String) -> Int32 {
+        guard !endedForAbuse else { return 0 }
+        endedForAbuse = true
         countProtocolError()
         env.logger.notice("closing abusive connection", metadata: ["peer": "\(tcp.peerDescription)", "reason": "\(what)"])
         if let session {

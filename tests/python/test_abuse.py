@@ -282,7 +282,10 @@ def test_abuse_empty_data_flood(start_server):
     finally:
         conn.close()
     assert_healthy(srv, rss_before)
-    assert stats(srv).protocol_errors > errors_before
+    # One connection, one protocol error and one log line: frames still in the read buffer
+    # after the connection was ended do not trip the guard again (it logged 12,000 lines).
+    assert stats(srv).protocol_errors == errors_before + 1
+    assert srv.stderr_text().count("closing abusive connection") == 1
 
 
 def test_few_empty_data_frames_are_fine(server):
