@@ -1003,6 +1003,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private func frameNotSent(_ frame: UnsafePointer<nghttp2_frame>, errorCode: Int32) {
         let hd = frame.pointee.hd
         guard UInt32(hd.type) == NGHTTP2_HEADERS.rawValue, let session else { return }
+        // The client reset the stream before its headers went out: an ordinary cancellation,
+        // and a closed stream must not get another RST_STREAM (RFC 9113 §5.4.2).
+        if errorCode == NGHTTP2_ERR_STREAM_CLOSED.rawValue || errorCode == NGHTTP2_ERR_STREAM_CLOSING.rawValue { return }
         env.logger.error("a response header block was not sent; resetting the stream", metadata: [
             "stream": "\(hd.stream_id)", "error": "\(String(cString: nghttp2_strerror(errorCode)))"])
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), hd.stream_id, NGHTTP2_INTERNAL_ERROR.rawValue)

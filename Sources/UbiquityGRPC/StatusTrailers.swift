@@ -37,6 +37,16 @@ public enum StatusTrailers {
             details = nil
             message += " (error details of \(d.utf8.count) bytes were too large to send)"
         }
+        let encodedLength = PercentEncoding.encode(message).utf8.count
+        if let d = details, !message.isEmpty, encodedLength <= maxMessageBytes,
+           encodedLength > budget - used - entrySize("grpc-status-details-bin", d) - entrySize("grpc-message", "") {
+            // A message within its cap that does not fit beside the details (a peer with a small
+            // header-list limit): keep the message whole rather than cut it under details that
+            // hold it whole — grpcio-status refuses a status whose two messages differ. (A
+            // message past its cap is cut anyway; then the details stay.)
+            details = nil
+            message += " (error details of \(d.utf8.count) bytes were too large to send)"
+        }
         if !message.isEmpty {
             // The message may use what the details leave over, up to its own cap.
             let room = budget - used - entrySize("grpc-status-details-bin", details ?? "") - entrySize("grpc-message", "")

@@ -263,10 +263,12 @@ enum SaveOutcome {
 }
 
 extension StorageError {
-    /// The conflicts of a save the `error` merge policy refused; nil for any other error.
+    /// The conflicts of a save the `error` merge policy refused; nil for any other error, and
+    /// for a conflict without records (a raw SQLITE_CONSTRAINT): an empty list in an OK
+    /// response would read as success, so that one stays an ABORTED error.
     var refusedConflicts: [ConflictRecord]? {
         switch reason {
-        case .mergeConflict(let c), .constraintConflict(let c): return c
+        case .mergeConflict(let c), .constraintConflict(let c): return c.isEmpty ? nil : c
         default: return nil
         }
     }

@@ -148,7 +148,7 @@ enum ServiceErrors {
         if !conflicts.isEmpty {
             let records = conflicts.map { Convert.conflict($0, model: model) }
             // What the details hold so far, the message (the status holds it too) and its note below.
-            let room = ErrorBounds.maxDetailsBytes - ((try? status.serializedBytes() as [UInt8])?.count ?? 0) - message.utf8.count - 200
+            let room = ErrorBounds.maxDetailsBytes - ((try? status.serializedBytes() as [UInt8])?.count ?? 0) - message.utf8.count - 256
             let cd = ErrorBounds.conflictDetails(records, room: room)
             if cd.truncated {
                 message += " (the details hold \(cd.conflicts.count) of the \(records.count) conflict records, some without values; "

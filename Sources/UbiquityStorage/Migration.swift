@@ -305,7 +305,19 @@ struct MigrationBackups: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         // by the time in the name, as a number: older names held seconds, not microseconds
         func time(_ n: String) -> Int64 { Int64(n.dropFirst(prefix.count).prefix { $0.isNumber }) ?? 0 }
-        return names.filter { $0.hasPrefix(prefix) }.sorted { (time($0), $0) < (time($1), $1) }.map { directory + "/" + $0 }
+        return names.filter(isDefaultName).sorted { (time($0), $0) < (time($1), $1) }.map { directory + "/" + $0 }
+    }
+
+    /// Whether `name` is one `newName` makes (`<time>-g<generation>[-<n>]`) or the older
+    /// `<seconds>` form — never a name a caller chose, even one that starts with the prefix.
+    func isDefaultName(_ name: String) -> Bool {
+        guard name.hasPrefix(prefix) else { return false }
+        let parts = name.dropFirst(prefix.count).split(separator: "-", omittingEmptySubsequences: false)
+        func digits(_ s: Substring) -> Bool { !s.isEmpty && s.allSatisfy { $0.isASCII && $0.isNumber } }
+        guard let time = parts.first, digits(time), parts.count <= 3 else { return false }
+        if parts.count >= 2 { guard parts[1].first == "g", digits(parts[1].dropFirst()) else { return false } }
+        if parts.count == 3 { guard digits(parts[2]) else { return false } }
+        return true
     }
 
     /// Removes all but the newest `keeping` (at least 1) default-named backups. A backup is a

@@ -65,6 +65,17 @@ final class StatusTrailersTests: XCTestCase {
         XCTAssertLessThanOrEqual(size(h), StatusTrailers.budgetBytes)
     }
 
+    func testUnderASmallLimitTheMessageStaysWholeAndTheDetailsGo() {
+        // grpcio-status requires grpc-message to equal the details' message: never cut the
+        // message under details that hold it whole.
+        let message = String(repeating: "m", count: 500)
+        let status = CallStatus(code: .invalidArgument, message: message, details: [UInt8](repeating: 1, count: 3000))
+        let h = StatusTrailers.headers(for: status, budget: 4096 - 128)
+        XCTAssertNil(value("grpc-status-details-bin", h))
+        XCTAssertTrue(PercentEncoding.decode(value("grpc-message", h)!).hasPrefix(message + " (error details of"))
+        XCTAssertLessThanOrEqual(size(h), 4096 - 128)
+    }
+
     func testASmallerPeerLimitIsRespected() {
         let status = CallStatus(code: .invalidArgument, message: String(repeating: "m", count: 5000),
                                 details: [UInt8](repeating: 1, count: 3000))

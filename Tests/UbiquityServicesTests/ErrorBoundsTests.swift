@@ -63,6 +63,15 @@ final class ErrorBoundsTests: XCTestCase {
         try assertSentWhole(e)
     }
 
+    func testAConflictWithoutRecordsStaysAnError() {
+        // a raw SQLITE_CONSTRAINT carries no records: as an OK response with an empty list it
+        // would read as a successful save
+        XCTAssertNil(StorageError(.constraintConflict([]), "constraint failed").refusedConflicts)
+        let record = ConflictRecord(kind: .uniquenessClash, objectID: nil, temporaryID: "t", entity: "Person", clientSnapshot: [:],
+                                    clientChanges: [:], storeValues: [:], clientVersion: 0, storeVersion: 0, constraint: ["email"])
+        XCTAssertEqual(StorageError(.constraintConflict([record]), "clash").refusedConflicts, [record])
+    }
+
     func testSmallConflictsAreSentWhole() throws {
         let record = ConflictRecord(kind: .versionChanged, objectID: ObjectID(storeID: UUID(), entity: "Person", pk: 1), temporaryID: nil,
                                     entity: "Person", clientSnapshot: ["age": .int(30)], clientChanges: ["age": .int(31)],

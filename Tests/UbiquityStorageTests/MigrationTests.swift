@@ -262,6 +262,19 @@ final class MigrationTests: StorageTestCase {
 
     /// Issue 15 item 8: default backup names had one-second resolution, so a second migration in
     /// the same second failed ("backup path exists"), and backups were never removed.
+    func testOnlyDefaultBackupNamesArePruned() {
+        let b = MigrationBackups(storePath: "/d/s.sqlite")
+        for name in ["s.sqlite.pre-migration-00001764000000000000-g3", "s.sqlite.pre-migration-00001764000000000000-g3-2",
+                     "s.sqlite.pre-migration-1764000000"] {
+            XCTAssertTrue(b.isDefaultName(name), name)
+        }
+        // names a caller chose (RegisterModel's backup path) are never taken for ours
+        for name in ["s.sqlite.pre-migration-before-v2", "s.sqlite.pre-migration-", "s.sqlite.pre-migration-12-g", "s.sqlite.pre-migration-12-x3",
+                     "s.sqlite.pre-migration-12-g3-2-1", "s.sqlite.pre-migration-12-g3-x", "other.sqlite.pre-migration-12", "s.sqlite"] {
+            XCTAssertFalse(b.isDefaultName(name), name)
+        }
+    }
+
     func testMigrationsInOneSecondGetDistinctBackupsAndOnlyTheNewestAreKept() async throws {
         let s = try open("b", configure: { $0.migrationBackupsKept = 3 })
         try await insert(s, "Note", ["n": 1])
