@@ -40,6 +40,9 @@ final class StreamState {
     @exclusivity(unchecked) var replyStatus: CallStatus?
     /// A `.blocking` call handed to a worker and not yet answered.
     @exclusivity(unchecked) var blocking: BlockingJob?
+    /// When request bytes last arrived (its HEADERS, then each DATA chunk), loop milliseconds:
+    /// a request that stops arriving before it is complete is failed (`failStalledRequests`).
+    @exclusivity(unchecked) var lastInput: UInt64 = 0
 
     init(id: Int32) { self.id = id }
 
@@ -362,7 +365,9 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     /// Called by the loop's periodic sweep: closes a connection that never finished its handshake,
     /// and sends GOAWAY to one idle past the idle timeout (ConnectionTimeouts).
     func checkTimeouts(now: UInt64) {
-        guard let session, !closing, !draining else { return }
+        guard let session, !closing else { return }
+        failStalledRequests(now: now)
+        guard !draining else { return }
         switch timeouts.check(now: now) {
         case .keep:
             return
@@ -383,6 +388,28 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                                   NGHTTP2_NO_ERROR.rawValue, debug, debug.count)
             sendPending()
         }
+    }
+
+    /// A request that stops arriving before it is complete — HEADERS, then silence — would hold
+    /// its stream, and an open stream keeps the connection from the idle timeout: 1,100 such
+    /// connections would fill `maxConnections` again (review of issue 15). A stream whose
+    /// handler has not started (unary and server-streaming calls start at the request's end)
+    /// and that received nothing for the handshake timeout is answered DEADLINE_EXCEEDED.
+    /// Client-streaming calls, whose handler runs from the headers on, decide for themselves.
+    private func failStalledRequests(now: UInt64) {
+        let limit = config.handshakeTimeoutMilliseconds
+        guard limit > 0 else { return }
+        let stalled = streams.all.filter { s in
+            !s.handlerStarted && !s.responseStarted && !s.rejected && now >= s.lastInput && now - s.lastInput >= limit
+        }
+        guard !stalled.isEmpty else { return }
+        for stream in stalled {
+            env.logger.debug("failing a request that stopped arriving", metadata: [
+                "peer": "\(tcp.peerDescription)", "stream": "\(stream.id)", "timeout_ms": "\(limit)"])
+            failStream(stream, CallStatus(code: .deadlineExceeded,
+                message: "the request stopped arriving: nothing received for \(limit) ms before it was complete"))
+        }
+        sendPending()
     }
 
     // MARK: CallOwner (loop thread)
@@ -635,6 +662,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             } else {
                 s = StreamState(id: streamID)
             }
+            s.lastInput = tcp.loop.now
             streams.insert(s)
             lastStream = s
             timeouts.streamOpened()
@@ -813,6 +841,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             nghttp2_session_consume(session, streamID, data.count)
             return
         }
+        stream.lastInput = tcp.loop.now
         var consumeNow = data.count
         if stream.deframer.count == 0 {
             // The common case: whole messages in this chunk are read in place (no deframer copy,

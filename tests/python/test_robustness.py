@@ -326,6 +326,22 @@ def test_idle_connection_gets_goaway_and_is_closed(start_server):
     ping_ok(srv.address)
 
 
+def test_request_that_stops_arriving_is_failed_and_the_connection_then_idles_out(start_server):
+    """HEADERS of a unary call, then silence: the open stream used to keep the connection from
+    the idle timeout for ever (found in review: 1,100 of these fill --max-connections)."""
+    srv = start_server(TIMEOUT_FLAGS, name="stalled")
+    with h2raw.RawH2("127.0.0.1", srv.port) as conn:
+        conn.preface()
+        conn.start_reader()
+        sid = conn.new_stream_id()
+        conn.headers(sid, h2raw.grpc_request_headers(conn.authority, "/ubiquity.v1.Admin/Ping"))
+        stream = conn.wait_stream(sid, timeout=CLOSE_BOUND)
+        assert stream.grpc_status == grpc.StatusCode.DEADLINE_EXCEEDED.value[0], stream.trailers
+        conn.wait_for(lambda c: c.peer_closed, CLOSE_BOUND, "the server to close the connection once idle")
+        assert conn.goaway is not None and conn.goaway.error_code == h2raw.NO_ERROR
+    ping_ok(srv.address)
+
+
 def test_connection_with_open_stream_is_not_idle(start_server):
     srv = start_server(TIMEOUT_FLAGS, name="watching")
     with h2raw.RawH2("127.0.0.1", srv.port) as conn:
