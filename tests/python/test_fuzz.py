@@ -37,7 +37,7 @@ import conftest
 import ubiq_harness
 from conftest import make_channel
 from ubiq_client import Client, cx, md, ob, st, v
-from ubiq_harness import REPO_ROOT
+from ubiq_harness import REPO_ROOT, RSS_FACTOR
 from ubiquity.v1 import admin_pb2_grpc
 
 MiB = 1024 * 1024
@@ -46,7 +46,7 @@ CASES = int(os.environ.get("UBIQ_FUZZ_CASES", "2400"))
 CASE_DEADLINE = 10.0
 # Growth over the warmed-up baseline allowed at the end (generous: this catches leaks of
 # hundreds of MiB, not allocator slack).
-RSS_SLACK = 128 * MiB
+RSS_SLACK = 128 * MiB * RSS_FACTOR
 # Largest request the fuzzer builds; the server's default receive limit is 4 MiB, and a few
 # cases go past it on purpose.
 MAX_REQUEST = 5 * MiB
