@@ -142,6 +142,25 @@ def admin(channel):
 
 
 @pytest.fixture
+def client(server):
+    """A data-service client (ubiq_client.Client) of the shared server, on a channel of its own
+    with grpcio's default limits."""
+    from ubiq_client import Client
+    ch = make_channel(server.address)
+    yield Client(ch)
+    ch.close()
+
+
+@pytest.fixture
+def second(server):
+    """Another client of the shared server (a second device), on its own channel."""
+    from ubiq_client import Client
+    ch = make_channel(server.address)
+    yield Client(ch)
+    ch.close()
+
+
+@pytest.fixture
 def start_server(server_binary, tmp_path):
     """Factory: start_server(args=[...], name=..., interop=True, port=0) -> a started Ubiquityd.
 

@@ -13,17 +13,9 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from conftest import make_channel
 from ubiq_client import Client, cx, error_of, ob, person_model, st, unpack, v, values
 
 LONG = "é" * 2500 + "x" * 2500   # 5,000 characters, 7,500 bytes of UTF-8
-
-
-@pytest.fixture
-def client(server):
-    ch = make_channel(server.address)   # default grpcio limits: nothing raised
-    yield Client(ch)
-    ch.close()
 
 
 def trailer_bytes(err: grpc.RpcError) -> int:

@@ -38,20 +38,6 @@ MESSAGE_BOUND = 4096            # grpc-message, percent-encoded, bytes
 TRAILERS_BOUND = 8 * KiB        # grpc-message + grpc-status-details-bin (base64) + the rest
 
 
-@pytest.fixture
-def client(server):
-    ch = make_channel(server.address)
-    yield Client(ch)
-    ch.close()
-
-
-@pytest.fixture
-def second(server):
-    ch = make_channel(server.address)
-    yield Client(ch)
-    ch.close()
-
-
 def notes_model() -> md.Model:
     """examples/notes-model.json, the documented example (Person.email is unique there)."""
     data = json.loads((REPO_ROOT / "examples" / "notes-model.json").read_text())

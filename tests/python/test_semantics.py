@@ -8,15 +8,7 @@ import uuid
 import grpc
 import pytest
 
-from conftest import make_channel
-from ubiq_client import Client, cx, error_of, md, ob, person_model, st, unpack, v, values
-
-
-@pytest.fixture
-def client(server):
-    ch = make_channel(server.address)
-    yield Client(ch)
-    ch.close()
+from ubiq_client import cx, error_of, md, ob, person_model, st, unpack, v, values
 
 
 def ref(object_id: str) -> ob.ObjectRefList:

@@ -12,20 +12,6 @@ from conftest import make_channel
 from ubiq_client import Client, cx, error_of, md, ob, person_model, st, unpack, v, values
 
 
-@pytest.fixture
-def client(server):
-    ch = make_channel(server.address)
-    yield Client(ch)
-    ch.close()
-
-
-@pytest.fixture
-def second(server):
-    ch = make_channel(server.address)
-    yield Client(ch)
-    ch.close()
-
-
 def names(results) -> list[str]:
     return sorted(unpack(o.values["name"]) for o in results.objects)
 
