@@ -296,6 +296,13 @@ def test_preface_without_settings_is_closed_after_handshake_timeout(start_server
     ping_ok(srv.address)
 
 
+def _assert_closed_with_goaway(conn: h2raw.RawH2, what: str) -> None:
+    """The server closed `conn` within CLOSE_BOUND, after a GOAWAY(NO_ERROR)."""
+    conn.wait_for(lambda c: c.peer_closed, CLOSE_BOUND, f"the server to close {what}")
+    assert conn.goaway is not None, f"{what}: closed without a GOAWAY"
+    assert conn.goaway.error_code == h2raw.NO_ERROR, conn.goaway
+
+
 def test_idle_connection_gets_goaway_and_is_closed(start_server):
     srv = start_server(TIMEOUT_FLAGS, name="idle")
     with h2raw.RawH2("127.0.0.1", srv.port) as conn:
@@ -304,10 +311,7 @@ def test_idle_connection_gets_goaway_and_is_closed(start_server):
         # One completed call, then nothing: the connection is idle from here on.
         sid = conn.unary("/ubiquity.v1.Admin/Ping", admin_pb2.PingRequest(payload=b"i").SerializeToString())
         assert conn.wait_stream(sid).grpc_status == 0
-        conn.wait_for(lambda c: c.peer_closed, CLOSE_BOUND,
-                      f"the server to close a connection idle for {IDLE_MS} ms")
-        assert conn.goaway is not None, "the idle connection was closed without a GOAWAY"
-        assert conn.goaway.error_code == h2raw.NO_ERROR, conn.goaway
+        _assert_closed_with_goaway(conn, f"a connection idle for {IDLE_MS} ms")
         assert conn.goaway.last_stream_id >= sid, conn.goaway
     ping_ok(srv.address)
 
@@ -323,8 +327,7 @@ def test_request_that_stops_arriving_is_failed_and_the_connection_then_idles_out
         conn.headers(sid, h2raw.grpc_request_headers(conn.authority, "/ubiquity.v1.Admin/Ping"))
         stream = conn.wait_stream(sid, timeout=CLOSE_BOUND)
         assert stream.grpc_status == grpc.StatusCode.DEADLINE_EXCEEDED.value[0], stream.trailers
-        conn.wait_for(lambda c: c.peer_closed, CLOSE_BOUND, "the server to close the connection once idle")
-        assert conn.goaway is not None and conn.goaway.error_code == h2raw.NO_ERROR
+        _assert_closed_with_goaway(conn, "the connection once idle")
     ping_ok(srv.address)
 
 
