@@ -58,7 +58,7 @@ let package = Package(
         // batch update/delete, deduplication. Storage only; no gRPC.
         .target(
             name: "UbiquityQuery",
-            dependencies: ["UbiquityStorage", "CSQLite", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["UbiquityStorage"]),
         // gRPC client over the same libuv + nghttp2 stack (used by `ubiq` and `ubiquity-load`). No storage.
         .target(
             name: "UbiquityGRPCClient",
@@ -72,16 +72,15 @@ let package = Package(
             dependencies: [
                 "UbiquityGRPC", "UbiquityLock", "UbiquityProtos", "UbiquityStorage", "UbiquityQuery",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "Logging", package: "swift-log"),
             ]),
         // gRPC interop TestService (grpc.testing), enabled in ubiquityd only by --enable-interop-testing.
         .target(
             name: "UbiquityInterop",
-            dependencies: ["UbiquityGRPC", "UbiquityProtos"]),
+            dependencies: ["UbiquityGRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         .executableTarget(
             name: "ubiquityd",
             dependencies: [
-                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityLoop", "UbiquityStorage", "CMalloc",
+                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage", "CMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -90,7 +89,7 @@ let package = Package(
         .executableTarget(
             name: "ubiq",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityProtos",
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityProtos",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
@@ -98,14 +97,19 @@ let package = Package(
         .executableTarget(
             name: "ubiquity-load",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityProtos", "UbiquityLoop", "UbiquityLock", "CNGHTTP2",
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityProtos", "UbiquityLoop", "UbiquityLock",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]),
 
-        .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "CSQLite"]),
-        .testTarget(name: "UbiquityServicesTests", dependencies: ["UbiquityServices", "UbiquityProtos", "UbiquityQuery", "UbiquityStorage"]),
+        .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage"]),
+        .testTarget(
+            name: "UbiquityServicesTests",
+            dependencies: [
+                "UbiquityServices", "UbiquityGRPC", "UbiquityProtos", "UbiquityQuery", "UbiquityStorage",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ]),
         .testTarget(
             name: "UbiquityGRPCTests",
             dependencies: [
@@ -118,7 +122,7 @@ let package = Package(
                 "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityProtos",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),
+        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "UbiquityStorageCrashChild"]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),
         .executableTarget(name: "UbiquityStorageBench", dependencies: ["UbiquityStorage", "CSQLite"]),
