@@ -80,7 +80,7 @@ let package = Package(
         .executableTarget(
             name: "ubiquityd",
             dependencies: [
-                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage", "CMalloc",
+                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage", "UbiquityLock", "CMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

@@ -328,13 +328,18 @@ enum SocketAddress {
         if Int32(storage.pointee.ss_family) == AF_INET6 {
             return storage.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin in
                 uv_ip6_name(sin, &name, name.count)
-                return "[\(String(cString: name))]:\(UInt16(bigEndian: sin.pointee.sin6_port))"
+                return "[\(cString(name))]:\(UInt16(bigEndian: sin.pointee.sin6_port))"
             }
         }
         return storage.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
             uv_ip4_name(sin, &name, name.count)
-            return "\(String(cString: name)):\(UInt16(bigEndian: sin.pointee.sin_port))"
+            return "\(cString(name)):\(UInt16(bigEndian: sin.pointee.sin_port))"
         }
+    }
+
+    /// The text before the first NUL of a C string buffer.
+    private static func cString(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Fills `storage` with `host:port`: a literal first, else the first `getaddrinfo` answer.

@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 @testable import UbiquityStorage
 
-final class DirectoryTests: StorageTestCase {
+final class DirectoryTests: StorageTestCase, @unchecked Sendable {
     func config() -> StorageConfiguration { var c = StorageConfiguration(); c.readerCount = 1; c.synchronous = .normal; return c }
 
     func testLockFileRefusesSecondOwner() async throws {
@@ -23,7 +23,7 @@ final class DirectoryTests: StorageTestCase {
         for (i, id) in ids.enumerated() {
             _ = try await d.withStore(id, create: true, model: Fixtures.model) { s in try await s.save({ var r = SaveRequest(); r.inserts = [InsertOperation(temporaryID: "n", entity: "Note", values: ["n": .int(Int64(i))])]; return r }()) }
         }
-        let open = await d.openCount
+        let open = d.openCount
         XCTAssertEqual(open, 3, "bounded")
         let files = try await d.storeIDs()
         XCTAssertEqual(Set(files), Set(ids))
@@ -37,7 +37,7 @@ final class DirectoryTests: StorageTestCase {
         clock.advance(100)
         let closed = await d.closeIdle(idleSeconds: 60)
         XCTAssertEqual(closed, 3)
-        let openAfter = await d.openCount
+        let openAfter = d.openCount
         XCTAssertEqual(openAfter, 0)
         await d.shutdown()
     }

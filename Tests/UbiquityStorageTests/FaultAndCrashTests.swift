@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 @testable import UbiquityStorage
 
-final class FaultTests: StorageTestCase {
+final class FaultTests: StorageTestCase, @unchecked Sendable {
     /// The N-th write or sync fails → the save fails with the mapped error, nothing partial
     /// is visible, and the store keeps working.
     /// SQLite's own writes (coalescing off): writes 1...12 fall inside the save's commit.
@@ -164,7 +164,7 @@ extension FaultTests {
     }
 }
 
-final class CrashTests: StorageTestCase {
+final class CrashTests: StorageTestCase, @unchecked Sendable {
     /// A child process saving in a loop is SIGKILLed at random points; after each reopen every
     /// acknowledged save is present, no save is partial, and integrity_check is ok.
     func testSIGKILLDuringSavesLosesNoAcknowledgedSave() async throws {
