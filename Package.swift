@@ -103,26 +103,31 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]),
 
-        .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage"]),
+        // Test support shared by every test target: temporary directories, waiting for an event
+        // (never a sleep), the server transport on a loopback port. Swift only.
+        .target(
+            name: "UbiquityTestSupport",
+            dependencies: ["UbiquityGRPC", "UbiquityLock", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/UbiquityTestSupport"),
+        .testTarget(name: "UbiquityLockTests", dependencies: ["UbiquityLock", "UbiquityTestSupport"]),
+        .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "UbiquityTestSupport"]),
         .testTarget(
             name: "UbiquityServicesTests",
             dependencies: [
-                "UbiquityServices", "UbiquityGRPC", "UbiquityProtos", "UbiquityQuery", "UbiquityStorage",
+                "UbiquityServices", "UbiquityGRPC", "UbiquityProtos", "UbiquityQuery", "UbiquityStorage", "UbiquityTestSupport",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]),
         .testTarget(
             name: "UbiquityGRPCTests",
             dependencies: [
-                "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos",
-                .product(name: "Logging", package: "swift-log"),
+                "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos", "UbiquityTestSupport",
             ]),
         .testTarget(
             name: "UbiquityGRPCClientTests",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityProtos",
-                .product(name: "Logging", package: "swift-log"),
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityProtos", "UbiquityTestSupport",
             ]),
-        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "UbiquityStorageCrashChild"]),
+        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "UbiquityTestSupport", "UbiquityStorageCrashChild"]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),
         .executableTarget(name: "UbiquityStorageBench", dependencies: ["UbiquityStorage", "CSQLite"]),
