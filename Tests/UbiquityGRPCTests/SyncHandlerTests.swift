@@ -32,17 +32,12 @@ final class SyncHandlerTests: XCTestCase {
     private var server: GRPCServer!
     private let probe = Probe()
 
-    private static func threadName() -> String {
-        let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
-        return comm.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     private func startServer(blockingThreads: Int) throws {
         let probe = self.probe
         var router = Router()
         router.blockingUnary("/test.Sync/Echo") { (req: Ping, ctx: SyncCallContext) -> Pong in
             probe.runs.wrappingAdd(1, ordering: .relaxed)
-            probe.threadNames.withLock { _ = $0.insert(Self.threadName()) }
+            probe.threadNames.withLock { _ = $0.insert(ThreadNames.current) }
             let n = Self.number(req)
             probe.order.withLock { $0.append(n) }
             var res = Pong()
@@ -65,14 +60,15 @@ final class SyncHandlerTests: XCTestCase {
             throw RPCError(.failedPrecondition, "inline says no")
         }
         router.inlineUnary("/test.Sync/Inline") { (req: Ping, _: SyncCallContext) -> Pong in
-            probe.threadNames.withLock { _ = $0.insert(Self.threadName()) }
+            probe.threadNames.withLock { _ = $0.insert(ThreadNames.current) }
             var res = Pong()
             res.payload = req.payload
             res.serverTimeMicros = Self.number(req)
             return res
         }
         router.blockingUnary("/test.Sync/Poll") { (_: Ping, ctx: SyncCallContext) -> Pong in
-            // A long read that polls its cancellation flag (as a SQLite progress handler would).
+            // A long read that polls its cancellation flag (as a SQLite progress handler would);
+            // the usleep below is that read's work, not ordering (the test waits on `started`).
             probe.started.signal()
             for _ in 0..<2000 {
                 if ctx.isCancelled {

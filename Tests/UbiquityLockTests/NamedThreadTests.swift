@@ -1,22 +1,15 @@
-import Foundation
 import UbiquityLock
 import UbiquityTestSupport
 import XCTest
 
 final class NamedThreadTests: XCTestCase {
-    /// The kernel's name of the calling thread.
-    private static func currentName() -> String {
-        let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
-        return comm.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     func testTheThreadRunsUnderItsNameAndJoins() {
         let seen = Lock<[String]>([])
         let ran = EventCounter()
         let names = ["ubq-test", "a-name-longer-than-fifteen-bytes", "ünïcode-nämë"]
         let threads = names.map { name in
             NamedThread(name: name) {
-                seen.withLock { $0.append(Self.currentName()) }
+                seen.withLock { $0.append(ThreadNames.current) }
                 ran.signal()
             }
         }
