@@ -10,12 +10,16 @@ import UbiquityLock
 public final class EventCounter: Sendable {
     private enum Waiter {
         case blocking(DispatchSemaphore)
-        case async(CheckedContinuation<Bool, Never>)
+        /// The timeout task is cancelled when the count is reached, so none outlives its wait.
+        case async(CheckedContinuation<Bool, Never>, timeout: Task<Void, Never>)
 
         func wake(_ reached: Bool) {
             switch self {
-            case .blocking(let semaphore): semaphore.signal()
-            case .async(let continuation): continuation.resume(returning: reached)
+            case .blocking(let semaphore):
+                semaphore.signal()
+            case .async(let continuation, let timeout):
+                timeout.cancel()
+                continuation.resume(returning: reached)
             }
         }
     }
@@ -49,7 +53,8 @@ public final class EventCounter: Sendable {
     @available(*, noasync, message: "use the async wait")
     public func wait(for n: Int = 1, seconds: Double = 10) -> Bool {
         let semaphore = DispatchSemaphore(value: 0)
-        guard let id = register(n, .blocking(semaphore)) else { return true }
+        let id = newID()
+        guard register(id, n, .blocking(semaphore)) else { return true }
         if semaphore.wait(timeout: .now() + seconds) == .success { return true }
         return expire(id) == nil  // nil: woken between the timeout and the removal
     }
@@ -57,24 +62,28 @@ public final class EventCounter: Sendable {
     /// Suspends until the event has happened `n` times; false if `seconds` passed first.
     public func wait(for n: Int = 1, seconds: Double = 10) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            guard let id = register(n, .async(continuation)) else {
-                continuation.resume(returning: true)
-                return
-            }
-            Task.detached { [self] in
-                try? await Task.sleep(for: .seconds(seconds))
+            let id = newID()
+            let timeout = Task.detached { [self] in
+                guard (try? await Task.sleep(for: .seconds(seconds))) != nil else { return }  // cancelled: reached
                 expire(id)?.wake(false)
+            }
+            if !register(id, n, .async(continuation, timeout: timeout)) {
+                timeout.cancel()
+                continuation.resume(returning: true)
             }
         }
     }
 
-    /// Adds a waiter; nil when the count is already reached (nothing to wait for).
-    private func register(_ target: Int, _ waiter: Waiter) -> Int? {
-        state.withLock { s -> Int? in
-            if s.count >= target { return nil }
-            s.nextID += 1
-            s.waiters[s.nextID] = (target, waiter)
-            return s.nextID
+    private func newID() -> Int {
+        state.withLock { s in s.nextID += 1; return s.nextID }
+    }
+
+    /// Adds a waiter; false when the count is already reached (nothing to wait for).
+    private func register(_ id: Int, _ target: Int, _ waiter: Waiter) -> Bool {
+        state.withLock { s -> Bool in
+            if s.count >= target { return false }
+            s.waiters[id] = (target, waiter)
+            return true
         }
     }
 
