@@ -368,25 +368,3 @@ func q(_ ident: String) -> String {
     // Foundation's replacingOccurrences only when there is a quote to double (never for model names in practice)
     ident.utf8.contains(34) ? "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : "\"" + ident + "\""
 }
-
-/// Fault injection through the "ubq-fault" wrapping VFS (tests). Open a store with
-/// `StorageConfiguration.vfsName = FaultInjection.vfsName` and arm a fault.
-public enum FaultInjection {
-    public static let vfsName = "ubq-fault"
-    private static let lock = NSLock()
-    /// Registers the wrapping VFS (idempotent).
-    public static func register() {
-        lock.lock(); defer { lock.unlock() }
-        _ = ubq_fault_vfs_register()
-    }
-    /// The `writeNth`-th xWrite and/or the `syncNth`-th xSync from now fails once (0 = no fault).
-    /// `diskFull` makes the failure SQLITE_FULL instead of SQLITE_IOERR_WRITE/FSYNC.
-    public static func arm(writeNth: Int = 0, syncNth: Int = 0, diskFull: Bool = false) {
-        register()
-        ubq_fault_arm(Int32(writeNth), Int32(syncNth), diskFull ? SQLITE_FULL : SQLITE_IOERR)
-    }
-    public static func disarm() { ubq_fault_arm(0, 0, SQLITE_IOERR) }
-    public static var firedCount: Int { Int(ubq_fault_fired_count()) }
-    public static var writeCount: Int { Int(ubq_fault_write_count()) }
-    public static var syncCount: Int { Int(ubq_fault_sync_count()) }
-}
