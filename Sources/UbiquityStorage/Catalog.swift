@@ -46,15 +46,18 @@ public final class Catalog: Sendable {
             let created: Double = if case .real(let d) = st.value(3) { d } else { 0 }
             s.byID[id] = StoreRecord(id: id, account: st.text(1), name: st.text(2), createdAt: created)
         }
+        c.releaseThread()  // used by whichever thread holds the lock (`withConnection`)
         state = Locked(s)
     }
 
-    public func close() { state.withLock { $0.conn?.close(); $0.conn = nil } }
+    public func close() { state.withLock { $0.conn?.adoptThread(); $0.conn?.close(); $0.conn = nil } }
 
     private func withConnection<T>(_ body: (Connection, inout State) throws -> T) throws -> T {
         try state.withLock { s in
             guard let c = s.conn else { throw StorageError(.storeClosed, "catalog is closed") }
             s.memo = nil
+            c.adoptThread()
+            defer { c.releaseThread() }
             return try body(c, &s)
         }
     }

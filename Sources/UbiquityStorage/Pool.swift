@@ -98,6 +98,7 @@ final class ReadConnections: @unchecked Sendable {
     init(count: Int, holdNanos: UInt64 = 0, open: () throws -> Connection) throws {
         var conns: [Connection] = []
         do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
+        for c in conns { c.releaseThread() }  // free connections belong to no thread
         free = conns
         self.holdNanos = holdNanos
         if holdNanos > 0 {
@@ -116,7 +117,9 @@ final class ReadConnections: @unchecked Sendable {
         while free.isEmpty && !closed { cond.wait() }
         if closed { return nil }
         out += 1
-        return free.removeLast()
+        let c = free.removeLast()
+        c.adoptThread()
+        return c
     }
 
     /// Returns a connection. A snapshot it holds stays only if it is still young enough and no
@@ -130,6 +133,7 @@ final class ReadConnections: @unchecked Sendable {
             ReadConnections.endSnapshot(c)
             cond.lock()
         }
+        c.releaseThread()
         free.append(c)
         out -= 1
         if endWaiters > 0 { cond.broadcast() } else { cond.signal() }
@@ -180,7 +184,7 @@ final class ReadConnections: @unchecked Sendable {
         out += taken.count
         ending += taken.count
         cond.unlock()
-        for c in taken { ReadConnections.endSnapshot(c) }
+        for c in taken { c.adoptThread(); ReadConnections.endSnapshot(c); c.releaseThread() }
         cond.lock(); defer { cond.unlock() }
         free.append(contentsOf: taken)
         out -= taken.count
@@ -216,7 +220,7 @@ final class ReadConnections: @unchecked Sendable {
         free = []
         cond.unlock()
         sweeperWake.signal()
-        for c in conns { ReadConnections.endSnapshot(c); c.close() }
+        for c in conns { c.adoptThread(); ReadConnections.endSnapshot(c); c.close() }
     }
 }
 
@@ -405,6 +409,7 @@ final class WriterThread<Job>: Sendable {
         let t = Thread { [queue, done] in
             ThreadPriority.prepareStoreThread(name: "ubq-writer", nice: nice)
             let conn = box.take()
+            conn.adoptThread()
             while true {
                 let jobs: [Job]
                 if let wait = idle() {

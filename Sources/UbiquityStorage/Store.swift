@@ -220,6 +220,7 @@ public final class Store: Sendable {
         gate.releaseSnapshots = { rcs.releaseSnapshots() }
         readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate)
+        w.releaseThread()  // the writer thread adopts it
         let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, handler: { conn, jobs in engine.handle(conn, jobs) },
                                              idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
                                              onClose: { conn in _ = conn.checkpoint(truncate: true) })
