@@ -62,7 +62,7 @@ let package = Package(
         // batch update/delete, deduplication. Storage only; no gRPC.
         .target(
             name: "UbiquityQuery",
-            dependencies: ["UbiquityStorage", "CSQLite", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["UbiquityStorage", "CSQLite", "UbiquityLock", .product(name: "Logging", package: "swift-log")]),
         // gRPC client over the same libuv + nghttp2 stack (used by `ubiq` and `ubiquity-load`). No storage.
         .target(
             name: "UbiquityGRPCClient",

@@ -1,15 +1,14 @@
 import Foundation
 import Synchronization
+import UbiquityLock
 
-/// Mutex-protected value.
-final class Locked<T>: @unchecked Sendable {
-    // Invariant: `value` is only accessed inside `withLock`, under `lock`.
-    private let lock = NSLock()
-    private var value: T
-    init(_ v: T) { value = v }
-    func withLock<R>(_ body: (inout T) throws -> R) rethrows -> R {
-        lock.lock(); defer { lock.unlock() }
-        return try body(&value)
+/// A lock-protected value shared by reference (the store's state is handed to its threads):
+/// UbiquityLock's `Lock` in a class, so it is `Sendable` by construction.
+final class Locked<T>: Sendable {
+    private let lock: Lock<T>
+    init(_ v: sending T) { lock = Lock(v) }
+    func withLock<R, E: Error>(_ body: (inout sending T) throws(E) -> sending R) throws(E) -> sending R {
+        try lock.withLock(body)
     }
 }
 

@@ -24,7 +24,7 @@ final class DirectoryTests: StorageTestCase, @unchecked Sendable {
         for (i, id) in ids.enumerated() {
             _ = try await d.withStore(id, create: true, model: Fixtures.model) { s in try await s.save({ var r = SaveRequest(); r.inserts = [InsertOperation(temporaryID: "n", entity: "Note", values: ["n": .int(Int64(i))])]; return r }()) }
         }
-        let open = await d.openCount
+        let open = d.openCount
         XCTAssertEqual(open, 3, "bounded")
         let files = try await d.storeIDs()
         XCTAssertEqual(Set(files), Set(ids))
@@ -38,7 +38,7 @@ final class DirectoryTests: StorageTestCase, @unchecked Sendable {
         clock.advance(100)
         let closed = await d.closeIdle(idleSeconds: 60)
         XCTAssertEqual(closed, 3)
-        let openAfter = await d.openCount
+        let openAfter = d.openCount
         XCTAssertEqual(openAfter, 0)
         await d.shutdown()
     }

@@ -3,7 +3,7 @@ import Foundation
 import XCTest
 @testable import UbiquityStorage
 
-final class FaultTests: StorageTestCase {
+final class FaultTests: StorageTestCase, @unchecked Sendable {
     /// The N-th write or sync fails → the save fails with the mapped error, nothing partial
     /// is visible, and the store keeps working.
     /// SQLite's own writes (coalescing off): writes 1...12 fall inside the save's commit.
@@ -165,7 +165,7 @@ extension FaultTests {
     }
 }
 
-final class CrashTests: StorageTestCase {
+final class CrashTests: StorageTestCase, @unchecked Sendable {
     /// A child process saving in a loop is SIGKILLed at random points; after each reopen every
     /// acknowledged save is present, no save is partial, and integrity_check is ok. 100 cycles:
     /// the child's writer coalesces its WAL writes (the default), and this test is what keeps that

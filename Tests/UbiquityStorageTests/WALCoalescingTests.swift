@@ -6,7 +6,7 @@ import XCTest
 /// The writer's WAL write coalescing ("ubq-walbuf", docs/storage.md): a commit's frames must be
 /// in the WAL file before the commit is visible to any other connection, under NORMAL (no sync
 /// at commit) as under FULL, including commits larger than one flush chunk (124 KiB).
-final class WALCoalescingTests: StorageTestCase {
+final class WALCoalescingTests: StorageTestCase, @unchecked Sendable {
     private func savesAreVisibleToFreshConnections(_ name: String, sync: SynchronousMode, coalescing: Bool) async throws {
         let s = try open(name) {
             $0.synchronous = sync
