@@ -16,54 +16,10 @@ extension SaveTxn {
             let p = prepared?[index] ?? preparer.prepare(ins)
             if !p.issues.isEmpty { issues.append(contentsOf: p.issues); continue }
             guard let ent = p.info else { continue }
-            let full = p.full
             // uniqueness constraints (own and inherited): their queries must see every row queued so far
             if !ent.constraints.isEmpty { try flushInserts() }
-            var clash: (Row, [String])?
-            do {
-                for u in ent.constraints where clash == nil {
-                    var args: [SQLValue] = []
-                    var anyNull = false
-                    for p in u {
-                        if let a = ent.attributes[p] {
-                            let v = ResolvedModel.toSQL(full[p] ?? .null, a.type)
-                            if v == .null { anyNull = true }
-                            args.append(v)
-                        } else if case .permanent(let id)? = ins.relationships[p]?.first {
-                            args.append(.integer(id.pk))
-                        } else { anyNull = true }
-                    }
-                    if anyNull { continue }
-                    let root = model.root[ins.entity]!
-                    let whereSQL = u.map { "\(q(model.propertyColumn(ins.entity, $0))) = ?" }.joined(separator: " AND ")
-                    var found: Int64?
-                    try conn.query("SELECT pk FROM \(q(ResolvedModel.tableName(root: root))) WHERE ended_gen = \(ResolvedModel.live) AND \(whereSQL) LIMIT 1", args) { found = $0.int(0) }
-                    if let pk = found, let r = try currentRow(root, pk) { clash = (r, u) }
-                }
-            }
-            if let (existing, constraint) = clash {
-                let eid = ObjectID(storeID: storeID, entity: existing.ent, pk: existing.pk)
-                let storeVals = storageValues(existing.ent, existing)
-                let rec = ConflictRecord(kind: .uniquenessClash, objectID: eid, temporaryID: obj, entity: ins.entity, clientSnapshot: [:], clientChanges: ins.values,
-                                         storeValues: storeVals, clientVersion: 0, storeVersion: existing.version, constraint: constraint)
-                if req.mergePolicy == .error { conflicts.append(rec); clashedTemporaryIDs.insert(obj); continue }
-                resolved.append(rec)
-                tempMap[obj] = eid
-                upserted.insert(obj)
-                let entName = existing.ent
-                var apply: [String: StorageValue] = [:]
-                switch req.mergePolicy {
-                case .mergeByPropertyObjectTrump, .overwrite:
-                    apply = ins.values.filter { model.attributes[entName]?[$0.key] != nil }
-                case .mergeByPropertyStoreTrump:
-                    apply = ins.values.filter { model.attributes[entName]?[$0.key] != nil && (storeVals[$0.key]?.isNull ?? true) }
-                case .rollback, .error: break
-                }
-                if !apply.isEmpty {
-                    versions[eid] = try updateColumns(model.root[entName]!, existing.pk, sqlValues(entName, apply))
-                    record(eid, .update, Array(apply.keys))
-                }
-                touched.insert(eid)
+            if let (existing, constraint) = try insertClash(ins, ent, values: p.full) {
+                try resolveInsertClash(ins, existing: existing, constraint: constraint)
                 continue
             }
             let pk = nextPK; nextPK += 1
@@ -78,6 +34,59 @@ extension SaveTxn {
             if temporaryIDsUnique { newObjectChanges.append(change) } else { movePendingChanges(); changes[oid] = change; changeOrder.append(oid) }
         }
         try flushInserts()
+    }
+
+    /// A live object holding the insert's values for one of its entity's uniqueness constraints
+    /// (a constraint with a NULL part never clashes).
+    private func insertClash(_ ins: InsertOperation, _ ent: InsertEntity, values full: [String: StorageValue]) throws -> (Row, [String])? {
+        for u in ent.constraints {
+            var args: [SQLValue] = []
+            var anyNull = false
+            for p in u {
+                if let a = ent.attributes[p] {
+                    let v = ResolvedModel.toSQL(full[p] ?? .null, a.type)
+                    if v == .null { anyNull = true }
+                    args.append(v)
+                } else if case .permanent(let id)? = ins.relationships[p]?.first {
+                    args.append(.integer(id.pk))
+                } else { anyNull = true }
+            }
+            if anyNull { continue }
+            let root = model.root[ins.entity]!
+            let whereSQL = u.map { "\(q(model.propertyColumn(ins.entity, $0))) = ?" }.joined(separator: " AND ")
+            var found: Int64?
+            try conn.query("SELECT pk FROM \(q(ResolvedModel.tableName(root: root))) WHERE ended_gen = \(ResolvedModel.live) AND \(whereSQL) LIMIT 1", args) { found = $0.int(0) }
+            if let pk = found, let r = try currentRow(root, pk) { return (r, u) }
+        }
+        return nil
+    }
+
+    /// An insert that clashed with `existing`: a conflict under the `error` policy, otherwise an
+    /// upsert into the existing object as the merge policy says.
+    private func resolveInsertClash(_ ins: InsertOperation, existing: Row, constraint: [String]) throws {
+        let obj = ins.temporaryID
+        let eid = ObjectID(storeID: storeID, entity: existing.ent, pk: existing.pk)
+        let storeVals = storageValues(existing.ent, existing)
+        let rec = ConflictRecord(kind: .uniquenessClash, objectID: eid, temporaryID: obj, entity: ins.entity, clientSnapshot: [:], clientChanges: ins.values,
+                                 storeValues: storeVals, clientVersion: 0, storeVersion: existing.version, constraint: constraint)
+        if req.mergePolicy == .error { conflicts.append(rec); clashedTemporaryIDs.insert(obj); return }
+        resolved.append(rec)
+        tempMap[obj] = eid
+        upserted.insert(obj)
+        let entName = existing.ent
+        var apply: [String: StorageValue] = [:]
+        switch req.mergePolicy {
+        case .mergeByPropertyObjectTrump, .overwrite:
+            apply = ins.values.filter { model.attributes[entName]?[$0.key] != nil }
+        case .mergeByPropertyStoreTrump:
+            apply = ins.values.filter { model.attributes[entName]?[$0.key] != nil && (storeVals[$0.key]?.isNull ?? true) }
+        case .rollback, .error: break
+        }
+        if !apply.isEmpty {
+            versions[eid] = try updateColumns(model.root[entName]!, existing.pk, sqlValues(entName, apply))
+            record(eid, .update, Array(apply.keys))
+        }
+        touched.insert(eid)
     }
 
     /// Queues version 1 of a new object from its prepared column values (`PreparedInsert.columnArgs`);

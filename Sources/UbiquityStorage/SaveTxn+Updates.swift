@@ -20,32 +20,8 @@ extension SaveTxn {
                 if req.mergePolicy == .error { conflicts.append(rec) } else { resolved.append(rec); skipped.append(id) }
                 continue
             }
-            var apply = u.values
-            var applyRels = true
-            if let ev = u.expectedVersion, ev != r.version {
-                let base = try clientBase(u, r.ent)
-                let storeVals = storageValues(r.ent, r)
-                let rec = ConflictRecord(kind: .versionChanged, objectID: id, entity: r.ent, clientSnapshot: base ?? [:], clientChanges: u.values,
-                                         storeValues: storeVals, clientVersion: ev, storeVersion: r.version, constraint: [])
-                switch req.mergePolicy {
-                case .error: conflicts.append(rec); continue
-                case .rollback: resolved.append(rec); skipped.append(id); continue
-                case .mergeByPropertyObjectTrump: resolved.append(rec)
-                case .mergeByPropertyStoreTrump:
-                    resolved.append(rec)
-                    // a property changed in the store since the client's read keeps the store value
-                    apply = apply.filter { k, _ in
-                        guard let b = base else { return false }
-                        return (b[k] ?? .null) == (storeVals[k] ?? .null)
-                    }
-                case .overwrite:
-                    resolved.append(rec)
-                    var full = base ?? [:]
-                    for (k, v) in u.values { full[k] = v }
-                    apply = full.filter { model.attributes[r.ent]?[$0.key] != nil }
-                }
-                if req.mergePolicy == .mergeByPropertyStoreTrump { applyRels = base != nil }
-            }
+            // what applies: all of it, or what the merge policy keeps of a version conflict
+            guard let (apply, applyRels) = try mergeVersionConflict(u, r) else { continue }
             let ent = r.ent
             let realID = ObjectID(storeID: storeID, entity: ent, pk: id.pk)
             if !apply.isEmpty, let (other, constraint) = try uniquenessClash(ent, merged: storageValues(ent, r).merging(apply) { $1 }, changed: Set(apply.keys), excluding: id.pk) {
@@ -67,6 +43,38 @@ extension SaveTxn {
             guard let id = tempMap[ins.temporaryID] else { continue }
             if upserted.contains(ins.temporaryID) && !(req.mergePolicy == .mergeByPropertyObjectTrump || req.mergePolicy == .overwrite) { continue }
             applyRelationshipsFor.insert((id, ins.relationships), at: 0)
+        }
+    }
+
+    /// What of update `u` to apply to the live row `r` (values, and whether its relationship
+    /// edits apply): all of it when its expected version is the store's; otherwise the merge
+    /// policy decides, recording the conflict. Nil: nothing applies (a conflict, or skipped).
+    private func mergeVersionConflict(_ u: UpdateOperation, _ r: Row) throws -> (values: [String: StorageValue], relationships: Bool)? {
+        guard let ev = u.expectedVersion, ev != r.version else { return (u.values, true) }
+        let id = u.objectID
+        let base = try clientBase(u, r.ent)
+        let storeVals = storageValues(r.ent, r)
+        let rec = ConflictRecord(kind: .versionChanged, objectID: id, entity: r.ent, clientSnapshot: base ?? [:], clientChanges: u.values,
+                                 storeValues: storeVals, clientVersion: ev, storeVersion: r.version, constraint: [])
+        switch req.mergePolicy {
+        case .error: conflicts.append(rec); return nil
+        case .rollback: resolved.append(rec); skipped.append(id); return nil
+        case .mergeByPropertyObjectTrump:
+            resolved.append(rec)
+            return (u.values, true)
+        case .mergeByPropertyStoreTrump:
+            resolved.append(rec)
+            // a property changed in the store since the client's read keeps the store value
+            let apply = u.values.filter { k, _ in
+                guard let b = base else { return false }
+                return (b[k] ?? .null) == (storeVals[k] ?? .null)
+            }
+            return (apply, base != nil)
+        case .overwrite:
+            resolved.append(rec)
+            var full = base ?? [:]
+            for (k, v) in u.values { full[k] = v }
+            return (full.filter { model.attributes[r.ent]?[$0.key] != nil }, true)
         }
     }
 
