@@ -1,10 +1,6 @@
-import CLibUV
 import Dispatch
 import UbiquityLock
 import UbiquityLoop
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// One blocking call, from the loop to a worker and back: the only object the handoff allocates
 /// (it is the call's cancellation flag, the queued job and, captured alone, the closure that
@@ -107,22 +103,14 @@ final class BlockingPool: Sendable {
     }
     private let queue = Lock(Queue())
     private let available = DispatchSemaphore(value: 0)
-    private let threads = Lock<[pthread_t]>([])
+    private let threads = Lock<[NamedThread]>([])
     let size: Int
 
     init(threads count: Int) {
         size = max(1, count)
         for i in 0..<size {
-            let box = Unmanaged.passRetained(WorkerStart(pool: self, name: "ubq-blocking-\(i)"))
-            var tid = pthread_t()
-            let rc = pthread_create(&tid, nil, { arg in
-                let start = Unmanaged<WorkerStart>.fromOpaque(arg!).takeRetainedValue()
-                ubq_set_thread_name_grpc(start.name)
-                start.pool.work()
-                return nil
-            }, box.toOpaque())
-            precondition(rc == 0, "pthread_create failed: \(rc)")
-            threads.withLock { $0.append(tid) }
+            let thread = NamedThread(name: "ubq-blocking-\(i)") { [self] in work() }
+            threads.withLock { $0.append(thread) }
         }
     }
 
@@ -181,24 +169,14 @@ final class BlockingPool: Sendable {
 
     /// Lets queued jobs run, then ends and joins every worker.
     func shutdown() {
-        let tids = threads.withLock { t -> [pthread_t] in defer { t.removeAll() }; return t }
-        guard !tids.isEmpty else { return }
+        let workers = threads.withLock { t -> [NamedThread] in defer { t.removeAll() }; return t }
+        guard !workers.isEmpty else { return }
         let wake = queue.withLock { q -> Int in
             q.stopping = true
             defer { q.sleeping = 0 }
             return q.sleeping
         }
         for _ in 0..<wake { available.signal() }
-        for tid in tids { pthread_join(tid, nil) }
+        for worker in workers { worker.join() }
     }
-}
-
-private final class WorkerStart {
-    let pool: BlockingPool
-    let name: String
-    init(pool: BlockingPool, name: String) { self.pool = pool; self.name = name }
-}
-
-private func ubq_set_thread_name_grpc(_ name: String) {
-    ubq_set_thread_name(String(name.prefix(15)))
 }

@@ -1,4 +1,3 @@
-import CLibUV
 import Dispatch
 import UbiquityLock
 import UbiquityLoop
