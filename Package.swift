@@ -109,7 +109,7 @@ let package = Package(
         .testTarget(
             name: "UbiquityGRPCTests",
             dependencies: [
-                "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos",
+                "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos", "CNGHTTP2",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
