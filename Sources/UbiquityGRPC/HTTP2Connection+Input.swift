@@ -31,7 +31,7 @@ extension HTTP2Connection {
 
     func requestHeadersComplete(_ stream: StreamState) {
         let verdict = stream.head.admit(maxHeaderListBytes: config.maxHeaderListBytes, draining: !lifecycle.acceptsStreams,
-                                        route: route)
+                                        route: route(stream.head.path))
         let admission: RequestHead.Admission
         switch verdict {
         case .failure(let rejection):
