@@ -6,8 +6,7 @@ import UbiquityLoop
 /// through the one response path (HTTP2Connection+Response).
 extension HTTP2Connection {
     func startHandler(_ stream: StreamState) {
-        guard let descriptor = stream.descriptor, stream.request == .receiving else { return }
-        stream.request = .handling
+        guard let descriptor = stream.descriptor, stream.life.event(.handlerStarting) else { return }
         guard let call = stream.call else { return startSync(stream, descriptor) }
         let handler = descriptor.handler
         let task = Task {
@@ -74,7 +73,7 @@ extension HTTP2Connection {
     /// A synchronous call's outcome goes out the way an async handler's `finish(message:)` or
     /// throw does: response headers, DATA and trailers, or Trailers-Only for an error.
     private func completeSync(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
-        guard stream.response != .ended else { return }
+        guard !stream.life.isAnswered else { return }
         switch outcome {
         case .failure(let e):
             respondTrailersOnly(stream, e.status)
@@ -103,7 +102,7 @@ extension HTTP2Connection {
     }
 
     private func deadlineExpired(_ streamID: Int32) {
-        guard let stream = stream(streamID), stream.response != .ended else { return }
+        guard let stream = stream(streamID), !stream.life.isAnswered else { return }
         stream.closeTimer()
         if let call = stream.call {
             call.cancel(.deadline, overrideStatus: true)
@@ -118,7 +117,7 @@ extension HTTP2Connection {
     // MARK: CallOwner (loop thread)
 
     func callNeedsService(_ call: ServerCall) {
-        guard let stream = stream(call.streamID), stream.call === call, stream.response != .ended else { return }
+        guard let stream = stream(call.streamID), stream.call === call, !stream.life.isAnswered else { return }
         service(stream, call)
         sendPending()
     }

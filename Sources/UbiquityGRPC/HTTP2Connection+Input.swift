@@ -26,7 +26,7 @@ extension HTTP2Connection {
         guard let stream = stream(streamID) else { return true }
         // Request trailers (after our response started) only count toward the size limit.
         return stream.head.add(name: name, value: value, maxHeaderListBytes: config.maxHeaderListBytes,
-                               keep: stream.response == .notStarted, strings: &headerStrings)
+                               keep: stream.life.keepsHeaderFields, strings: &headerStrings)
     }
 
     func requestHeadersComplete(_ stream: StreamState) {
@@ -35,7 +35,7 @@ extension HTTP2Connection {
         let admission: RequestHead.Admission
         switch verdict {
         case .failure(let rejection):
-            stream.request = .discarding
+            _ = stream.life.event(.failed)
             respondTrailersOnly(stream, rejection.status, httpStatus: rejection.httpStatus)
             return
         case .success(let a):
@@ -44,7 +44,7 @@ extension HTTP2Connection {
         let descriptor = admission.method
         let deadline = admission.timeoutNanos.map { ContinuousClock.now.advanced(by: .nanoseconds($0)) }
         stream.descriptor = descriptor
-        stream.request = .receiving
+        _ = stream.life.event(.admitted)
         if descriptor.execution == .task {
             let context = CallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: deadline,
                                       peer: tcp.peerDescription)
@@ -72,8 +72,7 @@ extension HTTP2Connection {
 
     func dataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
         guard let session else { return }
-        guard let stream = stream(streamID), let descriptor = stream.descriptor,
-              stream.request == .receiving || stream.request == .handling, stream.response != .ended else {
+        guard let stream = stream(streamID), let descriptor = stream.descriptor, stream.life.readsRequest else {
             // Nobody will read it: give the flow-control credit back right away.
             nghttp2_session_consume(session, streamID, data.count)
             return
@@ -103,7 +102,7 @@ extension HTTP2Connection {
     /// The request failed after its headers were admitted (a bad message, a stall): nothing more
     /// is read, and the call ends with `status`.
     func failStream(_ stream: StreamState, _ status: CallStatus) {
-        stream.request = .discarding
+        _ = stream.life.event(.failed)
         stream.deframer.discard()
         guard let call = stream.call else {
             // A synchronous call fails before its handler starts: nothing was sent yet.
@@ -116,8 +115,7 @@ extension HTTP2Connection {
     }
 
     func endOfRequest(_ stream: StreamState) {
-        guard let descriptor = stream.descriptor, stream.request == .receiving || stream.request == .handling,
-              stream.response != .ended else { return }
+        guard let descriptor = stream.descriptor, stream.life.readsRequest else { return }
         let single = !descriptor.kind.clientStreams
         if let failure = stream.deframer.finish(singleMessage: false) {
             return failStream(stream, failure.status(kind: descriptor.kind, maxMessageBytes: config.maxReceiveMessageBytes))
@@ -207,13 +205,13 @@ extension HTTP2Connection {
         timeouts.streamClosed(now: tcp.loop.now)
         env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
         if let call = stream.call {
-            if stream.response != .ended, call.cancel(.reset, overrideStatus: false) {
+            if !stream.life.isAnswered, call.cancel(.reset, overrideStatus: false) {
                 env.counters.countStatus(.cancelled)
             }
             let held = call.takeDeferredConsume()
             if held > 0, let session { nghttp2_session_consume_connection(session, held) }
         }
-        if let job = stream.sync.job, stream.response != .ended, job.cancel() { env.counters.countStatus(.cancelled) }
+        if let job = stream.sync.job, !stream.life.isAnswered, job.cancel() { env.counters.countStatus(.cancelled) }
         stream.closeTimer()
         if stream.reusable && spareStreams.count < 32 {
             stream.call = nil

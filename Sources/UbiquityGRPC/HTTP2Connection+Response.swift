@@ -14,7 +14,7 @@ extension HTTP2Connection {
         var provider = nghttp2_data_provider()
         provider.source.ptr = nil
         provider.read_callback = Self.readCallback
-        stream.response = .streaming
+        _ = stream.life.event(.responseStarted)
         let rc: Int32
         if let metadata, !metadata.isEmpty {
             var headers: [(String, String)] = [(":status", "200"), ("content-type", "application/grpc"),
@@ -26,14 +26,14 @@ extension HTTP2Connection {
             let block = StaticHeaders.response
             rc = nghttp2_submit_response(session, stream.id, block.nva, block.count, &provider)
         }
-        if rc != 0 { stream.response = .ended }
+        if rc != 0 { _ = stream.life.event(.responseEnded) }
         return rc == 0
     }
 
     /// A `.task` call has news (output, a status, wanted headers): start or resume its response.
     func service(_ stream: StreamState, _ call: ServerCall) {
         guard let session else { return }
-        switch stream.response {
+        switch stream.life.response {
         case .notStarted:
             let view = call.loopView()
             if view.pending == 0 && !view.wantsHeaders {
@@ -43,7 +43,7 @@ extension HTTP2Connection {
             }
             if !startResponse(stream, metadata: view.metadata) { call.cancel(.protocolError, overrideStatus: false) }
         case .deferred:
-            stream.response = .streaming
+            _ = stream.life.event(.dataReady)
             nghttp2_session_resume_data(session, stream.id)
         case .streaming, .ended:
             break
@@ -52,8 +52,7 @@ extension HTTP2Connection {
 
     /// Answers with HEADERS + END_STREAM carrying the status (gRPC "Trailers-Only").
     func respondTrailersOnly(_ stream: StreamState, _ status: CallStatus, httpStatus: Int = 200) {
-        guard let session, stream.response != .ended else { return }
-        stream.response = .ended
+        guard let session, stream.life.event(.responseEnded) else { return }
         var headers: [(String, String)] = [(":status", String(httpStatus)), ("content-type", "application/grpc")]
         headers += statusHeaders(status)
         if status.code == .unimplemented, stream.head.encoding != nil { headers.append(("grpc-accept-encoding", "identity")) }
@@ -105,7 +104,7 @@ extension HTTP2Connection {
             return n
         }
         if n == 0 {
-            stream.response = .deferred
+            _ = stream.life.event(.dataDeferred)
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
         }
         return n
@@ -114,7 +113,7 @@ extension HTTP2Connection {
     /// Everything is out: end DATA without END_STREAM, then trailers end the stream.
     private func endResponse(_ stream: StreamState, _ status: CallStatus, flags: UnsafeMutablePointer<UInt32>) {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
-        stream.response = .ended
+        _ = stream.life.event(.responseEnded)
         if status.code == .ok && status.message.isEmpty && status.details == nil && status.trailingMetadata.isEmpty {
             let block = StaticHeaders.okTrailers
             nghttp2_submit_trailer(session, stream.id, block.nva, block.count)

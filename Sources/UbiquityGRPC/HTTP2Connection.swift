@@ -11,7 +11,7 @@ import UbiquityLoop
 ///
 /// The protocol decisions are values the connection asks: `ConnectionLifecycle` (GOAWAY, drain,
 /// linger), `ConnectionTimeouts` (handshake, idle), `FrameRateLimits` (floods), `RequestHead`
-/// (request validation), `MessageDeframer`; per stream, `RequestPhase` and `ResponsePhase`.
+/// (request validation), `MessageDeframer`; per stream, `StreamLifecycle`.
 /// This class executes what they decide against nghttp2 and the socket (`ConnectionIO`).
 ///
 /// Files: this one (socket events, output, lifecycle), +Input (nghttp2's input callbacks),
@@ -210,7 +210,7 @@ final class HTTP2Connection: CallOwner {
     private func closeNow(reason: CancelReason) {
         guard !tcp.isClosed else { return }
         for stream in streams.all {
-            if stream.response != .ended {
+            if !stream.life.isAnswered {
                 if let call = stream.call, call.cancel(reason, overrideStatus: false) { env.counters.countStatus(.cancelled) }
                 if let job = stream.sync.job, job.cancel() { env.counters.countStatus(.cancelled) }
             }
@@ -273,8 +273,7 @@ final class HTTP2Connection: CallOwner {
         let limit = config.handshakeTimeoutMilliseconds
         guard limit > 0 else { return }
         let stalled = streams.all.filter { s in
-            (s.request == .headers || s.request == .receiving) && s.response == .notStarted
-                && now >= s.lastInput && now - s.lastInput >= limit
+            s.life.awaitsRequest && now >= s.lastInput && now - s.lastInput >= limit
         }
         guard !stalled.isEmpty else { return }
         for stream in stalled {

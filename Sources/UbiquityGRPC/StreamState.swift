@@ -1,31 +1,5 @@
 import UbiquityLoop
 
-/// Where a stream's request is. Each phase admits only the input it names; the stream's
-/// `ResponsePhase` runs alongside (a client-streaming call answers while it still receives).
-enum RequestPhase {
-    /// Its header block is arriving (`RequestHead` collects it).
-    case headers
-    /// Admitted; request messages are arriving and the handler waits for END_STREAM (unary and
-    /// server-streaming calls).
-    case receiving
-    /// The handler has started (client-streaming calls start at the headers; request messages
-    /// may still arrive).
-    case handling
-    /// Answered without a handler or failed: further request data is discarded.
-    case discarding
-}
-
-/// Where a stream's response is.
-enum ResponsePhase {
-    case notStarted
-    /// Response HEADERS are submitted; DATA is read from the handler's output as nghttp2 asks.
-    case streaming
-    /// The handler had no bytes when nghttp2 asked (NGHTTP2_ERR_DEFERRED); resumed when it has.
-    case deferred
-    /// The status is submitted (trailers or Trailers-Only): nothing more is sent.
-    case ended
-}
-
 /// A synchronous (`.inline` / `.blocking`) unary call: no `ServerCall`; its request, deadline,
 /// reply and job live on the stream, on the loop thread.
 struct SyncCall {
@@ -45,8 +19,7 @@ final class StreamState {
     /// (`HTTP2Connection.spareStreams`), never across connections.
     @exclusivity(unchecked) var id: Int32
     @exclusivity(unchecked) var head = RequestHead()
-    @exclusivity(unchecked) var request = RequestPhase.headers
-    @exclusivity(unchecked) var response = ResponsePhase.notStarted
+    @exclusivity(unchecked) var life = StreamLifecycle()
     @exclusivity(unchecked) var deframer = MessageDeframer()
     /// The routed method, once admitted.
     @exclusivity(unchecked) var descriptor: MethodDescriptor?
@@ -81,8 +54,7 @@ final class StreamState {
     func recycle(_ newID: Int32) {
         id = newID
         head.reset()
-        request = .headers
-        response = .notStarted
+        life = StreamLifecycle()
         deframer.reset()
         descriptor = nil
         call = nil
