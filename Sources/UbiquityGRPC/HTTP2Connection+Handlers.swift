@@ -44,7 +44,7 @@ extension HTTP2Connection {
         // pool's queue for all the calls a read completed.
         let job = BlockingJob(handler: handler, request: request, path: stream.head.path, metadata: stream.head.metadata,
                               deadline: stream.sync.deadline, peer: tcp.peerDescription,
-                              target: LoopBound((self, stream), loop: tcp.loop))
+                              target: LoopBound((self, stream), loop: loop))
         stream.sync.job = job
         pendingJobs.append(job)
     }
@@ -64,7 +64,7 @@ extension HTTP2Connection {
         // Outcomes arrive in batches (`EventLoop.execute`): flush once per batch, not per call.
         guard !flushScheduled else { return }
         flushScheduled = true
-        tcp.loop.afterCurrentBatch { [self] in
+        loop.afterCurrentBatch { [self] in
             flushScheduled = false
             sendPending()
         }
@@ -92,7 +92,7 @@ extension HTTP2Connection {
     // MARK: deadline
 
     func startDeadlineTimer(_ stream: StreamState, nanos: Int64) {
-        let timer = LoopTimer(loop: tcp.loop)
+        let timer = LoopTimer(loop: loop)
         stream.timer = timer
         let ms = UInt64(max(0, (nanos + 999_999) / 1_000_000))
         let id = stream.id

@@ -14,7 +14,7 @@ extension HTTP2Connection {
         } else {
             s = StreamState(id: streamID)
         }
-        s.lastInput = tcp.loop.now
+        s.lastInput = loop.now
         streams.insert(s)
         lastStream = s
         timeouts.streamOpened()
@@ -32,30 +32,31 @@ extension HTTP2Connection {
     func requestHeadersComplete(_ stream: StreamState) {
         let verdict = stream.head.admit(maxHeaderListBytes: config.maxHeaderListBytes, draining: !lifecycle.acceptsStreams,
                                         route: route(stream.head.path))
-        let admission: RequestHead.Admission
+        let descriptor: MethodDescriptor
+        let timeoutNanos: Int64?
         switch verdict {
-        case .failure(let rejection):
+        case .reject(let rejection):
             _ = stream.life.event(.failed)
             respondTrailersOnly(stream, rejection.status, httpStatus: rejection.httpStatus)
             return
-        case .success(let a):
-            admission = a
+        case .admit(let method, let timeout):
+            descriptor = method
+            timeoutNanos = timeout
         }
-        let descriptor = admission.method
-        let deadline = admission.timeoutNanos.map { ContinuousClock.now.advanced(by: .nanoseconds($0)) }
+        let deadline = timeoutNanos.map { ContinuousClock.now.advanced(by: .nanoseconds($0)) }
         stream.descriptor = descriptor
         _ = stream.life.event(.admitted)
         if descriptor.execution == .task {
             let context = CallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: deadline,
                                       peer: tcp.peerDescription)
-            stream.call = ServerCall(context: context, kind: descriptor.kind, streamID: stream.id, loop: tcp.loop, owner: self,
+            stream.call = ServerCall(context: context, kind: descriptor.kind, streamID: stream.id, loop: loop, owner: self,
                                      outboundHighWater: config.streamOutboundHighWater,
                                      inboundHighWater: config.streamInboundHighWater,
                                      maxSendMessageBytes: config.maxSendMessageBytes)
         } else {
             stream.sync.deadline = deadline
         }
-        if let nanos = admission.timeoutNanos { startDeadlineTimer(stream, nanos: nanos) }
+        if let nanos = timeoutNanos { startDeadlineTimer(stream, nanos: nanos) }
         if descriptor.kind.clientStreams { startHandler(stream) }
     }
 
@@ -77,7 +78,7 @@ extension HTTP2Connection {
             nghttp2_session_consume(session, streamID, data.count)
             return
         }
-        stream.lastInput = tcp.loop.now
+        stream.lastInput = loop.now
         var consumeNow = data.count
         let call = stream.call
         let failure = stream.deframer.feed(UnsafeRawBufferPointer(data), maxMessageBytes: config.maxReceiveMessageBytes,
@@ -140,18 +141,18 @@ extension HTTP2Connection {
             }
             if endStream { endOfRequest(stream) }
         case NGHTTP2_DATA.rawValue:
-            if hd.length == 0 && !endStream && !rateLimits.admit(.emptyData, now: tcp.loop.now) {
+            if hd.length == 0 && !endStream && !rateLimits.admit(.emptyData, now: loop.now) {
                 return abuse("empty DATA frame flood")
             }
             if endStream, let stream = stream(hd.stream_id) { endOfRequest(stream) }
         case NGHTTP2_PING.rawValue:
-            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !rateLimits.admit(.ping, now: tcp.loop.now) {
+            if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 && !rateLimits.admit(.ping, now: loop.now) {
                 return abuse("PING flood")
             }
         case NGHTTP2_SETTINGS.rawValue:
             if hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
                 timeouts.settingsReceived()
-                if !rateLimits.admit(.settings, now: tcp.loop.now) { return abuse("SETTINGS flood") }
+                if !rateLimits.admit(.settings, now: loop.now) { return abuse("SETTINGS flood") }
             }
         default:
             break
@@ -202,7 +203,7 @@ extension HTTP2Connection {
     func streamClosed(_ streamID: Int32, errorCode: UInt32) {
         guard let stream = streams.remove(streamID) else { return }
         if lastStream === stream { lastStream = nil }
-        timeouts.streamClosed(now: tcp.loop.now)
+        timeouts.streamClosed(now: loop.now)
         env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
         if let call = stream.call {
             if !stream.life.isAnswered, call.cancel(.reset, overrideStatus: false) {

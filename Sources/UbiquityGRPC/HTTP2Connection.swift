@@ -18,6 +18,9 @@ import UbiquityLoop
 /// +Handlers (starting the three handler kinds), +Response (the one response path), NGHTTP2Session.
 final class HTTP2Connection: CallOwner {
     let tcp: any ConnectionIO
+    /// `tcp.loop`, kept here: through the existential each use was a witness call and a
+    /// retain/release, a few per call (measured with `RequestHead.Verdict`, which see).
+    let loop: EventLoop
     let env: ConnectionEnvironment
     var session: OpaquePointer?
     // @exclusivity(unchecked): loop-thread only and never accessed through overlapping accesses
@@ -66,6 +69,7 @@ final class HTTP2Connection: CallOwner {
 
     init(tcp: any ConnectionIO, env: ConnectionEnvironment, onClosed: @escaping (HTTP2Connection) -> Void) {
         self.tcp = tcp
+        self.loop = tcp.loop
         self.env = env
         self.onClosed = onClosed
         let config = env.configuration
@@ -158,7 +162,7 @@ final class HTTP2Connection: CallOwner {
         case .sendShutdownNotice:
             nghttp2_submit_shutdown_notice(session)
             sendPending()
-            let timer = LoopTimer(loop: tcp.loop)
+            let timer = LoopTimer(loop: loop)
             drainTimer = timer
             // Strong capture: the timer drops its closure when closed (here or in close()).
             timer.start(milliseconds: ConnectionLifecycle.drainMilliseconds) { [self] in
@@ -194,7 +198,7 @@ final class HTTP2Connection: CallOwner {
         guard !tcp.isClosed, lingerTimer == nil else { return }
         tcp.shutdownWrites()
         tcp.startReading()
-        let timer = LoopTimer(loop: tcp.loop)
+        let timer = LoopTimer(loop: loop)
         lingerTimer = timer
         // Strong capture: the timer drops its closure when closed (in close()).
         timer.start(milliseconds: ConnectionLifecycle.lingerMilliseconds) { [self] in self.close() }

@@ -84,10 +84,12 @@ struct RequestHead {
         var httpStatus = 200
     }
 
-    /// An admitted request: its method and its `grpc-timeout` in nanoseconds, if it sent one.
-    struct Admission {
-        var method: MethodDescriptor
-        var timeoutNanos: Int64?
+    /// What `admit` decided. Not a `Result`: the generic enum was copied through value witnesses
+    /// (callgrind on W0; this and keeping `HTTP2Connection.loop` saved 196 instructions per call).
+    enum Verdict {
+        /// An admitted request: its method and its `grpc-timeout` in nanoseconds, if it sent one.
+        case admit(MethodDescriptor, timeoutNanos: Int64?)
+        case reject(Rejection)
     }
 
     /// Checks the request in the order the answers are documented in docs/protocol.md (the
@@ -100,43 +102,43 @@ struct RequestHead {
     /// property) a non-mutating method gets a copy of the whole head, six retains and releases
     /// (~250 instructions per call, callgrind on W0); a mutating one works in place.
     mutating func admit(maxHeaderListBytes: Int, draining: Bool,
-                        route: Result<MethodDescriptor, RPCError>) -> Result<Admission, Rejection> {
+                        route: Result<MethodDescriptor, RPCError>) -> Verdict {
         if headerOverflow {
-            return .failure(Rejection(status: CallStatus(code: .resourceExhausted,
+            return .reject(Rejection(status: CallStatus(code: .resourceExhausted,
                 message: "request header list exceeds \(maxHeaderListBytes) bytes"), httpStatus: 431))
         }
         if method != "POST" {
-            return .failure(Rejection(status: CallStatus(code: .unimplemented,
+            return .reject(Rejection(status: CallStatus(code: .unimplemented,
                 message: "gRPC requires POST, got \(method)"), httpStatus: 405))
         }
         let ct = contentType
         if !(ct == "application/grpc" || ct.hasPrefix("application/grpc+") || ct.hasPrefix("application/grpc;")) {
-            return .failure(Rejection(status: CallStatus(code: .unknown,
+            return .reject(Rejection(status: CallStatus(code: .unknown,
                 message: "content-type \"\(ct)\" is not application/grpc"), httpStatus: 415))
         }
         if let enc = encoding, enc != "identity" {
-            return .failure(Rejection(status: CallStatus(code: .unimplemented,
+            return .reject(Rejection(status: CallStatus(code: .unimplemented,
                 message: "grpc-encoding \"\(enc)\" is not supported; this server accepts identity")))
         }
         if let bad = badMetadata {
-            return .failure(Rejection(status: CallStatus(code: .invalidArgument, message: bad)))
+            return .reject(Rejection(status: CallStatus(code: .invalidArgument, message: bad)))
         }
         var timeoutNanos: Int64?
         if let t = timeout {
             guard let nanos = GRPCTimeout.parse(t) else {
-                return .failure(Rejection(status: CallStatus(code: .invalidArgument, message: "malformed grpc-timeout \"\(t)\"")))
+                return .reject(Rejection(status: CallStatus(code: .invalidArgument, message: "malformed grpc-timeout \"\(t)\"")))
             }
             timeoutNanos = nanos
         }
         let descriptor: MethodDescriptor
         switch route {
         case .failure(let error):
-            return .failure(Rejection(status: CallStatus(code: error.code, message: error.message)))
+            return .reject(Rejection(status: CallStatus(code: error.code, message: error.message)))
         case .success(let d):
             descriptor = d
         }
-        if draining { return .failure(Rejection(status: CancelReason.shutdown.status)) }
-        return .success(Admission(method: descriptor, timeoutNanos: timeoutNanos))
+        if draining { return .reject(Rejection(status: CancelReason.shutdown.status)) }
+        return .admit(descriptor, timeoutNanos: timeoutNanos)
     }
 }
 
