@@ -125,6 +125,7 @@ let package = Package(
             name: "UbiquityGRPCTests",
             dependencies: [
                 "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos", "UbiquityTestSupport",
+                "CNGHTTP2", .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "UbiquityGRPCClientTests",
