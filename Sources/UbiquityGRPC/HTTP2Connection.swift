@@ -37,7 +37,7 @@ final class StreamState {
     @exclusivity(unchecked) var reply: [UInt8] = []
     /// Bytes of the framed reply (5-byte prefix + `reply`) already handed to nghttp2.
     @exclusivity(unchecked) var replyRead = 0
-    @exclusivity(unchecked) var replyStatus: CallStatus?
+    @exclusivity(unchecked) var replyStatus: RPCError?
     /// A `.blocking` call handed to a worker and not yet answered.
     @exclusivity(unchecked) var blocking: BlockingJob?
     /// When request bytes last arrived (its HEADERS, then each DATA chunk), loop milliseconds:
@@ -408,8 +408,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         for stream in stalled {
             env.logger.debug("failing a request that stopped arriving", metadata: [
                 "peer": "\(tcp.peerDescription)", "stream": "\(stream.id)", "timeout_ms": "\(limit)"])
-            failStream(stream, CallStatus(code: .deadlineExceeded,
-                message: "the request stopped arriving: nothing received for \(limit) ms before it was complete"))
+            failStream(stream, RPCError(.deadlineExceeded,
+                "the request stopped arriving: nothing received for \(limit) ms before it was complete"))
         }
         sendPending()
     }
@@ -467,7 +467,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     }
 
     /// Answers with HEADERS + END_STREAM carrying the status (gRPC "Trailers-Only").
-    private func respondTrailersOnly(_ stream: StreamState, _ status: CallStatus, httpStatus: Int = 200) {
+    private func respondTrailersOnly(_ stream: StreamState, _ status: RPCError, httpStatus: Int = 200) {
         guard let session, !stream.responseEnded else { return }
         stream.responseStarted = true
         stream.responseEnded = true
@@ -483,7 +483,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
 
     /// The status headers, bounded (StatusTrailers) by our budget and by the header-list size the
     /// peer advertised, whichever is smaller.
-    private func statusHeaders(_ status: CallStatus) -> [(String, String)] {
+    private func statusHeaders(_ status: RPCError) -> [(String, String)] {
         var budget = StatusTrailers.budgetBytes
         if let session {
             let peerLimit = nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE)
@@ -535,10 +535,10 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     }
 
     /// Everything is out: end DATA without END_STREAM, then trailers end the stream.
-    private func endResponse(_ stream: StreamState, _ status: CallStatus, flags: UnsafeMutablePointer<UInt32>) {
+    private func endResponse(_ stream: StreamState, _ status: RPCError, flags: UnsafeMutablePointer<UInt32>) {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
         stream.responseEnded = true
-        if status.code == .ok && status.message.isEmpty && status.details == nil && status.trailingMetadata.isEmpty {
+        if status.code == .ok && status.message.isEmpty && status.details == nil && status.metadata.isEmpty {
             let block = StaticHeaders.okTrailers
             nghttp2_submit_trailer(session, stream.id, block.nva, block.count)
         } else {
@@ -587,12 +587,12 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             do {
                 completeSync(stream, .success(try handler(request, context)))
             } catch {
-                completeSync(stream, .failure(CallStatusError(status: CallStatus(error: error))))
+                completeSync(stream, .failure(RPCError(converting: error)))
             }
             return
         }
         guard env.blockingPool != nil else {
-            respondTrailersOnly(stream, CallStatus(code: .internal, message: "no blocking worker pool"))
+            respondTrailersOnly(stream, RPCError(.internal, "no blocking worker pool"))
             return
         }
         // Queued here and handed to the pool once per read (submitPendingJobs): one lock of the
@@ -611,7 +611,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     }
 
     /// A worker finished a `.blocking` call (loop thread, from `EventLoop.execute`).
-    func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
+    func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, RPCError>) {
         stream.blocking = nil
         // The stream may have ended meanwhile (deadline answered, reset, connection closed).
         guard streams.find(stream.id) === stream else { return }
@@ -628,20 +628,20 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     /// Submits a synchronous call's outcome: response headers, then DATA from `reply` and the
     /// trailers (via `readData`), or Trailers-Only for an error — the same wire form and status
     /// as an async handler's `finish(message:)` or throw.
-    private func completeSync(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
+    private func completeSync(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, RPCError>) {
         guard let session, !stream.responseEnded else { return }
         switch outcome {
         case .failure(let e):
-            respondTrailersOnly(stream, e.status)
+            respondTrailersOnly(stream, e)
         case .success(let reply):
             if reply.message.count > config.maxSendMessageBytes {
-                respondTrailersOnly(stream, CallStatus(code: .resourceExhausted,
-                    message: "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes"))
+                respondTrailersOnly(stream, RPCError(.resourceExhausted,
+                    "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes"))
                 return
             }
             stream.reply = reply.message
             stream.replyRead = 0
-            stream.replyStatus = CallStatus(code: .ok, trailingMetadata: reply.trailingMetadata)
+            stream.replyStatus = RPCError(.ok, metadata: reply.trailingMetadata)
             stream.responseStarted = true
             var provider = nghttp2_data_provider()
             provider.source.ptr = nil
@@ -719,32 +719,32 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
 
     private func requestHeadersComplete(_ stream: StreamState) {
         if stream.headerOverflow {
-            respondTrailersOnly(stream, CallStatus(code: .resourceExhausted,
-                message: "request header list exceeds \(config.maxHeaderListBytes) bytes"), httpStatus: 431)
+            respondTrailersOnly(stream, RPCError(.resourceExhausted,
+                "request header list exceeds \(config.maxHeaderListBytes) bytes"), httpStatus: 431)
             stream.rejected = true
             return
         }
         if stream.method != "POST" {
-            respondTrailersOnly(stream, CallStatus(code: .unimplemented, message: "gRPC requires POST, got \(stream.method)"), httpStatus: 405)
+            respondTrailersOnly(stream, RPCError(.unimplemented, "gRPC requires POST, got \(stream.method)"), httpStatus: 405)
             stream.rejected = true
             return
         }
         let ct = stream.contentType
         let isGRPC = ct == "application/grpc" || ct.hasPrefix("application/grpc+") || ct.hasPrefix("application/grpc;")
         if !isGRPC {
-            respondTrailersOnly(stream, CallStatus(code: .unknown,
-                message: "content-type \"\(ct)\" is not application/grpc"), httpStatus: 415)
+            respondTrailersOnly(stream, RPCError(.unknown,
+                "content-type \"\(ct)\" is not application/grpc"), httpStatus: 415)
             stream.rejected = true
             return
         }
         if let enc = stream.encoding, enc != "identity" {
-            respondTrailersOnly(stream, CallStatus(code: .unimplemented,
-                message: "grpc-encoding \"\(enc)\" is not supported; this server accepts identity"))
+            respondTrailersOnly(stream, RPCError(.unimplemented,
+                "grpc-encoding \"\(enc)\" is not supported; this server accepts identity"))
             stream.rejected = true
             return
         }
         if let bad = stream.badMetadata {
-            respondTrailersOnly(stream, CallStatus(code: .invalidArgument, message: bad))
+            respondTrailersOnly(stream, RPCError(.invalidArgument, bad))
             stream.rejected = true
             return
         }
@@ -752,7 +752,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         var timeoutNanos: Int64?
         if let t = stream.timeout {
             guard let nanos = GRPCTimeout.parse(t) else {
-                respondTrailersOnly(stream, CallStatus(code: .invalidArgument, message: "malformed grpc-timeout \"\(t)\""))
+                respondTrailersOnly(stream, RPCError(.invalidArgument, "malformed grpc-timeout \"\(t)\""))
                 stream.rejected = true
                 return
             }
@@ -762,7 +762,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         let descriptor: MethodDescriptor
         switch route(stream.path) {
         case .failure(let error):
-            respondTrailersOnly(stream, CallStatus(code: error.code, message: error.message))
+            respondTrailersOnly(stream, RPCError(error.code, error.message))
             stream.rejected = true
             return
         case .success(let d):
@@ -830,7 +830,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
                 try await handler(call)
                 call.finish(.ok)
             } catch {
-                call.finish(CallStatus(error: error))
+                call.finish(RPCError(converting: error))
             }
         }
         call.setTask(task)
@@ -871,13 +871,13 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             let compressed = p[0]
             let length = NGHTTP2Glue.messageLength(p)
             if compressed != 0 {
-                failStream(stream, CallStatus(code: .internal,
-                    message: "compressed message received but no grpc-encoding was negotiated"))
+                failStream(stream, RPCError(.internal,
+                    "compressed message received but no grpc-encoding was negotiated"))
                 break
             }
             if length > config.maxReceiveMessageBytes {
-                failStream(stream, CallStatus(code: .resourceExhausted,
-                    message: "received message of \(length) bytes exceeds the limit of \(config.maxReceiveMessageBytes) bytes"))
+                failStream(stream, RPCError(.resourceExhausted,
+                    "received message of \(length) bytes exceeds the limit of \(config.maxReceiveMessageBytes) bytes"))
                 break
             }
             guard input.count - offset >= 5 + length else { break }
@@ -885,8 +885,8 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
             offset += 5 + length
             stream.messages += 1
             if !descriptor.kind.clientStreams && stream.messages > 1 {
-                failStream(stream, CallStatus(code: .internal,
-                    message: "\(descriptor.kind == .unary ? "unary" : "server-streaming") call received more than one request message"))
+                failStream(stream, RPCError(.internal,
+                    "\(descriptor.kind == .unary ? "unary" : "server-streaming") call received more than one request message"))
                 break
             }
             guard let call = stream.call else {
@@ -903,7 +903,7 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
         return offset
     }
 
-    private func failStream(_ stream: StreamState, _ status: CallStatus) {
+    private func failStream(_ stream: StreamState, _ status: RPCError) {
         stream.rejected = true
         stream.deframer.removeAll()
         guard let call = stream.call else {
@@ -919,15 +919,15 @@ final class HTTP2Connection: TCPConnectionDelegate, CallOwner {
     private func endOfRequest(_ stream: StreamState) {
         guard stream.descriptor != nil, !stream.rejected, !stream.responseEnded else { return }
         if stream.deframer.count > 0 {
-            failStream(stream, CallStatus(code: .internal,
-                message: "request ended inside a message (\(stream.deframer.count) bytes of an incomplete frame)"))
+            failStream(stream, RPCError(.internal,
+                "request ended inside a message (\(stream.deframer.count) bytes of an incomplete frame)"))
             return
         }
         stream.call?.finishInbound()
         if !stream.descriptor!.kind.clientStreams {
             if stream.messages != 1 {
-                failStream(stream, CallStatus(code: .internal,
-                    message: "\(stream.descriptor!.kind == .unary ? "unary" : "server-streaming") call received no request message"))
+                failStream(stream, RPCError(.internal,
+                    "\(stream.descriptor!.kind == .unary ? "unary" : "server-streaming") call received no request message"))
                 return
             }
             startHandler(stream)

@@ -66,7 +66,7 @@ public struct SyncUnaryReply: Sendable {
 }
 
 /// A synchronous unary handler over raw message bytes. Returning ends the call with OK and the
-/// reply; throwing ends it with `CallStatus(error:)`, exactly as an async handler's throw does.
+/// reply; throwing ends it with `RPCError(converting:)`, exactly as an async handler's throw does.
 public typealias SyncUnaryHandler = @Sendable (_ request: [UInt8], _ context: SyncCallContext) throws -> SyncUnaryReply
 
 extension Router {
@@ -92,7 +92,7 @@ extension Router {
         _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> Res
     ) {
         registerSync(path, execution: .inline) { bytes, ctx in
-            SyncUnaryReply(try body(try decode(Req.self, bytes), ctx).serializedBytes())
+            SyncUnaryReply(try body(try Req(requestBytes: bytes), ctx).serializedBytes())
         }
     }
 
@@ -101,29 +101,7 @@ extension Router {
         _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> Res
     ) {
         registerSync(path, execution: .blocking) { bytes, ctx in
-            SyncUnaryReply(try body(try decode(Req.self, bytes), ctx).serializedBytes())
-        }
-    }
-
-    /// Registers a blocking unary method whose handler encodes its response message itself (for a
-    /// hot method whose response a hand-written encoder builds faster than the message type would).
-    public mutating func blockingUnaryEncoded<Req: SwiftProtobuf.Message>(
-        _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> [UInt8]
-    ) {
-        registerSync(path, execution: .blocking) { bytes, ctx in
-            SyncUnaryReply(try body(try decode(Req.self, bytes), ctx))
-        }
-    }
-
-    /// `blockingUnaryEncoded` with a hand-written decoder tried first: `fastDecode` returns the
-    /// request for the bytes it understands and nil for anything else, which SwiftProtobuf then
-    /// decodes — so an unusual request gets exactly the message or the error it always got.
-    public mutating func blockingUnaryEncoded<Req: SwiftProtobuf.Message>(
-        _ path: String, fastDecode: @escaping @Sendable ([UInt8]) -> Req?,
-        _ body: @escaping @Sendable (Req, SyncCallContext) throws -> [UInt8]
-    ) {
-        registerSync(path, execution: .blocking) { bytes, ctx in
-            SyncUnaryReply(try body(try fastDecode(bytes) ?? decode(Req.self, bytes), ctx))
+            SyncUnaryReply(try body(try Req(requestBytes: bytes), ctx).serializedBytes())
         }
     }
 
@@ -132,7 +110,7 @@ extension Router {
         _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> UnaryResponse<Res>
     ) {
         registerSync(path, execution: .blocking) { bytes, ctx in
-            let r = try body(try decode(Req.self, bytes), ctx)
+            let r = try body(try Req(requestBytes: bytes), ctx)
             return SyncUnaryReply(try r.message.serializedBytes(), trailingMetadata: r.trailingMetadata)
         }
     }
@@ -152,7 +130,7 @@ final class BlockingJob: Sendable {
     private struct State {
         var phase = BlockingJob.running
         var target: LoopBound<(HTTP2Connection, StreamState)>?
-        var outcome: Result<SyncUnaryReply, CallStatusError>?
+        var outcome: Result<SyncUnaryReply, RPCError>?
     }
     private let state: Lock<State>
     let handler: SyncUnaryHandler
@@ -193,7 +171,7 @@ final class BlockingJob: Sendable {
     }
 
     /// Worker side: records the outcome and posts `finishOnLoop` to the loop, unless cancelled.
-    func complete(_ outcome: Result<SyncUnaryReply, CallStatusError>) {
+    func complete(_ outcome: Result<SyncUnaryReply, RPCError>) {
         state.withLock { s in
             guard s.phase == Self.running else { return }
             s.phase = Self.completed
@@ -212,11 +190,6 @@ final class BlockingJob: Sendable {
         let (conn, stream) = target.get
         conn.blockingFinished(stream, outcome)
     }
-}
-
-/// A `CallStatus` carried through `Result`.
-struct CallStatusError: Error {
-    let status: CallStatus
 }
 
 /// A fixed pool of worker threads for `.blocking` handlers: loop → worker (one queue append and a
@@ -302,11 +275,11 @@ final class BlockingPool: Sendable {
 
     private static func run(_ job: BlockingJob) {
         if job.isCancelled { return } // cancelled while queued: nobody wants the answer
-        let outcome: Result<SyncUnaryReply, CallStatusError>
+        let outcome: Result<SyncUnaryReply, RPCError>
         do {
             outcome = .success(try job.handler(job.request, job.context))
         } catch {
-            outcome = .failure(CallStatusError(status: CallStatus(error: error)))
+            outcome = .failure(RPCError(converting: error))
         }
         job.complete(outcome)
     }

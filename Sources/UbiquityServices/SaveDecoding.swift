@@ -6,7 +6,7 @@ import UbiquityStorage
 /// A `SaveRequest` decoded straight into the engine's types (no `Ubiquity_V1_Value` messages, no
 /// SwiftProtobuf map decoding). Relationship targets given as object IDs are parsed but not yet
 /// checked against the store (`foreignReference`).
-struct DecodedSave {
+struct DecodedSave: Sendable {
     var storeID = ""
     var inserts: [InsertOperation] = []
     var mergePolicy: MergePolicy = .error
