@@ -100,32 +100,16 @@ struct MethodTable {
     }
 
     /// A unary method run synchronously on a blocking worker thread (`.blocking`) or on the loop
-    /// (`.inline`: pure, bounded CPU work only).
-    mutating func sync<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
-        _ name: String, execution: HandlerExecution, queryFields: String = "",
-        _ method: @escaping @Sendable (Req, ServerContext) throws -> Res
-    ) {
-        sync(name, execution: execution, decode: { try Req(requestBytes: $0) }, queryFields: queryFields) {
-            Encoded<Res>(bytes: try method($0, $1).serializedBytes())
-        }
-    }
-
-    /// `sync` for a method with a hand-written request decoder and response encoder.
+    /// (`.inline`: pure, bounded CPU work only), with a hand-written request decoder and response
+    /// encoder (the synchronous methods today are the hot reads).
     mutating func sync<Decoder: RequestDecoder, Res: SwiftProtobuf.Message>(
         _ name: String, execution: HandlerExecution, decoder: Decoder.Type, queryFields: String = "",
         _ method: @escaping @Sendable (Decoder.Request, ServerContext) throws -> Encoded<Res>
     ) {
-        sync(name, execution: execution, decode: Decoder.decode, queryFields: queryFields, method)
-    }
-
-    private mutating func sync<Req, Res>(
-        _ name: String, execution: HandlerExecution, decode: @escaping @Sendable ([UInt8]) throws -> Req, queryFields: String,
-        _ method: @escaping @Sendable (Req, ServerContext) throws -> Encoded<Res>
-    ) {
         let backend = self.backend
         router.registerSync(prefix + name, execution: execution) { bytes, call in
             SyncUnaryReply(try Self.convertingSync(queryFields) {
-                try method(try decode(bytes), ServerContext(account: try backend.account(metadata: call.metadata), sync: call))
+                try method(try Decoder.decode(bytes), ServerContext(account: try backend.account(metadata: call.metadata), sync: call))
             }.bytes)
         }
     }
