@@ -29,6 +29,10 @@ let package = Package(
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // SQLite VFSes in C: the writer's WAL write coalescing (storage), and fault injection
+        // (test support: only test targets depend on it).
+        .target(name: "CSQLiteWALBuffer", dependencies: ["CSQLite"]),
+        .target(name: "CSQLiteFaultVFS", dependencies: ["CSQLite"]),
         // glibc's malloc.h (mallinfo2, malloc_trim) for ubiquityd's memory trimmer.
         .systemLibrary(name: "CMalloc"),
 
@@ -53,12 +57,12 @@ let package = Package(
         // Storage engine: SQLite only. No gRPC.
         .target(
             name: "UbiquityStorage",
-            dependencies: ["CSQLite", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["CSQLite", "CSQLiteWALBuffer", "UbiquityLock", .product(name: "Logging", package: "swift-log")]),
         // Query layer: NSPredicate-format parser, SQL compiler, in-memory evaluator, fetch executor,
         // batch update/delete, deduplication. Storage only; no gRPC.
         .target(
             name: "UbiquityQuery",
-            dependencies: ["UbiquityStorage", "CSQLite", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["UbiquityStorage", "CSQLite", "UbiquityLock", .product(name: "Logging", package: "swift-log")]),
         // gRPC client over the same libuv + nghttp2 stack (used by `ubiq` and `ubiquity-load`). No storage.
         .target(
             name: "UbiquityGRPCClient",
@@ -118,7 +122,7 @@ let package = Package(
                 "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityProtos",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "UbiquityStorageCrashChild"]),
+        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "CSQLiteFaultVFS", "UbiquityStorageCrashChild"]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),
         .executableTarget(name: "UbiquityStorageBench", dependencies: ["UbiquityStorage", "CSQLite"]),

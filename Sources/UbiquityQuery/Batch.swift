@@ -6,14 +6,13 @@
 // are never left dangling.
 import Foundation
 import UbiquityStorage
+import UbiquityLock
 
 /// Carries a planner's side results out of the writer thread.
-final class PlanOutput<T: Sendable>: @unchecked Sendable {
-    // Invariant: `value` is only read and written while holding `lock`.
-    private let lock = NSLock()
-    private var value: T?
-    func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
-    func get() -> T? { lock.lock(); defer { lock.unlock() }; return value }
+final class PlanOutput<T: Sendable>: Sendable {
+    private let value = Lock<T?>(nil)
+    func set(_ v: T) { value.withLock { $0 = v } }
+    func get() -> T? { value.withLock { $0 } }
 }
 
 extension Store {

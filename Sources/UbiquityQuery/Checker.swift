@@ -2,6 +2,7 @@
 // tree (`Pred`) that both the SQL compiler and the in-memory evaluator run.
 import Foundation
 import UbiquityStorage
+import UbiquityLock
 
 /// The model, with inherited properties resolved, and (when a store is known) its table mapping.
 struct Schema: Sendable {
@@ -78,11 +79,9 @@ struct Schema: Sendable {
 }
 
 /// Schemas by model version hash.
-final class SchemaCache: @unchecked Sendable {
-    // Invariant: `schemas` is only accessed inside `withLock`.
-    private let lock = NSLock()
-    private var schemas: [String: Schema] = [:]
-    func withLock<T>(_ body: (inout [String: Schema]) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(&schemas) }
+final class SchemaCache: Sendable {
+    private let schemas = Lock<[String: Schema]>([:])
+    func withLock<T>(_ body: (inout sending [String: Schema]) -> sending T) -> sending T { schemas.withLock(body) }
 }
 
 /// How values of an expression compare.

@@ -3,6 +3,7 @@
 // and every node against maxNodes, so no input can exhaust the stack or memory.
 import Foundation
 import UbiquityStorage
+import UbiquityLock
 
 enum Quantifier: String, Sendable { case anyOf = "ANY", allOf = "ALL", noneOf = "NONE" }
 
@@ -339,17 +340,16 @@ struct Parser {
 }
 
 /// A small bounded cache of syntax trees (at most 256, cleared when full).
-final class ParseCache: @unchecked Sendable {
-    // Invariant: `entries` is only accessed while holding `lock`.
+final class ParseCache: Sendable {
     struct Key: Hashable { var text: String; var field: String; var length: Int; var depth: Int; var nodes: Int; var list: Int }
-    private let lock = NSLock()
-    private var entries: [Key: PredicateNode] = [:]
-    func get(_ k: Key) -> PredicateNode? { lock.lock(); defer { lock.unlock() }; return entries[k] }
+    private let entries = Lock<[Key: PredicateNode]>([:])
+    func get(_ k: Key) -> PredicateNode? { entries.withLock { $0[k] } }
     func put(_ k: Key, _ v: PredicateNode) {
         guard k.text.utf8.count <= 4096 else { return }
-        lock.lock(); defer { lock.unlock() }
-        if entries.count >= 256 { entries.removeAll(keepingCapacity: true) }
-        entries[k] = v
+        entries.withLock { e in
+            if e.count >= 256 { e.removeAll(keepingCapacity: true) }
+            e[k] = v
+        }
     }
 }
 

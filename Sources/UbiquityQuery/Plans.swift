@@ -214,7 +214,6 @@ final class FetchPlanCache {
         static func kind(_ v: StorageValue) -> StorageValue { kinds[kindCode(v)] }
 
         /// `v`'s case as a number (`kind(v)` of two values is equal exactly when this is).
-        @inline(__always)
         static func kindCode(_ v: StorageValue) -> Int {
             switch v {
             case .null: 0

@@ -23,7 +23,21 @@ public final class Catalog: Sendable {
         /// `withConnection`, which clears it (a removed or replaced store is never answered from it).
         var memo: (text: String, record: StoreRecord)?
     }
-    private let state: Locked<State>
+    private let state: StateLock
+
+    /// `State` under an NSLock, not `Locked`: it holds the catalog's `Connection`, which is not
+    /// Sendable, and `Lock`'s `sending` contract cannot hand it to the body. Invariant: `value`
+    /// is only accessed inside `withLock`; the connection is adopted and released there
+    /// (`ConnectionOwner`), so only the thread holding the lock uses it.
+    private final class StateLock: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: State
+        init(_ v: State) { value = v }
+        func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
+            lock.lock(); defer { lock.unlock() }
+            return try body(&value)
+        }
+    }
 
     /// Opens (creating if needed) the catalog database at `path`.
     public init(path: String) throws {
@@ -46,15 +60,18 @@ public final class Catalog: Sendable {
             let created: Double = if case .real(let d) = st.value(3) { d } else { 0 }
             s.byID[id] = StoreRecord(id: id, account: st.text(1), name: st.text(2), createdAt: created)
         }
-        state = Locked(s)
+        c.releaseThread()  // used by whichever thread holds the lock (`withConnection`)
+        state = StateLock(s)
     }
 
-    public func close() { state.withLock { $0.conn?.close(); $0.conn = nil } }
+    public func close() { state.withLock { $0.conn?.adoptThread(); $0.conn?.close(); $0.conn = nil } }
 
     private func withConnection<T>(_ body: (Connection, inout State) throws -> T) throws -> T {
         try state.withLock { s in
             guard let c = s.conn else { throw StorageError(.storeClosed, "catalog is closed") }
             s.memo = nil
+            c.adoptThread()
+            defer { c.releaseThread() }
             return try body(c, &s)
         }
     }

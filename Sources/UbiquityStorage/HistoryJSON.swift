@@ -171,16 +171,16 @@ enum HistoryJSON {
         }
     }
 
-    @inline(__always) static func needsEscape(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5c }
+    static func needsEscape(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5c }
 
     // Appends go through contiguous UTF-8 buffers (a memcpy): appending a `String.UTF8View`
     // to an array takes the generic element-by-element path.
 
-    @inline(__always) static func raw(_ s: StaticString, into out: inout [UInt8]) {
+    static func raw(_ s: StaticString, into out: inout [UInt8]) {
         s.withUTF8Buffer { out.append(contentsOf: $0) }
     }
 
-    @inline(__always) static func utf8(_ s: String, into out: inout [UInt8]) {
+    static func utf8(_ s: String, into out: inout [UInt8]) {
         var s = s
         s.withUTF8 { out.append(contentsOf: $0) }
     }

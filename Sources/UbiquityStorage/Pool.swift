@@ -1,15 +1,14 @@
 import Foundation
 import Synchronization
+import UbiquityLock
 
-/// Mutex-protected value.
-final class Locked<T>: @unchecked Sendable {
-    // Invariant: `value` is only accessed inside `withLock`, under `lock`.
-    private let lock = NSLock()
-    private var value: T
-    init(_ v: T) { value = v }
-    func withLock<R>(_ body: (inout T) throws -> R) rethrows -> R {
-        lock.lock(); defer { lock.unlock() }
-        return try body(&value)
+/// A lock-protected value shared by reference (the store's state is handed to its threads):
+/// UbiquityLock's `Lock` in a class, so it is `Sendable` by construction.
+final class Locked<T>: Sendable {
+    private let lock: Lock<T>
+    init(_ v: sending T) { lock = Lock(v) }
+    func withLock<R, E: Error>(_ body: (inout sending T) throws(E) -> sending R) throws(E) -> sending R {
+        try lock.withLock(body)
     }
 }
 
@@ -98,6 +97,7 @@ final class ReadConnections: @unchecked Sendable {
     init(count: Int, holdNanos: UInt64 = 0, open: () throws -> Connection) throws {
         var conns: [Connection] = []
         do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
+        for c in conns { c.releaseThread() }  // free connections belong to no thread
         free = conns
         self.holdNanos = holdNanos
         if holdNanos > 0 {
@@ -116,7 +116,9 @@ final class ReadConnections: @unchecked Sendable {
         while free.isEmpty && !closed { cond.wait() }
         if closed { return nil }
         out += 1
-        return free.removeLast()
+        let c = free.removeLast()
+        c.adoptThread()
+        return c
     }
 
     /// Returns a connection. A snapshot it holds stays only if it is still young enough and no
@@ -130,6 +132,7 @@ final class ReadConnections: @unchecked Sendable {
             ReadConnections.endSnapshot(c)
             cond.lock()
         }
+        c.releaseThread()
         free.append(c)
         out -= 1
         if endWaiters > 0 { cond.broadcast() } else { cond.signal() }
@@ -180,7 +183,7 @@ final class ReadConnections: @unchecked Sendable {
         out += taken.count
         ending += taken.count
         cond.unlock()
-        for c in taken { ReadConnections.endSnapshot(c) }
+        for c in taken { c.adoptThread(); ReadConnections.endSnapshot(c); c.releaseThread() }
         cond.lock(); defer { cond.unlock() }
         free.append(contentsOf: taken)
         out -= taken.count
@@ -216,7 +219,7 @@ final class ReadConnections: @unchecked Sendable {
         free = []
         cond.unlock()
         sweeperWake.signal()
-        for c in conns { ReadConnections.endSnapshot(c); c.close() }
+        for c in conns { c.adoptThread(); ReadConnections.endSnapshot(c); c.close() }
     }
 }
 
@@ -405,6 +408,7 @@ final class WriterThread<Job>: Sendable {
         let t = Thread { [queue, done] in
             ThreadPriority.prepareStoreThread(name: "ubq-writer", nice: nice)
             let conn = box.take()
+            conn.adoptThread()
             while true {
                 let jobs: [Job]
                 if let wait = idle() {

@@ -49,5 +49,5 @@ enum SHA256 {
         return String(digest(input).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xf)]] })
     }
 
-    @inline(__always) private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
+    private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
 }

@@ -50,6 +50,8 @@ final class Connection {
     var walFrames: Int32 = 0
     /// Bytes of one WAL frame (page size + 24-byte frame header); set by `trackWALFrames()`.
     var walFrameBytes = 0
+    /// The thread that may use this connection (`ConnectionOwner`): the opener, until it hands it over.
+    private let owner = ConnectionOwner()
     /// Table-name prefixes the authorizer admits.
     static let allowedTablePrefixes = ["t_", "j_", "ubq_", "sqlite_"]
 
@@ -116,7 +118,17 @@ final class Connection {
     /// Statements found still running when a connection closed (tests assert it stays 0).
     static let leakedStatements = Locked(0)
 
+    /// True if the calling thread owns this connection.
+    var isOwnedByCurrentThread: Bool { owner.isCurrentThread }
+    /// Traps in debug builds unless the calling thread owns this connection.
+    func checkThread() { owner.check(path) }
+    /// The calling thread takes over this released connection.
+    func adoptThread() { owner.adopt(path) }
+    /// The owning thread hands this connection over; nobody may use it until a thread adopts it.
+    func releaseThread() { owner.release(path) }
+
     func close() {
+        checkThread()
         let busy = openStatementCount
         if busy > 0 { Connection.leakedStatements.withLock { $0 += busy } }
         recent.removeAll()
@@ -143,12 +155,14 @@ final class Connection {
     }
 
     func exec(_ sql: String) throws {
+        checkThread()
         let rc = sqlite3_exec(db, sql, nil, nil, nil)
         if rc != SQLITE_OK { throw error(rc, sql: sql) }
     }
 
     /// A cached prepared statement; reset and cleared of bindings when returned by `with`.
     func statement(_ sql: String) throws -> Statement {
+        checkThread()
         // The last few statements first: callers pass the same cached texts (per model, per
         // connection) again and again, and comparing a string with itself is one word compare,
         // where hashing a 200-byte SELECT for the dictionary cost ~1k instructions per call.
@@ -196,6 +210,7 @@ final class Connection {
     /// `statement(ref.sql)`, remembered in `ref` while this connection's cache keeps it (no
     /// hashing of the text on later calls).
     func statement(_ ref: PreparedSQL) throws -> Statement {
+        checkThread()
         if ref.epoch == cacheEpoch, let s = ref.stmt { return Statement(stmt: s, conn: self, sql: ref.sql) }
         let st = try statement(ref.sql)
         ref.stmt = st.stmt
@@ -263,6 +278,7 @@ final class Connection {
     /// `.restart` is `.truncate` without shrinking the WAL file: the next commit writes from the
     /// start of the file again, over blocks the file already has (`journal_size_limit` caps its size).
     func checkpoint(_ mode: CheckpointMode) -> (rc: Int32, log: Int32, done: Int32) {
+        checkThread()
         var log: Int32 = 0, done: Int32 = 0
         let m: Int32
         switch mode {
@@ -321,6 +337,7 @@ struct Statement {
     }
 
     func step() throws -> Bool {
+        conn.checkThread()
         let rc = sqlite3_step(stmt)
         if rc == SQLITE_ROW { return true }
         if rc == SQLITE_DONE { return false }
@@ -367,26 +384,4 @@ struct Statement {
 func q(_ ident: String) -> String {
     // Foundation's replacingOccurrences only when there is a quote to double (never for model names in practice)
     ident.utf8.contains(34) ? "\"" + ident.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : "\"" + ident + "\""
-}
-
-/// Fault injection through the "ubq-fault" wrapping VFS (tests). Open a store with
-/// `StorageConfiguration.vfsName = FaultInjection.vfsName` and arm a fault.
-public enum FaultInjection {
-    public static let vfsName = "ubq-fault"
-    private static let lock = NSLock()
-    /// Registers the wrapping VFS (idempotent).
-    public static func register() {
-        lock.lock(); defer { lock.unlock() }
-        _ = ubq_fault_vfs_register()
-    }
-    /// The `writeNth`-th xWrite and/or the `syncNth`-th xSync from now fails once (0 = no fault).
-    /// `diskFull` makes the failure SQLITE_FULL instead of SQLITE_IOERR_WRITE/FSYNC.
-    public static func arm(writeNth: Int = 0, syncNth: Int = 0, diskFull: Bool = false) {
-        register()
-        ubq_fault_arm(Int32(writeNth), Int32(syncNth), diskFull ? SQLITE_FULL : SQLITE_IOERR)
-    }
-    public static func disarm() { ubq_fault_arm(0, 0, SQLITE_IOERR) }
-    public static var firedCount: Int { Int(ubq_fault_fired_count()) }
-    public static var writeCount: Int { Int(ubq_fault_write_count()) }
-    public static var syncCount: Int { Int(ubq_fault_sync_count()) }
 }

@@ -199,14 +199,9 @@ struct SaveJob {
 final class WriterOwned: @unchecked Sendable {
     // Invariant: every property is read and written only on the writer thread (rule 1).
     var commitsSinceGC = 0
-    /// `ReaderGate.entries` when the writer last restarted the WAL: while it is unchanged, no
-    /// reader has begun since, and the checkpoint policy uses the larger threshold
-    /// (`checkpointThresholdBytesWithoutReaders`).
-    var readerEntriesAtRestart: UInt64 = 0
-    /// The last commit left more than `checkpointThresholdBytes` in the WAL (an unread WAL, or a
-    /// restart readers kept from happening): once the writer has been idle for
-    /// `idleCheckpointSeconds`, it checkpoints (`WriterEngine.idleCheckpoint`), once.
-    var idleCheckpointDue = false
+    /// When to checkpoint; made from the store's configuration.
+    var checkpoints: CheckpointPolicy
+    init(checkpoints: CheckpointPolicy) { self.checkpoints = checkpoints }
     let insertStatements = InsertStatements()
 }
 

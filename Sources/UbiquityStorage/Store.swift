@@ -11,7 +11,7 @@ public struct StorageConfiguration: Sendable {
     /// FULL: an acknowledged save survives power loss.
     public var synchronous: SynchronousMode = .full
     public var busyTimeoutMilliseconds: Int32 = 5000
-    /// SQLite VFS name (nil: the default). `FaultInjection.vfsName` for fault tests.
+    /// SQLite VFS name (nil: the default); must be registered. The fault tests use "ubq-fault" (Sources/CSQLiteFaultVFS).
     public var vfsName: String? = nil
     /// A PASSIVE checkpoint runs after a commit once the WAL holds more than this (its content:
     /// frames since the last restart). 32 MiB: W2 on a 1M-object store checkpointed for 1.2-3.8 s
@@ -145,7 +145,6 @@ public final class Store: Sendable {
     static let openPaths = Locked(Set<String>())
 
     private init(path: String, id: UUID, model: ModelDefinition?, config: StorageConfiguration) throws {
-        if config.vfsName == FaultInjection.vfsName { FaultInjection.register() }
         let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
         guard Store.openPaths.withLock({ $0.insert(canonical).inserted }) else {
             throw StorageError(.busy, "store file is already open in this process")
@@ -155,7 +154,7 @@ public final class Store: Sendable {
         self.canonicalPath = canonical
         self.path = path
         self.config = config
-        let writerVFS = config.walWriteCoalescing ? WALCoalescing.writerVFS(over: config.vfsName) : config.vfsName
+        let writerVFS = config.walWriteCoalescing ? WALCoalescing.writerVFS(over: config.vfsName, logger: config.logger) : config.vfsName
         let w = try Connection(path: path, readOnly: false, vfs: writerVFS, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: config.statementCacheSize)
         var st: StoreState
         do {
@@ -202,7 +201,7 @@ public final class Store: Sendable {
         } catch { w.close(); throw error }
         self.id = id
         state = Locked(st)
-        let wo = WriterOwned()
+        let wo = WriterOwned(checkpoints: CheckpointPolicy(configuration: config))
         writerState = wo
         let gate = ReaderGate(maxWait: config.walRestartMaxReaderWait)
         readerGate = gate
@@ -221,6 +220,7 @@ public final class Store: Sendable {
         gate.releaseSnapshots = { rcs.releaseSnapshots() }
         readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate)
+        w.releaseThread()  // the writer thread adopts it
         let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, handler: { conn, jobs in engine.handle(conn, jobs) },
                                              idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
                                              onClose: { conn in _ = conn.checkpoint(truncate: true) })

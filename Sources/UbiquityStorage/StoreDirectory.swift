@@ -1,23 +1,28 @@
 internal import CSQLite
 import Foundation
 import Synchronization
+import UbiquityLock
 
 /// A data directory of stores: `<root>/stores/<uuid>.sqlite`. Stores open lazily on first use,
 /// close when idle or when more than `maxOpenStores` are open (least recently used first), and
 /// one process owns the directory (an exclusive `flock` on `<root>/ubiquity.lock`).
-public actor StoreDirectory {
-    public nonisolated let root: String
-    private nonisolated let configuration: StorageConfiguration
-    private nonisolated let maxOpenStores: Int
-    private nonisolated let lockFD: Int32
-    /// The open stores. A lock, not actor isolation, guards them so that `withStore` (once per
-    /// request) resolves a store on the caller's thread without an actor hop. Everything that
-    /// changes which stores are open (open, evict, idle close, destroy, replace, shutdown) runs
-    /// under this lock from start to end, as it ran exclusively on the actor before.
-    private nonisolated let state = Locked(OpenStores())
+///
+/// A class whose state sits behind one lock, held only for bookkeeping: a store's open and close
+/// (thread starts and joins, the close-time TRUNCATE checkpoint) run outside it. Each store's slot
+/// is a small state machine — opening → open → closing → gone — and a caller that finds a slot in
+/// transition waits for that one transition only, so opening one store never waits for another.
+/// The methods that were actor-isolated stay `async`, so callers are unchanged.
+public final class StoreDirectory: Sendable {
+    public let root: String
+    private let configuration: StorageConfiguration
+    private let maxOpenStores: Int
+    private let lockFD: Int32
+    /// How a store is opened (`Store.open`; tests: one that can be held mid-open).
+    private let openStore: @Sendable (_ path: String, _ id: UUID, _ model: ModelDefinition?, _ configuration: StorageConfiguration) throws -> Store
+    private let state = Lock(Slots())
 
-    /// An open store's count of running `withStore` bodies. Taken under `state`'s lock (with the
-    /// lookup), given back without it (`Lease.end`: no second lock and hash of the ID per request).
+    /// An open store's count of running `withStore` bodies. Taken under the lock (with the lookup),
+    /// given back without it (`Lease.end`: no second lock and hash of the ID per request).
     /// Everything that closes a store reads the count under the lock, where it can only fall.
     private final class Lease: Sendable {
         private let count = Atomic<Int>(1)
@@ -25,17 +30,45 @@ public actor StoreDirectory {
         func take() { count.add(1, ordering: .relaxed) }
         func end() { count.subtract(1, ordering: .releasing) }
     }
+
+    /// An open or close in progress; whoever meets it waits for it, then looks again.
+    private final class Transition: Sendable {
+        private let group = DispatchGroup()
+        init() { group.enter() }
+        func finish() { group.leave() }
+        func wait() { group.wait() }
+    }
+
     private struct Entry {
-        var store: Store; var lastUse: UInt64; let lease: Lease; var lastUseTime: Double
+        let store: Store; var lastUse: UInt64; let lease: Lease; var lastUseTime: Double
         var leases: Int { lease.active }
     }
-    private struct OpenStores { var open: [UUID: Entry] = [:]; var tick: UInt64 = 0; var closed = false }
+    private enum Slot {
+        case opening(Transition)
+        case open(Entry)
+        /// Closing, or closed for a file operation (destroy, replace): no open until it ends.
+        case closing(Transition)
+    }
+    private struct Slots {
+        var slots: [UUID: Slot] = [:]
+        var tick: UInt64 = 0
+        var closed = false
+        var sweeper: Task<Void, Never>?
+        /// Slots that count against `maxOpenStores` (a closing store is on its way out).
+        var admitted: Int { slots.values.reduce(0) { n, s in if case .closing = s { return n } else { return n + 1 } } }
+    }
 
     /// Takes the directory lock; throws `.directoryLocked` if another process holds it.
-    public init(root: String, configuration: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256) throws {
+    public convenience init(root: String, configuration: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256) throws {
+        try self.init(root: root, configuration: configuration, maxOpenStores: maxOpenStores) { try Store.open(path: $0, id: $1, model: $2, configuration: $3) }
+    }
+
+    init(root: String, configuration: StorageConfiguration, maxOpenStores: Int,
+         openStore: @escaping @Sendable (String, UUID, ModelDefinition?, StorageConfiguration) throws -> Store) throws {
         self.root = root
         self.configuration = configuration
         self.maxOpenStores = max(1, maxOpenStores)
+        self.openStore = openStore
         try FileManager.default.createDirectory(atPath: root + "/stores", withIntermediateDirectories: true)
         let fd = Glibc.open(root + "/ubiquity.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw StorageError(.io, "cannot open lock file: errno \(errno)") }
@@ -50,124 +83,217 @@ public actor StoreDirectory {
     }
 
     /// Closes every store and releases the directory lock.
-    public func shutdown() {
-        let first = state.withLock { d -> Bool in
-            if d.closed { return false }
+    public func shutdown() async {
+        let (first, stores, pending, sweeper) = state.withLock { d -> (Bool, [Store], [Transition], Task<Void, Never>?) in
+            if d.closed { return (false, [], [], nil) }
             d.closed = true
-            for (_, e) in d.open { e.store.close() }
-            d.open.removeAll()
-            return true
+            var stores: [Store] = [], pending: [Transition] = []
+            for (_, slot) in d.slots {
+                switch slot {
+                case .open(let e): stores.append(e.store)
+                case .opening(let t), .closing(let t): pending.append(t)
+                }
+            }
+            d.slots.removeAll()
+            defer { d.sweeper = nil }
+            return (true, stores, pending, d.sweeper)
         }
         if !first { return }
         sweeper?.cancel()
-        sweeper = nil
+        for s in stores { s.close() }
+        // an open in progress sees `closed` and closes its store itself; a close finishes
+        for t in pending { t.wait() }
         flock(lockFD, LOCK_UN)
         Glibc.close(lockFD)
     }
 
-    public nonisolated func path(for id: UUID) -> String { root + "/stores/" + id.uuidString.lowercased() + ".sqlite" }
+    public func path(for id: UUID) -> String { root + "/stores/" + id.uuidString.lowercased() + ".sqlite" }
 
-    public func exists(_ id: UUID) -> Bool { FileManager.default.fileExists(atPath: path(for: id)) }
+    public func exists(_ id: UUID) async -> Bool { FileManager.default.fileExists(atPath: path(for: id)) }
 
     /// IDs of the stores on disk.
-    public func storeIDs() throws -> [UUID] {
+    public func storeIDs() async throws -> [UUID] {
         try FileManager.default.contentsOfDirectory(atPath: root + "/stores").compactMap { n in
             n.hasSuffix(".sqlite") ? UUID(uuidString: String(n.dropLast(7))) : nil
         }.sorted { $0.uuidString < $1.uuidString }
     }
 
-    public nonisolated var openCount: Int { state.withLock { $0.open.count } }
+    /// Open stores (stores being opened count too).
+    public var openCount: Int { state.withLock { $0.admitted } }
 
     /// Runs `body` with the store open (creating it with `model` if missing and `create`).
     /// The store is not closed by eviction while `body` runs.
-    /// Runs on the caller's executor: the store is resolved under a lock, with no actor hop.
-    public nonisolated func withStore<T: Sendable>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
-                                                   _ body: @Sendable (Store) async throws -> T) async throws -> T {
+    /// Runs on the caller's executor: the store is resolved under a lock, with no hop.
+    public func withStore<T: Sendable>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
+                                       _ body: @Sendable (Store) async throws -> T) async throws -> T {
         let (store, lease) = try acquire(id, create: create, model: model)
         defer { lease.end() }
         return try await body(store)
     }
 
     /// `withStore` for synchronous callers (e.g. a blocking request handler on a worker thread).
-    public nonisolated func withStoreSync<T>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
-                                             _ body: (Store) throws -> T) throws -> T {
+    public func withStoreSync<T>(_ id: UUID, create: Bool = false, model: ModelDefinition? = nil,
+                                 _ body: (Store) throws -> T) throws -> T {
         let (store, lease) = try acquire(id, create: create, model: model)
         defer { lease.end() }
         return try body(store)
     }
 
-    private nonisolated func acquire(_ id: UUID, create: Bool, model: ModelDefinition?) throws -> (Store, Lease) {
-        try state.withLock { d in
-            if d.closed { throw StorageError(.storeClosed, "directory is shut down") }
-            d.tick += 1
-            let now = configuration.clock()
-            // One hash of the ID: the entry is updated in place through its index.
-            if let i = d.open.index(forKey: id) {
-                d.open.values[i].lastUse = d.tick
-                d.open.values[i].lastUseTime = now
-                let e = d.open.values[i]
-                e.lease.take()
-                return (e.store, e.lease)
+    private enum Lookup {
+        case found(Store, Lease)
+        case wait(Transition)
+        /// This caller opens the store; `evict` are closed first (outside the lock).
+        case open(Transition, evict: [(UUID, Store, Transition)])
+        /// This caller set the slot closing for a file operation (closing `store` first, if open).
+        case closing(Store?, Transition)
+    }
+
+    private func acquire(_ id: UUID, create: Bool, model: ModelDefinition?) throws -> (Store, Lease) {
+        while true {
+            let lookup = try state.withLock { d -> Lookup in
+                if d.closed { throw StorageError(.storeClosed, "directory is shut down") }
+                d.tick += 1
+                // One hash of the ID: the entry is updated in place through its index.
+                if let i = d.slots.index(forKey: id) {
+                    switch d.slots.values[i] {
+                    case .open(var e):
+                        e.lastUse = d.tick
+                        e.lastUseTime = configuration.clock()
+                        e.lease.take()
+                        d.slots.values[i] = .open(e)
+                        return .found(e.store, e.lease)
+                    case .opening(let t), .closing(let t):
+                        return .wait(t)
+                    }
+                }
+                if !create && !FileManager.default.fileExists(atPath: path(for: id)) { throw StorageError(.notFound, "no store \(id)") }
+                let evict = Self.evict(&d, toAdmit: 1, max: maxOpenStores)
+                let t = Transition()
+                d.slots[id] = .opening(t)
+                return .open(t, evict: evict)
             }
-            let p = path(for: id)
-            if !create && !FileManager.default.fileExists(atPath: p) { throw StorageError(.notFound, "no store \(id)") }
-            Self.evict(&d, toAdmit: 1, max: maxOpenStores)
-            let s = try Store.open(path: p, id: id, model: model, configuration: configuration)
-            let e = Entry(store: s, lastUse: d.tick, lease: Lease(), lastUseTime: now)
-            d.open[id] = e
-            return (s, e.lease)
+            switch lookup {
+            case .found(let s, let l): return (s, l)
+            case .wait(let t): t.wait()
+            case .closing: preconditionFailure("not an open lookup")
+            case .open(let t, let evict):
+                close(evict)
+                return try open(id, model: model, transition: t)
+            }
         }
     }
 
-    /// Closes least recently used stores with no lease until there is room.
-    private static func evict(_ d: inout OpenStores, toAdmit n: Int, max: Int) {
-        while d.open.count + n > max {
-            guard let victim = d.open.filter({ $0.value.leases == 0 }).min(by: { $0.value.lastUse < $1.value.lastUse }) else { return }
-            victim.value.store.close()
-            d.open[victim.key] = nil
+    /// Opens the store of a slot this caller set to `.opening`, outside the lock.
+    private func open(_ id: UUID, model: ModelDefinition?, transition t: Transition) throws -> (Store, Lease) {
+        defer { t.finish() }
+        let opened = Result { try openStore(path(for: id), id, model, configuration) }
+        let entry = state.withLock { d -> Entry? in
+            if d.closed { return nil }  // shut down meanwhile: the slot is gone already
+            guard case .success(let s) = opened else { d.slots[id] = nil; return nil }
+            let e = Entry(store: s, lastUse: d.tick, lease: Lease(), lastUseTime: configuration.clock())
+            d.slots[id] = .open(e)
+            return e
+        }
+        if let entry { return (entry.store, entry.lease) }
+        try opened.get().close()  // the open's own error first
+        throw StorageError(.storeClosed, "directory is shut down")
+    }
+
+    /// Marks least recently used stores with no lease as closing until there is room; the caller
+    /// closes them (`close(_:)`) outside the lock.
+    private static func evict(_ d: inout Slots, toAdmit n: Int, max: Int) -> [(UUID, Store, Transition)] {
+        var out: [(UUID, Store, Transition)] = []
+        while d.admitted + n > max {
+            var victim: (UUID, Entry)?
+            for (k, slot) in d.slots {
+                if case .open(let e) = slot, e.leases == 0, victim.map({ e.lastUse < $0.1.lastUse }) ?? true { victim = (k, e) }
+            }
+            guard let (k, e) = victim else { break }
+            let t = Transition()
+            d.slots[k] = .closing(t)
+            out.append((k, e.store, t))
+        }
+        return out
+    }
+
+    /// Closes stores marked closing, then frees their slots.
+    private func close(_ stores: [(UUID, Store, Transition)]) {
+        for (id, s, t) in stores {
+            s.close()
+            state.withLock { d in if case .closing(let mine)? = d.slots[id], mine === t { d.slots[id] = nil } }
+            t.finish()
         }
     }
 
     /// Closes stores unused for `idleSeconds` (by the configuration's clock). Returns how many.
     @discardableResult
-    public func closeIdle(idleSeconds: Double) -> Int {
-        state.withLock { d in
+    public func closeIdle(idleSeconds: Double) async -> Int {
+        let idle = state.withLock { d -> [(UUID, Store, Transition)] in
             let now = configuration.clock()
-            let idle = d.open.filter { $0.value.leases == 0 && now - $0.value.lastUseTime >= idleSeconds }
-            for (k, e) in idle { e.store.close(); d.open[k] = nil }
-            return idle.count
+            var out: [(UUID, Store, Transition)] = []
+            for (k, slot) in d.slots {
+                guard case .open(let e) = slot, e.leases == 0, now - e.lastUseTime >= idleSeconds else { continue }
+                let t = Transition()
+                d.slots[k] = .closing(t)
+                out.append((k, e.store, t))
+            }
+            return out
         }
+        close(idle)
+        return idle.count
     }
 
-    private var sweeper: Task<Void, Never>?
-
     /// Closes stores idle for `idleSeconds`, every `interval` seconds, until `shutdown()`.
-    public func startIdleSweeper(interval: Double, idleSeconds: Double) {
-        sweeper?.cancel()
-        sweeper = Task { [weak self] in
+    public func startIdleSweeper(interval: Double, idleSeconds: Double) async {
+        let task = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: UInt64(max(0.01, interval) * 1e9))
                 guard let self else { return }
                 await self.closeIdle(idleSeconds: idleSeconds)
             }
         }
+        let old = state.withLock { d -> Task<Void, Never>? in
+            if d.closed { return task }
+            defer { d.sweeper = task }
+            return d.sweeper
+        }
+        old?.cancel()
     }
 
-    /// Closes the store for a file operation and runs `body` still holding the lock, so no
+    /// Closes the store for a file operation and runs `body` while its slot stays closing, so no
     /// `withStore` can reopen the store while its files change.
     private func closedForFileOperation<T>(_ id: UUID, _ body: () throws -> T) throws -> T {
-        try state.withLock { d in
-            if let e = d.open[id] {
-                if e.leases > 0 { throw StorageError(.busy, "store \(id) is in use") }
-                e.store.close()
-                d.open[id] = nil
+        while true {
+            let claim = try state.withLock { d -> Lookup in
+                if d.closed { throw StorageError(.storeClosed, "directory is shut down") }
+                let t = Transition()
+                switch d.slots[id] {
+                case .opening(let other)?, .closing(let other)?: return .wait(other)
+                case .open(let e)?:
+                    if e.leases > 0 { throw StorageError(.busy, "store \(id) is in use") }
+                    d.slots[id] = .closing(t)
+                    return .closing(e.store, t)
+                case nil:
+                    d.slots[id] = .closing(t)
+                    return .closing(nil, t)
+                }
             }
-            return try body()
+            switch claim {
+            case .wait(let other): other.wait()
+            case .found, .open: preconditionFailure("not a file-operation lookup")
+            case .closing(let store, let t):
+                defer {
+                    state.withLock { d in if case .closing(let mine)? = d.slots[id], mine === t { d.slots[id] = nil } }
+                    t.finish()
+                }
+                store?.close()
+                return try body()
+            }
         }
     }
 
     /// Destroys a store: pool closed first, then its files removed (database, WAL, shared memory).
-    public func destroy(_ id: UUID) throws {
+    public func destroy(_ id: UUID) async throws {
         try closedForFileOperation(id) { try removeFiles(id) }
     }
 
@@ -181,7 +307,7 @@ public actor StoreDirectory {
 
     /// Replaces a store's contents with another store file (copied with SQLite's backup API into
     /// the closed store, then given a new epoch: older tokens fail with STORE_REPLACED).
-    public func replace(_ id: UUID, from sourcePath: String) throws {
+    public func replace(_ id: UUID, from sourcePath: String) async throws {
         try closedForFileOperation(id) { try copyReplacement(id, from: sourcePath) }
     }
 

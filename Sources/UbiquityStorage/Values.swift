@@ -84,7 +84,7 @@ extension UUID {
         guard b.count == 36 else { return nil }
         var t: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         let ok = withUnsafeMutableBytes(of: &t) { out -> Bool in
-            @inline(__always) func nibble(_ c: UInt8) -> UInt8? {
+            func nibble(_ c: UInt8) -> UInt8? {
                 switch c {
                 case 48...57: c - 48
                 case 97...102: c - 87
@@ -124,9 +124,8 @@ extension UUID {
     }
 
     /// Writes the 36 bytes of the lowercase canonical form at `p`; returns 36.
-    @inline(__always)
     public func writeLowercased(into p: UnsafeMutablePointer<UInt8>) -> Int {
-        @inline(__always) func hex(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
+        func hex(_ n: UInt8) -> UInt8 { n < 10 ? 48 + n : 87 + n }
         return withUnsafeBytes(of: uuid) { raw in
             var o = 0
             for j in 0..<16 {

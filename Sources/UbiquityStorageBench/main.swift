@@ -2,6 +2,8 @@
 // Build and run (release):
 //   swift build -c release --scratch-path .build-storage-rel --product UbiquityStorageBench
 //   .build-storage-rel/release/UbiquityStorageBench [rows] [dir]
+// Environment: UBQ_BENCH_ONLY=W1|W2|W4 (one section), UBQ_BENCH_SAVES (W2's saves, 200),
+// UBQ_BENCH_WAL_COALESCING=off.
 import CSQLite
 import Foundation
 import UbiquityStorage
@@ -76,6 +78,9 @@ _ = try await store.checkpoint(truncate: true)
 store.close()
 var fullCfg = cfg
 fullCfg.synchronous = .full
+// UBQ_BENCH_WAL_COALESCING=off: the writer without WAL write coalescing (its A/B, docs/benchmarks.md).
+fullCfg.walWriteCoalescing = ProcessInfo.processInfo.environment["UBQ_BENCH_WAL_COALESCING"] != "off"
+print("WAL write coalescing: \(fullCfg.walWriteCoalescing ? "on" : "off")")
 store = try Store.open(path: dir + "/engine.sqlite", id: sid, configuration: fullCfg)
 
 // MARK: 1. read by ID
@@ -127,7 +132,7 @@ print("\n== W1 point read by ID (random IDs) ==")
 }
 
 // MARK: 2. 100-object save vs raw 100-row insert transaction, synchronous=FULL
-let saves = 200
+let saves = Int(ProcessInfo.processInfo.environment["UBQ_BENCH_SAVES"] ?? "") ?? 200
 if only == nil || only == "W2" {
 print("\n== W2 100-object save vs raw 100-row insert transaction (synchronous=FULL, age index) ==")
     let rawFull = Raw(dir + "/raw-full.sqlite", sync: "FULL")

@@ -1,8 +1,9 @@
 import Foundation
+import Synchronization
 import XCTest
 @testable import UbiquityStorage
 
-final class DirectoryTests: StorageTestCase {
+final class DirectoryTests: StorageTestCase, @unchecked Sendable {
     func config() -> StorageConfiguration { var c = StorageConfiguration(); c.readerCount = 1; c.synchronous = .normal; return c }
 
     func testLockFileRefusesSecondOwner() async throws {
@@ -23,7 +24,7 @@ final class DirectoryTests: StorageTestCase {
         for (i, id) in ids.enumerated() {
             _ = try await d.withStore(id, create: true, model: Fixtures.model) { s in try await s.save({ var r = SaveRequest(); r.inserts = [InsertOperation(temporaryID: "n", entity: "Note", values: ["n": .int(Int64(i))])]; return r }()) }
         }
-        let open = await d.openCount
+        let open = d.openCount
         XCTAssertEqual(open, 3, "bounded")
         let files = try await d.storeIDs()
         XCTAssertEqual(Set(files), Set(ids))
@@ -37,7 +38,7 @@ final class DirectoryTests: StorageTestCase {
         clock.advance(100)
         let closed = await d.closeIdle(idleSeconds: 60)
         XCTAssertEqual(closed, 3)
-        let openAfter = await d.openCount
+        let openAfter = d.openCount
         XCTAssertEqual(openAfter, 0)
         await d.shutdown()
     }
@@ -109,4 +110,42 @@ final class DirectoryTests: StorageTestCase {
         XCTAssertEqual(gone, .notFound)
         await d.shutdown()
     }
+
+    /// A store's open runs outside the directory's lock: while one store is still opening,
+    /// another opens (and is used) without waiting for it; a second caller of the store being
+    /// opened waits for that open instead of opening it again.
+    func testOpeningOneStoreDoesNotWaitForAnother() throws {
+        let a = UUID(), b = UUID()
+        let aOpening = DispatchSemaphore(value: 0), bDone = DispatchSemaphore(value: 0)
+        let opens = Counter()
+        let bWasOpenFirst = Counter()
+        let d = try StoreDirectory(root: dir + "/data", configuration: config(), maxOpenStores: 4) { path, id, model, cfg in
+            if id == a {
+                opens.add()
+                aOpening.signal()
+                // A's open stays in progress until B has been opened and used (bounded, so a
+                // directory that serialized opens fails this test instead of hanging it)
+                if bDone.wait(timeout: .now() + 30) == .success { bWasOpenFirst.add() }
+            }
+            return try Store.open(path: path, id: id, model: model, configuration: cfg)
+        }
+        let group = DispatchGroup()
+        let firstA = Counter(), secondA = Counter()
+        DispatchQueue.global().async(group: group) { if (try? d.withStoreSync(a, create: true, model: Fixtures.model) { _ in }) != nil { firstA.add() } }
+        aOpening.wait()
+        DispatchQueue.global().async(group: group) { if (try? d.withStoreSync(a, create: true, model: Fixtures.model) { _ in }) != nil { secondA.add() } }
+        try d.withStoreSync(b, create: true, model: Fixtures.model) { s in XCTAssertNotNil(s.modelDefinition) }
+        bDone.signal()
+        group.wait()
+        XCTAssertEqual(bWasOpenFirst.value, 1, "B opened while A's open was in progress")
+        XCTAssertEqual(firstA.value + secondA.value, 2, "both callers of A got it")
+        XCTAssertEqual(opens.value, 1, "A opened once")
+        XCTAssertEqual(d.openCount, 2)
+    }
+}
+
+private final class Counter: Sendable {
+    private let n = Atomic<Int>(0)
+    func add() { n.add(1, ordering: .relaxed) }
+    var value: Int { n.load(ordering: .relaxed) }
 }

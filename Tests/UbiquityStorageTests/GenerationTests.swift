@@ -10,7 +10,7 @@ final class ManualClock: @unchecked Sendable {
     func advance(_ d: Double) { lock.lock(); now += d; lock.unlock() }
 }
 
-final class GenerationTests: StorageTestCase {
+final class GenerationTests: StorageTestCase, @unchecked Sendable {
     /// A store with synchronous=NORMAL, two readers and a WAL checkpointed past `threshold` bytes
     /// (also its journal size limit), then `more` of the test's own settings.
     func openTwoReadersWAL(_ threshold: Int, _ more: (inout StorageConfiguration) -> Void) throws -> Store {

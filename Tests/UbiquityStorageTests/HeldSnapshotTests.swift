@@ -4,7 +4,7 @@ import XCTest
 
 /// Read connections keep their SQLite snapshot between jobs (`HeldSnapshot`, docs/storage.md
 /// rule 4) and reuse it only for reads at a generation it contains, on the model it was taken with.
-final class HeldSnapshotTests: StorageTestCase {
+final class HeldSnapshotTests: StorageTestCase, @unchecked Sendable {
     /// The store's reader connections, checked out, in a fixed order.
     func checkoutAll(_ s: Store) -> [Connection] {
         (0..<s.config.readerCount).map { _ in s.readConnections.checkout()! }.sorted { ObjectIdentifier($0) < ObjectIdentifier($1) }

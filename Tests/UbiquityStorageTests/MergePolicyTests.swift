@@ -3,7 +3,7 @@ import XCTest
 @testable import UbiquityStorage
 
 /// Each merge policy × (one-side change / both-sides change / deleted in store / uniqueness clash).
-final class MergePolicyTests: StorageTestCase {
+final class MergePolicyTests: StorageTestCase, @unchecked Sendable {
     /// A person read at version 1 by the client; then the store changes `age` (and maybe `name`).
     func setUpConflict(_ s: Store, storeChangesName: Bool) async throws -> (ObjectID, [String: StorageValue]) {
         let id = try await insert(s, "Person", ["name": "Orig", "age": 10, "email": "o@x"])

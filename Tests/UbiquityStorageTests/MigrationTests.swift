@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 @testable import UbiquityStorage
 
-final class MigrationTests: StorageTestCase {
+final class MigrationTests: StorageTestCase, @unchecked Sendable {
     /// A store with data: 2 departments, 3 employees, friends, a passport, notes.
     func seeded(_ name: String) async throws -> (Store, [String: ObjectID]) {
         let s = try open(name)

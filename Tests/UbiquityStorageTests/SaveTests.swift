@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 @testable import UbiquityStorage
 
-final class SaveTests: StorageTestCase {
+final class SaveTests: StorageTestCase, @unchecked Sendable {
     func testInsertReadUpdateDeleteWithTemporaryIDsAndRelationships() async throws {
         let s = try open()
         var r = SaveRequest()

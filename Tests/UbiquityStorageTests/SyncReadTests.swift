@@ -4,7 +4,7 @@ import XCTest
 
 /// `Store.readSync`: the caller's thread checks a read connection out and reads on it (blocking
 /// request handlers). More threads than connections, concurrent async reads and saves.
-final class SyncReadTests: StorageTestCase {
+final class SyncReadTests: StorageTestCase, @unchecked Sendable {
     func testSyncReadersOnTheirOwnThreadsSeeTheirGenerationWhileSavesRun() async throws {
         let s = try open { $0.readerCount = 2; $0.gcEveryCommits = 20; $0.gcBatchSize = 100 }
         var seed = SaveRequest()

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import XCTest
 @testable import UbiquityStorage
@@ -5,7 +6,7 @@ import XCTest
 /// The writer's WAL write coalescing ("ubq-walbuf", docs/storage.md): a commit's frames must be
 /// in the WAL file before the commit is visible to any other connection, under NORMAL (no sync
 /// at commit) as under FULL, including commits larger than one flush chunk (124 KiB).
-final class WALCoalescingTests: StorageTestCase {
+final class WALCoalescingTests: StorageTestCase, @unchecked Sendable {
     private func savesAreVisibleToFreshConnections(_ name: String, sync: SynchronousMode, coalescing: Bool) async throws {
         let s = try open(name) {
             $0.synchronous = sync
@@ -52,9 +53,23 @@ final class WALCoalescingTests: StorageTestCase {
     func testCoalescingOffIsSQLiteOwnWrites() async throws {
         try await savesAreVisibleToFreshConnections("off", sync: .normal, coalescing: false)
         // off: the writer opens with the configured VFS itself
-        XCTAssertEqual(WALCoalescing.writerVFS(over: nil), "ubq-walbuf")
-        XCTAssertEqual(WALCoalescing.writerVFS(over: FaultInjection.vfsName), "ubq-walbuf-fault", "fault injection stays under the wrapper")
-        XCTAssertEqual(WALCoalescing.writerVFS(over: "unix"), "unix", "another VFS is not wrapped")
+        XCTAssertEqual(WALCoalescing.writerVFS(over: nil, logger: logger), "ubq-walbuf")
+        XCTAssertEqual(WALCoalescing.writerVFS(over: FaultInjection.vfsName, logger: logger), "ubq-walbuf-ubq-fault", "fault injection stays under the wrapper")
+        XCTAssertEqual(WALCoalescing.writerVFS(over: "unix", logger: logger), "unix", "another VFS is not wrapped")
+    }
+
+    private let logger = StorageConfiguration().logger
+
+    /// Coalescing reads the shape of wal.c's private frame writes: it runs only on the SQLite it
+    /// was validated on (Debian 12's 3.40.1, the one this suite and the crash test run on).
+    func testCoalescingIsRefusedOnAnotherSQLiteVersion() {
+        XCTAssertTrue(WALCoalescing.isValidated(sqliteVersion: 3_040_001))
+        XCTAssertTrue(WALCoalescing.isValidated(sqliteVersion: sqlite3_libversion_number()), "this machine's SQLite is the validated one")
+        for other: Int32 in [3_040_000, 3_040_002, 3_041_000, 3_045_001] {
+            XCTAssertFalse(WALCoalescing.isValidated(sqliteVersion: other))
+            XCTAssertNil(WALCoalescing.writerVFS(over: nil, logger: logger, sqliteVersion: other), "\(other): the plain default VFS")
+            XCTAssertEqual(WALCoalescing.writerVFS(over: FaultInjection.vfsName, logger: logger, sqliteVersion: other), "ubq-fault", "\(other): the plain base VFS")
+        }
     }
 
     /// With the fault VFS under the wrapper, a failing write of a coalesced run (or of the commit

@@ -4,7 +4,7 @@ import XCTest
 
 /// `writerNice`: the store's writer thread runs at the configured CPU priority, and only that
 /// thread does; saves still commit while readers keep every read connection busy.
-final class WriterPriorityTests: StorageTestCase {
+final class WriterPriorityTests: StorageTestCase, @unchecked Sendable {
     /// The nice value the writer thread of `s` runs at, read on that thread.
     private func writerNice(_ s: Store) async -> Int? {
         await withCheckedContinuation { (c: CheckedContinuation<Int?, Never>) in

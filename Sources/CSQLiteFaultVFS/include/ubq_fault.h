@@ -1,0 +1,15 @@
+#ifndef UBQ_FAULT_H
+#define UBQ_FAULT_H
+/* Fault-injecting wrapper VFS "ubq-fault" for tests (fault.c): wraps the default VFS, forwards
+ * every call, and fails the armed write or sync once. State is process-global. */
+
+/* Registers "ubq-fault" once; SQLITE_OK or an SQLite error. Not thread-safe: call under a lock. */
+int ubq_fault_register(void);
+/* The write_nth-th xWrite / sync_nth-th xSync from now fails once with rc (0 = off). An rc of
+ * SQLITE_IOERR becomes SQLITE_IOERR_WRITE / SQLITE_IOERR_FSYNC. */
+void ubq_fault_arm(int write_nth, int sync_nth, int rc);
+int ubq_fault_fired_count(void);
+int ubq_fault_write_count(void);
+int ubq_fault_sync_count(void);
+
+#endif

@@ -1,0 +1,15 @@
+#ifndef UBQ_WALBUF_H
+#define UBQ_WALBUF_H
+/* The writer connection's WAL write-coalescing VFS (walbuf.c; docs/storage.md "WAL write coalescing"). */
+
+/* The SQLite version the coalescing was validated on (sqlite3_libversion_number()): it
+ * recognises commit frames by the shape of wal.c's private frame writes, so another version
+ * may write them differently. */
+#define UBQ_WALBUF_VALIDATED_SQLITE 3040001
+
+/* Registers (once) a wrapper over the VFS named `base` (NULL: the default VFS) and returns its
+ * name ("ubq-walbuf" over the default, "ubq-walbuf-<base>" otherwise), or NULL if `base` is not
+ * registered or a second named base is asked for. Not thread-safe: call under a lock. */
+const char *ubq_walbuf_register(const char *base);
+
+#endif

@@ -1,0 +1,24 @@
+import CSQLite
+import CSQLiteFaultVFS
+import Foundation
+
+/// Fault injection through the "ubq-fault" wrapping VFS (Sources/CSQLiteFaultVFS). Open a store
+/// with `StorageConfiguration.vfsName = FaultInjection.vfsName` and arm a fault.
+enum FaultInjection {
+    private static let registration: Int32 = ubq_fault_register()  // once, thread-safe (a static let)
+    /// The VFS name; reading it registers the VFS.
+    static var vfsName: String {
+        precondition(registration == SQLITE_OK, "ubq-fault registration failed: \(registration)")
+        return "ubq-fault"
+    }
+    /// The `writeNth`-th xWrite and/or the `syncNth`-th xSync from now fails once (0 = no fault).
+    /// `diskFull` makes the failure SQLITE_FULL instead of SQLITE_IOERR_WRITE/FSYNC.
+    static func arm(writeNth: Int = 0, syncNth: Int = 0, diskFull: Bool = false) {
+        _ = vfsName
+        ubq_fault_arm(Int32(writeNth), Int32(syncNth), diskFull ? SQLITE_FULL : SQLITE_IOERR)
+    }
+    static func disarm() { ubq_fault_arm(0, 0, SQLITE_IOERR) }
+    static var firedCount: Int { Int(ubq_fault_fired_count()) }
+    static var writeCount: Int { Int(ubq_fault_write_count()) }
+    static var syncCount: Int { Int(ubq_fault_sync_count()) }
+}
