@@ -25,6 +25,19 @@ struct DecodedSave: Sendable {
         }
         return false
     }
+
+    /// The engine's save (for a request without `foreignReference`, which the general
+    /// conversion reports).
+    var saveRequest: SaveRequest {
+        var s = SaveRequest()
+        s.inserts = inserts
+        s.mergePolicy = mergePolicy
+        s.author = author.nonEmpty
+        s.contextName = contextName.nonEmpty
+        s.clientTransactionID = clientTransactionID.nonEmpty
+        s.dryRun = dryRun
+        return s
+    }
 }
 
 /// The fast reading of a Save request. It covers exactly what the Save handler would accept: a

@@ -21,13 +21,7 @@ extension StoresService {
             var s: SaveRequest
             switch request {
             case .common(let fast, _) where !fast.foreignReference(store: store.id):
-                s = SaveRequest()
-                s.inserts = fast.inserts
-                s.mergePolicy = fast.mergePolicy
-                s.author = fast.author.nonEmpty
-                s.contextName = fast.contextName.nonEmpty
-                s.clientTransactionID = fast.clientTransactionID.nonEmpty
-                s.dryRun = fast.dryRun
+                s = fast.saveRequest
             case .common(_, let bytes):
                 // a target in another store: the general conversion reports it
                 s = try Self.saveRequest(try Ubiquity_V1_SaveRequest(requestBytes: bytes), store: store.id)

@@ -143,14 +143,7 @@ final class HandCodecRandomTests: XCTestCase {
         switch request {
         case .common(let d, let bytes):
             if d.foreignReference(store: store) { return try StoresService.saveRequest(Ubiquity_V1_SaveRequest(serializedBytes: bytes), store: store) }
-            var s = SaveRequest()
-            s.inserts = d.inserts
-            s.mergePolicy = d.mergePolicy
-            s.author = d.author.nonEmpty
-            s.contextName = d.contextName.nonEmpty
-            s.clientTransactionID = d.clientTransactionID.nonEmpty
-            s.dryRun = d.dryRun
-            return s
+            return d.saveRequest
         case .general(let r):
             return try StoresService.saveRequest(r, store: store)
         }
