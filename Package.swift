@@ -62,7 +62,7 @@ let package = Package(
         // batch update/delete, deduplication. Storage only; no gRPC.
         .target(
             name: "UbiquityQuery",
-            dependencies: ["UbiquityStorage", "CSQLite", "UbiquityLock", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["UbiquityStorage", "UbiquityLock"]),
         // gRPC client over the same libuv + nghttp2 stack (used by `ubiq` and `ubiquity-load`). No storage.
         .target(
             name: "UbiquityGRPCClient",
@@ -76,16 +76,15 @@ let package = Package(
             dependencies: [
                 "UbiquityGRPC", "UbiquityLock", "UbiquityProtos", "UbiquityStorage", "UbiquityQuery",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "Logging", package: "swift-log"),
             ]),
         // gRPC interop TestService (grpc.testing), enabled in ubiquityd only by --enable-interop-testing.
         .target(
             name: "UbiquityInterop",
-            dependencies: ["UbiquityGRPC", "UbiquityProtos"]),
+            dependencies: ["UbiquityGRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         .executableTarget(
             name: "ubiquityd",
             dependencies: [
-                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityLoop", "UbiquityStorage", "CMalloc",
+                "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage", "UbiquityLock", "CMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -94,7 +93,7 @@ let package = Package(
         .executableTarget(
             name: "ubiq",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityProtos",
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityProtos",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
@@ -102,27 +101,40 @@ let package = Package(
         .executableTarget(
             name: "ubiquity-load",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityProtos", "UbiquityLoop", "UbiquityLock", "CNGHTTP2",
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityProtos", "UbiquityLoop", "UbiquityLock",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]),
 
-        .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "CSQLite"]),
-        .testTarget(name: "UbiquityServicesTests", dependencies: ["UbiquityServices", "UbiquityProtos", "UbiquityQuery", "UbiquityStorage"]),
+        // Test support shared by every test target: temporary directories, waiting for an event
+        // (never a sleep), the server transport on a loopback port. Swift only.
+        .target(
+            name: "UbiquityTestSupport",
+            dependencies: ["UbiquityGRPC", "UbiquityLock", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/UbiquityTestSupport"),
+        .testTarget(name: "UbiquityLockTests", dependencies: ["UbiquityLock", "UbiquityTestSupport"]),
+        .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "UbiquityTestSupport"]),
+        .testTarget(
+            name: "UbiquityServicesTests",
+            dependencies: [
+                "UbiquityServices", "UbiquityGRPC", "UbiquityProtos", "UbiquityQuery", "UbiquityStorage", "UbiquityTestSupport",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ]),
         .testTarget(
             name: "UbiquityGRPCTests",
             dependencies: [
-                "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos",
-                .product(name: "Logging", package: "swift-log"),
+                "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos", "UbiquityTestSupport",
+                .product(name: "Logging", package: "swift-log"),  // UnexpectedErrorTests captures what the transport logs
             ]),
         .testTarget(
             name: "UbiquityGRPCClientTests",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityProtos",
-                .product(name: "Logging", package: "swift-log"),
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityProtos", "UbiquityTestSupport",
             ]),
-        .testTarget(name: "UbiquityStorageTests", dependencies: ["UbiquityStorage", "CSQLite", "CSQLiteFaultVFS", "UbiquityStorageCrashChild"]),
+        .testTarget(
+            name: "UbiquityStorageTests",
+            dependencies: ["UbiquityStorage", "CSQLite", "CSQLiteFaultVFS", "UbiquityTestSupport", "UbiquityStorageCrashChild"]),
         // Storage engine helpers: the crash-test child process and the micro-benchmark.
         .executableTarget(name: "UbiquityStorageCrashChild", dependencies: ["UbiquityStorage"]),
         .executableTarget(name: "UbiquityStorageBench", dependencies: ["UbiquityStorage", "CSQLite"]),

@@ -369,7 +369,7 @@ public final class ServerCall: Sendable {
     /// Ends the call from the loop with `status` (for errors found by the transport, e.g. a second
     /// request message on a unary call), dropping queued output.
     func failFromLoop(_ status: RPCError) {
-        end(.protocolError, status: status)
+        _ = end(.protocolError, status: status)
     }
 
     /// The one path by which the loop ends a call: mark it, replace its status if asked, and wake

@@ -21,8 +21,8 @@ public final class EventLoop: @unchecked Sendable {
     // touched only on the loop thread.
     public let uvLoop: UnsafeMutablePointer<uv_loop_t>
     private let wakeup: UnsafeMutablePointer<uv_async_t>
-    private let queue = Lock<[@Sendable () -> Void]>([])
-    private var drained: [@Sendable () -> Void] = []
+    private let queue = Lock(FIFOQueue<@Sendable () -> Void>())
+    private var drained = FIFOQueue<@Sendable () -> Void>()
     /// Loop-thread work deferred to the end of the current `execute` batch (`afterCurrentBatch`).
     private var afterBatch: [() -> Void] = []
     private var afterBatchSpare: [() -> Void] = []
@@ -76,16 +76,15 @@ public final class EventLoop: @unchecked Sendable {
         // still holding the old one).
         while true {
             var batch = drained
-            drained = []
+            drained = FIFOQueue()
             queue.withLock { q in swap(&q, &batch) }
             if batch.isEmpty {
                 drained = batch
                 return
             }
             inDrain = true
-            for work in batch { work() }
+            while let work = batch.popFirst() { work() }
             inDrain = false
-            batch.removeAll(keepingCapacity: true)
             drained = batch
             runAfterBatch()
         }
@@ -137,11 +136,10 @@ public final class EventLoop: @unchecked Sendable {
     }
 }
 
-/// Starts a loop on a new thread, with a name visible to debuggers (`pthread_setname_np`).
+/// Runs a loop on a thread of its own (a `NamedThread` named after the loop).
 public final class EventLoopThread: Sendable {
     public let loop: EventLoop
-    private let done = Lock<Bool>(false)
-    private let thread: Lock<pthread_t?> = Lock(nil)
+    private let thread = Lock<NamedThread?>(nil)
 
     public init(name: String) {
         loop = EventLoop(name: name)
@@ -150,28 +148,18 @@ public final class EventLoopThread: Sendable {
     /// Starts the thread. `body` runs on the loop thread before the loop starts turning.
     public func start(_ body: @escaping @Sendable (EventLoop) -> Void = { _ in }) {
         let loop = self.loop
-        let name = String(loop.name.prefix(15))
-        let box = Unmanaged.passRetained(ThreadStart { ubq_set_thread_name(name); loop.adoptCurrentThread(); body(loop); loop.run() })
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
-            let start = Unmanaged<ThreadStart>.fromOpaque(arg!).takeRetainedValue()
-            start.body()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        thread.withLock { $0 = tid }
+        let started = NamedThread(name: loop.name) {
+            loop.adoptCurrentThread()
+            body(loop)
+            loop.run()
+        }
+        thread.withLock { $0 = started }
     }
 
     /// Waits for the loop thread to end (after `loop.stop()`).
     public func join() {
-        guard let tid = thread.withLock({ t -> pthread_t? in let x = t; t = nil; return x }) else { return }
-        pthread_join(tid, nil)
+        thread.withLock { $0 }?.join()
     }
-}
-
-private final class ThreadStart {
-    let body: () -> Void
-    init(body: @escaping () -> Void) { self.body = body }
 }
 
 /// A libuv error code with its name and message.

@@ -150,7 +150,7 @@ enum JSONValues {
         case .date:
             var t = Google_Protobuf_Timestamp()
             if let n = x as? NSNumber {
-                t = Google_Protobuf_Timestamp(timeIntervalSince1970: n.doubleValue)
+                t = Google_Protobuf_Timestamp(roundingTimeIntervalSince1970: n.doubleValue, rule: .toNearestOrAwayFromZero)
             } else if let s = x as? String, let d = ISO8601DateFormatter().date(from: s) {
                 t = Google_Protobuf_Timestamp(date: d)
             } else { throw CLIError("\(name): a date is an ISO 8601 string (2026-11-22T10:00:00Z) or seconds since 1970") }

@@ -9,7 +9,6 @@ import Glibc
 #endif
 
 /// Monotonic nanoseconds (vDSO clock_gettime: no syscall).
-@inline(__always)
 func monotonicNanos() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -41,7 +40,8 @@ struct WorkerResult {
 /// thread has joined that thread (after `done` was signalled); then only by the main thread.
 /// The same invariant makes `@exclusivity(unchecked)` on the mutable state safe: one thread at a
 /// time, and no overlapping accesses (a completion runs after the call that started it returned);
-/// the dynamic checks were ~300 instructions per call.
+/// measured, without them the generator runs 15.3k instead of 14.7k instructions per call (+4%)
+/// (callgrind, release, ubiquity-load -c 4 -m 16 Admin.Ping, 25k − 5k calls, 2026-11-25).
 final class Worker: @unchecked Sendable {
     let index: Int
     let thread: EventLoopThread
@@ -146,7 +146,6 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    @inline(__always)
     private func issue(_ ci: Int) -> Bool {
         guard !stopIssuing, remaining[ci] > 0 else { return false }
         let connection = connections[ci]

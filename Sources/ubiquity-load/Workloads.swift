@@ -182,11 +182,11 @@ enum Workloads {
             }
             return WorkloadPlan(requests: ring, note: "9 point fetches : 1 save of 100 objects")
         case .predicateFetch:
-            try blocking { try await StoreSetup.probeFetch(host: host, port: port, store: store) }
+            _ = try blocking { try await StoreSetup.probeFetch(host: host, port: port, store: store) }
             return WorkloadPlan(requests: try predicateFetches(at: nil), background: writes,
                                 note: "Fetch age == $age (10 objects) at the current generation" + writesNote)
         case .pinnedFetch:
-            try blocking { try await StoreSetup.probeFetch(host: host, port: port, store: store) }
+            _ = try blocking { try await StoreSetup.probeFetch(host: host, port: port, store: store) }
             // Pin the current generation with a context (a lease that keeps its versions), then
             // read at that token while another connection keeps saving.
             let token = try blocking { try await StoreSetup.pin(host: host, port: port, store: store) }

@@ -1,5 +1,6 @@
 import CMalloc
-import Foundation
+import Glibc
+import UbiquityLock
 
 /// Gives memory freed in bulk back to the kernel (issue 15, item 5).
 ///
@@ -19,13 +20,11 @@ enum MemoryTrimmer {
 
     /// Starts the checker thread (it runs until the process exits).
     static func start() {
-        let thread = Thread {
+        _ = NamedThread(name: "ubq-trim") {
             while true {
                 sleep(intervalSeconds)
                 if Int(ubq_malloc_free_bytes()) > thresholdBytes { _ = ubq_malloc_trim() }
             }
         }
-        thread.name = "ubq-trim"
-        thread.start()
     }
 }

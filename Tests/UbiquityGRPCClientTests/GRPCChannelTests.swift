@@ -1,12 +1,11 @@
 import Dispatch
 import Foundation
-import Logging
-import Synchronization
 import UbiquityGRPC
 import UbiquityGRPCClient
 import UbiquityLock
 import UbiquityLoop
 import UbiquityProtos
+import UbiquityTestSupport
 import XCTest
 
 /// The client against the real server transport on a loopback port: both layers (the async
@@ -18,8 +17,8 @@ final class GRPCChannelTests: XCTestCase {
 
     private var server: GRPCServer!
     private var port: Int { server.port }
-    final class Counter: Sendable { let value = Atomic<Int>(0) }
-    let handlerCancelled = Counter()
+    let handlerStarted = EventCounter()
+    let handlerCancelled = EventCounter()
 
     override func setUpWithError() throws {
         var router = Router()
@@ -32,12 +31,13 @@ final class GRPCChannelTests: XCTestCase {
         router.unary("/test.Echo/Fail") { (_: Ping, _) -> Pong in
             throw RPCError(.notFound, "no such thing: ü 100%", details: [1, 2, 3])
         }
-        let cancelled = handlerCancelled
+        let (started, cancelled) = (handlerStarted, handlerCancelled)
         router.unary("/test.Echo/Sleep") { (_: Ping, _) -> Pong in
+            started.signal()
             do {
                 try await Task.sleep(for: .seconds(20))
             } catch {
-                cancelled.value.wrappingAdd(1, ordering: .relaxed)
+                cancelled.signal()
                 throw error
             }
             return Pong()
@@ -50,17 +50,14 @@ final class GRPCChannelTests: XCTestCase {
             }
             if req.payload.first == 0xFF { throw RPCError(.aborted, "stopped after \(req.payload.count)") }
         }
-        var config = ServerConfiguration()
-        config.port = 0
-        config.maxConcurrentStreams = 4
-        config.shutdownGraceSeconds = 1
-        server = GRPCServer(configuration: config, router: router, logger: Logger(label: "test"))
-        try server.start()
+        server = try LoopbackServer.start(router) { config in
+            config.maxConcurrentStreams = 4
+            config.shutdownGraceSeconds = 1
+        }
     }
 
     override func tearDown() {
-        server.beginShutdown()
-        server.waitUntilFinished()
+        LoopbackServer.stop(server)
         // XCTest keeps every test case object to the end of the run: drop the server so a
         // leak check at exit sees only what shutdown failed to free (scripts/sanitize address).
         server = nil
@@ -106,7 +103,8 @@ final class GRPCChannelTests: XCTestCase {
             XCTAssertEqual(error.code, .deadlineExceeded)
         }
         let task = Task { try await channel.unary("/test.Echo/Sleep", Ping(), as: Pong.self) }
-        try await Task.sleep(for: .milliseconds(200))
+        let running = await handlerStarted.wait(for: 2)  // the first call's handler, then this one's
+        XCTAssertTrue(running, "the second call's handler did not start")
         task.cancel()
         do {
             _ = try await task.value
@@ -115,8 +113,8 @@ final class GRPCChannelTests: XCTestCase {
             XCTAssertEqual(error.code, .cancelled)
         }
         // The server saw the RST_STREAM and cancelled both handlers.
-        for _ in 0..<100 where handlerCancelled.value.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(20)) }
-        XCTAssertEqual(handlerCancelled.value.load(ordering: .relaxed), 2)
+        _ = await handlerCancelled.wait(for: 2)
+        XCTAssertEqual(handlerCancelled.count, 2)
         // The connection still works.
         _ = try await channel.unary("/test.Echo/Ping", Ping(), as: Pong.self)
     }

@@ -1,8 +1,7 @@
 import Foundation
-import Logging
-import Synchronization
 import UbiquityGRPC
 import UbiquityProtos
+import UbiquityTestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -20,8 +19,8 @@ import Glibc
 /// EOF (not ECONNRESET).
 final class ShutdownLingerTests: XCTestCase {
     final class Gate: Sendable {
-        let started = Atomic<Int>(0)
-        let release = Atomic<Int>(0)
+        let started = EventCounter()
+        let release = EventCounter()
     }
 
     private static let responseBytes = 16 << 20
@@ -31,23 +30,18 @@ final class ShutdownLingerTests: XCTestCase {
         var router = Router()
         let big = Data(repeating: 0x61, count: Self.responseBytes)
         router.blockingUnary("/test.Linger/Big") { (_: Ubiquity_V1_PingRequest, _: SyncCallContext) -> Ubiquity_V1_PingResponse in
-            gate.started.store(1, ordering: .relaxed)
-            for _ in 0..<500 where gate.release.load(ordering: .relaxed) == 0 { usleep(10_000) }
+            gate.started.signal()
+            _ = gate.release.wait()
             var res = Ubiquity_V1_PingResponse()
             res.payload = big
             return res
         }
-        var config = ServerConfiguration()
-        config.port = 0
-        config.blockingThreads = 1
-        config.maxSendMessageBytes = 32 << 20
-        config.shutdownGraceSeconds = 30
-        let server = GRPCServer(configuration: config, router: router, logger: Logger(label: "test"))
-        try server.start()
-        defer {
-            server.beginShutdown()
-            server.waitUntilFinished()
+        let server = try LoopbackServer.start(router) { config in
+            config.blockingThreads = 1
+            config.maxSendMessageBytes = 32 << 20
+            config.shutdownGraceSeconds = 30
         }
+        defer { LoopbackServer.stop(server) }
 
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         XCTAssertGreaterThanOrEqual(fd, 0)
@@ -76,15 +70,26 @@ final class ShutdownLingerTests: XCTestCase {
         out += Self.frame(type: 0, flags: 0x1, stream: 1, [0, 0, 0, 0, 0])
         XCTAssertEqual(send(fd, out, out.count, Int32(MSG_NOSIGNAL)), out.count)
 
-        for _ in 0..<500 where gate.started.load(ordering: .relaxed) == 0 { usleep(10_000) }
-        XCTAssertEqual(gate.started.load(ordering: .relaxed), 1, "the handler did not start")
+        XCTAssertTrue(gate.started.wait(), "the handler did not start")
         server.beginShutdown()
-        usleep(300_000) // the final GOAWAY goes out while the call is still running
-        gate.release.store(1, ordering: .relaxed)
-        usleep(500_000) // the server fills the socket buffers; we read nothing yet
-
+        // The final GOAWAY goes out while the call is still running: read up to it (the
+        // response cannot have started, its handler is held).
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while !Self.hasFinalGoAway(received, lastStream: 1) {
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { XCTFail("the connection ended before the final GOAWAY (errno \(errno))"); return }
+            received += chunk[0..<n]
+        }
+        gate.release.signal()
+        // The server fills the socket buffers while we read nothing yet. No event says "the
+        // kernel's buffers are full" (bounded polling is the only way to see it), so wait until
+        // 32 KiB of the response sit unread here: it is under way and we are behind it (a
+        // loopback receive buffer starts at 128 KiB, about half of it for data).
+        let filling = pollUntil { Self.unreadBytes(fd) >= 32 * 1024 || Self.unreadBytes(fd) < 0 }
+        XCTAssertTrue(filling, "the response did not start")
+
         let windowUpdate = Self.frame(type: 8, flags: 0, stream: 0, Self.be32(1))
         var readError: Int32 = 0
         while true {
@@ -122,6 +127,29 @@ final class ShutdownLingerTests: XCTestCase {
         XCTAssertEqual(dataBytes, 5 + 1 + 4 + Self.responseBytes)
         XCTAssertTrue(trailersEnded, "no trailers ending the call")
         XCTAssertGreaterThanOrEqual(goaways, 1, "no GOAWAY")
+    }
+
+    /// True when `bytes` hold a complete GOAWAY frame naming `lastStream` as the last stream
+    /// (the final one; the shutdown notice names 2^31-1).
+    private static func hasFinalGoAway(_ bytes: [UInt8], lastStream: UInt32) -> Bool {
+        var offset = 0
+        while bytes.count - offset >= 9 {
+            let length = Int(bytes[offset]) << 16 | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2])
+            guard bytes.count - offset - 9 >= length else { return false }
+            if bytes[offset + 3] == 7 && length >= 8 {
+                let p = offset + 9
+                let last = (UInt32(bytes[p]) & 0x7F) << 24 | UInt32(bytes[p + 1]) << 16 | UInt32(bytes[p + 2]) << 8 | UInt32(bytes[p + 3])
+                if last == lastStream { return true }
+            }
+            offset += 9 + length
+        }
+        return false
+    }
+
+    /// Bytes received on `fd` and not yet read (FIONREAD); -1 on error.
+    private static func unreadBytes(_ fd: Int32) -> Int {
+        var n: Int32 = 0
+        return ioctl(fd, UInt(FIONREAD), &n) == 0 ? Int(n) : -1
     }
 
     private static func be32(_ v: UInt32) -> [UInt8] {

@@ -1,12 +1,12 @@
 import Dispatch
 import Foundation
-import Logging
 import Synchronization
 import UbiquityGRPC
 import UbiquityGRPCClient
 import UbiquityLock
 import UbiquityLoop
 import UbiquityProtos
+import UbiquityTestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -22,9 +22,9 @@ final class SyncHandlerTests: XCTestCase {
     typealias Pong = Ubiquity_V1_PingResponse
 
     final class Probe: Sendable {
-        let cancelledSeen = Atomic<Int>(0)
+        let cancelledSeen = EventCounter()
         let runs = Atomic<Int>(0)
-        let started = Atomic<Int>(0)
+        let started = EventCounter()
         let threadNames = Lock<Set<String>>([])
         let order = Lock<[Int64]>([])
     }
@@ -32,17 +32,12 @@ final class SyncHandlerTests: XCTestCase {
     private var server: GRPCServer!
     private let probe = Probe()
 
-    private static func threadName() -> String {
-        let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
-        return comm.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     private func startServer(blockingThreads: Int) throws {
         let probe = self.probe
         var router = Router()
         router.blockingUnary("/test.Sync/Echo") { (req: Ping, ctx: SyncCallContext) -> Pong in
             probe.runs.wrappingAdd(1, ordering: .relaxed)
-            probe.threadNames.withLock { _ = $0.insert(Self.threadName()) }
+            probe.threadNames.withLock { _ = $0.insert(ThreadNames.current) }
             let n = Self.number(req)
             probe.order.withLock { $0.append(n) }
             var res = Pong()
@@ -65,36 +60,34 @@ final class SyncHandlerTests: XCTestCase {
             throw RPCError(.failedPrecondition, "inline says no")
         }
         router.inlineUnary("/test.Sync/Inline") { (req: Ping, _: SyncCallContext) -> Pong in
-            probe.threadNames.withLock { _ = $0.insert(Self.threadName()) }
+            probe.threadNames.withLock { _ = $0.insert(ThreadNames.current) }
             var res = Pong()
             res.payload = req.payload
             res.serverTimeMicros = Self.number(req)
             return res
         }
         router.blockingUnary("/test.Sync/Poll") { (_: Ping, ctx: SyncCallContext) -> Pong in
-            // A long read that polls its cancellation flag (as a SQLite progress handler would).
-            probe.started.wrappingAdd(1, ordering: .relaxed)
+            // A long read that polls its cancellation flag (as a SQLite progress handler would);
+            // the usleep below is that read's work, not ordering (the test waits on `started`).
+            probe.started.signal()
             for _ in 0..<2000 {
                 if ctx.isCancelled {
-                    probe.cancelledSeen.wrappingAdd(1, ordering: .relaxed)
+                    probe.cancelledSeen.signal()
                     try ctx.checkCancellation()
                 }
                 usleep(10_000)
             }
             return Pong()
         }
-        var config = ServerConfiguration()
-        config.port = 0
-        config.blockingThreads = blockingThreads
-        config.maxReceiveMessageBytes = 4096
-        config.shutdownGraceSeconds = 1
-        server = GRPCServer(configuration: config, router: router, logger: Logger(label: "test"))
-        try server.start()
+        server = try LoopbackServer.start(router) { config in
+            config.blockingThreads = blockingThreads
+            config.maxReceiveMessageBytes = 4096
+            config.shutdownGraceSeconds = 1
+        }
     }
 
     override func tearDown() {
-        server?.beginShutdown()
-        server?.waitUntilFinished()
+        LoopbackServer.stop(server)
         // XCTest keeps every test case object to the end of the run: drop the server so a
         // leak check at exit sees only what shutdown failed to free (scripts/sanitize address).
         server = nil
@@ -210,7 +203,8 @@ final class SyncHandlerTests: XCTestCase {
             XCTAssertEqual(error.code, .deadlineExceeded)
         }
         let task = Task { try await channel.unary("/test.Sync/Poll", Ping(), as: Pong.self) }
-        for _ in 0..<200 where probe.started.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        let running = await probe.started.wait(for: 2)  // the deadline call's handler, then this one's
+        XCTAssertTrue(running, "the second call's handler did not start")
         task.cancel()
         do {
             _ = try await task.value
@@ -219,8 +213,8 @@ final class SyncHandlerTests: XCTestCase {
             XCTAssertEqual(error.code, .cancelled)
         }
         // Both handlers saw their flag; the workers are free again and the server still answers.
-        for _ in 0..<300 where probe.cancelledSeen.load(ordering: .relaxed) < 2 { try await Task.sleep(for: .milliseconds(20)) }
-        XCTAssertEqual(probe.cancelledSeen.load(ordering: .relaxed), 2)
+        _ = await probe.cancelledSeen.wait(for: 2)
+        XCTAssertEqual(probe.cancelledSeen.count, 2)
         let res = try await channel.unary("/test.Sync/Echo", Self.ping(9), as: Pong.self, timeout: 5)
         XCTAssertEqual(res.serverTimeMicros, 9)
     }
@@ -230,7 +224,8 @@ final class SyncHandlerTests: XCTestCase {
         let channel = try await GRPCChannel(host: "127.0.0.1", port: server.port)
         defer { channel.close() }
         let task = Task { try await channel.unary("/test.Sync/Poll", Ping(), as: Pong.self) }
-        for _ in 0..<200 where probe.started.load(ordering: .relaxed) < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        let running = await probe.started.wait(for: 1)
+        XCTAssertTrue(running, "the call's handler did not start")
         server.beginShutdown()
         do {
             _ = try await task.value
@@ -239,7 +234,7 @@ final class SyncHandlerTests: XCTestCase {
             XCTAssertTrue([.unavailable, .cancelled].contains(error.code), "\(error)")
         }
         server.waitUntilFinished()
-        XCTAssertEqual(probe.cancelledSeen.load(ordering: .relaxed), 1)
+        XCTAssertEqual(probe.cancelledSeen.count, 1)
         server = nil
     }
 }

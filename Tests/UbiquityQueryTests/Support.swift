@@ -1,23 +1,24 @@
 import Foundation
 import XCTest
 import UbiquityStorage
+import UbiquityTestSupport
 @testable import UbiquityQuery
 
 /// A fresh temporary directory per test; stores opened through `open` close at teardown.
 // Tests run one at a time; helpers called from @Sendable closures only read `dir`.
 class QueryTestCase: XCTestCase, @unchecked Sendable {
-    var dir = ""
+    private var temporary: TemporaryDirectory?
+    var dir: String { temporary?.path ?? "" }
     var stores: [Store] = []
 
     override func setUpWithError() throws {
-        dir = NSTemporaryDirectory() + "ubq-query-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        temporary = try TemporaryDirectory(prefix: "ubq-query")
     }
 
     override func tearDownWithError() throws {
         for s in stores { s.close() }
         stores.removeAll()
-        try? FileManager.default.removeItem(atPath: dir)
+        temporary?.remove()
     }
 
     func open(_ name: String = "store", model: ModelDefinition = QFixtures.model, configure: (inout StorageConfiguration) -> Void = { _ in }) throws -> Store {

@@ -3,6 +3,7 @@ import XCTest
 import UbiquityProtos
 import UbiquityQuery
 import UbiquityStorage
+import UbiquityTestSupport
 @testable import UbiquityServices
 
 /// Plan-cached object fetches stream their rows into `FetchResponseWriter` (no snapshots); the
@@ -20,22 +21,22 @@ final class FetchStreamingTests: XCTestCase, @unchecked Sendable {
             RelationshipDefinition(name: "all", destination: "Linked", toMany: true),
         ]),
     ])
-    var dir = ""
+    var temporary: TemporaryDirectory?
     var store: Store!
 
     override func setUpWithError() throws {
-        dir = NSTemporaryDirectory() + "ubq-stream-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try TemporaryDirectory(prefix: "ubq-stream")
+        temporary = dir
         var c = StorageConfiguration()
         c.readerCount = 1
         c.synchronous = .off
         c.logger.logLevel = .error
-        store = try Store.open(path: dir + "/s.sqlite", id: UUID(), model: Self.model, configuration: c)
+        store = try Store.open(path: dir.file("s.sqlite"), id: UUID(), model: Self.model, configuration: c)
     }
 
     override func tearDownWithError() throws {
         store.close()
-        try? FileManager.default.removeItem(atPath: dir)
+        temporary?.remove()
     }
 
     /// Values of every type and form: nulls, extremes, non-ASCII and empty texts, fractions.

@@ -1,4 +1,5 @@
 import Foundation
+import UbiquityTestSupport
 import XCTest
 @testable import UbiquityStorage
 
@@ -268,9 +269,9 @@ final class GenerationTests: StorageTestCase, @unchecked Sendable {
         var ids: [ObjectID] = []
         for n in 0..<40 { ids.append(try await insert(s, "Note", ["n": .int(Int64(n)), "text": .string(text)])) }
         XCTAssertGreaterThan(s.walFileSize, 2 * small, "the unread WAL grew past the threshold")
-        // No save, no read: the idle writer restarts the WAL (polled, bounded).
-        let deadline = Date(timeIntervalSinceNow: 20)
-        while s.walStats.restarts == 0 && Date() < deadline { try await Task.sleep(nanoseconds: 5_000_000) }
+        // No save, no read: the idle writer restarts the WAL on its own timer, which signals
+        // nothing: polled (bounded), no event exists.
+        _ = pollUntil(seconds: 20) { s.walStats.restarts > 0 }
         XCTAssertEqual(s.walStats.restarts, 1, "restarted while idle (\(s.walStats))")
         XCTAssertGreaterThanOrEqual(s.idleCheckpointCount, 1)
         XCTAssertEqual(s.walStats.gateClosures, 0, "an idle checkpoint never closes the reader gate")

@@ -1,4 +1,5 @@
 import Foundation
+import UbiquityTestSupport
 import XCTest
 @testable import UbiquityStorage
 
@@ -162,11 +163,8 @@ final class HeldSnapshotTests: StorageTestCase, @unchecked Sendable {
         let ids = try await seed(s, 3)
         try onEachConnection(s) { _ in _ = try s.readSync { ctx in try ctx.objects(ids) } }
         XCTAssertTrue(heldSnapshots(s).allSatisfy { $0 != nil })
-        var ended = false
-        for _ in 0..<200 where !ended {
-            usleep(10_000)
-            ended = heldSnapshots(s).allSatisfy { $0 == nil }
-        }
+        // The sweeper runs on its own timer and tells no one: polled (bounded), no event exists.
+        let ended = pollUntil(seconds: 2) { heldSnapshots(s).allSatisfy { $0 == nil } }
         XCTAssertTrue(ended, "the sweeper ended the idle snapshots")
         let conns = checkoutAll(s)
         XCTAssertTrue(conns.allSatisfy { $0.isAutocommit })

@@ -1,4 +1,5 @@
 import Foundation
+import UbiquityTestSupport
 import XCTest
 @testable import UbiquityStorage
 
@@ -6,12 +7,12 @@ import XCTest
 /// closed at teardown and must leave no statement running.
 // Tests run one at a time; helpers called from @Sendable closures only read `dir`.
 class StorageTestCase: XCTestCase, @unchecked Sendable {
-    var dir: String = ""
+    private var temporary: TemporaryDirectory?
+    var dir: String { temporary?.path ?? "" }
     var stores: [Store] = []
 
     override func setUpWithError() throws {
-        dir = NSTemporaryDirectory() + "ubq-storage-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        temporary = try TemporaryDirectory(prefix: "ubq-storage")
         FaultInjection.disarm()
     }
 
@@ -20,7 +21,7 @@ class StorageTestCase: XCTestCase, @unchecked Sendable {
         for s in stores { s.close() }
         stores.removeAll()
         XCTAssertEqual(Connection.leakedStatements.withLock { $0 }, 0, "a statement was still running when its connection closed")
-        try? FileManager.default.removeItem(atPath: dir)
+        temporary?.remove()
     }
 
     func open(_ name: String = "store", id: UUID = UUID(), model: ModelDefinition? = Fixtures.model, configure: (inout StorageConfiguration) -> Void = { _ in }) throws -> Store {

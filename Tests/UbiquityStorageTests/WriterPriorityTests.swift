@@ -1,4 +1,5 @@
 import Foundation
+import UbiquityTestSupport
 import XCTest
 @testable import UbiquityStorage
 
@@ -95,14 +96,12 @@ final class WriterPriorityTests: StorageTestCase, @unchecked Sendable {
         opened.wait()
         let s = try XCTUnwrap(result.withLock { $0 }).get()
         _ = try s.readSync { ctx in try ctx.objects([]) }
-        // Reader threads start when the pool does; give them a moment to name themselves.
+        // Reader threads name themselves once running, and say so to no one: polled (bounded),
+        // no event exists.
         var names: Set<String> = []
-        for _ in 0..<200 {
-            names = Set(((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap {
-                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
-            })
-            if names.isSuperset(of: ["ubq-writer", "ubq-reader-0", "ubq-reader-1"]) { break }
-            Thread.sleep(forTimeInterval: 0.01)
+        _ = pollUntil(seconds: 2) {
+            names = ThreadNames.all
+            return names.isSuperset(of: ["ubq-writer", "ubq-reader-0", "ubq-reader-1"])
         }
         XCTAssertTrue(names.contains("ubq-writer"), "thread names: \(names.sorted())")
         XCTAssertTrue(names.contains("ubq-reader-0"), "thread names: \(names.sorted())")
