@@ -3,6 +3,7 @@ import SwiftProtobuf
 import XCTest
 import UbiquityProtos
 import UbiquityQuery
+import UbiquityTestSupport
 @testable import UbiquityStorage
 @testable import UbiquityServices
 
@@ -12,17 +13,7 @@ import UbiquityQuery
 /// hand encoder writes decodes with SwiftProtobuf to the message the generic conversion builds.
 /// Seeded, so a failure names the seed that reproduces it.
 final class HandCodecRandomTests: XCTestCase {
-    /// SplitMix64: a seedable generator (the standard one cannot be seeded).
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    typealias Seeded = SplitMix
 
     static let cases = 2_000
 
