@@ -16,7 +16,7 @@ final class BlockingJob: Sendable {
     private struct State {
         var phase = BlockingJob.running
         var target: LoopBound<(HTTP2Connection, StreamState)>?
-        var outcome: Result<SyncUnaryReply, CallStatusError>?
+        var outcome: Result<SyncUnaryReply, RPCError>?
     }
     private let state: Lock<State>
     let handler: SyncUnaryHandler
@@ -57,7 +57,7 @@ final class BlockingJob: Sendable {
     }
 
     /// Worker side: records the outcome and posts `finishOnLoop` to the loop, unless cancelled.
-    func complete(_ outcome: Result<SyncUnaryReply, CallStatusError>) {
+    func complete(_ outcome: Result<SyncUnaryReply, RPCError>) {
         state.withLock { s in
             guard s.phase == Self.running else { return }
             s.phase = Self.completed
@@ -76,11 +76,6 @@ final class BlockingJob: Sendable {
         let (conn, stream) = target.get
         conn.blockingFinished(stream, outcome)
     }
-}
-
-/// A `CallStatus` carried through `Result`.
-struct CallStatusError: Error {
-    let status: CallStatus
 }
 
 /// A fixed pool of worker threads for `.blocking` handlers: loop → worker (one queue append and a
@@ -148,11 +143,11 @@ final class BlockingPool: Sendable {
 
     private static func run(_ job: BlockingJob) {
         if job.isCancelled { return } // cancelled while queued: nobody wants the answer
-        let outcome: Result<SyncUnaryReply, CallStatusError>
+        let outcome: Result<SyncUnaryReply, RPCError>
         do {
             outcome = .success(try job.handler(job.request, job.context))
         } catch {
-            outcome = .failure(CallStatusError(status: CallStatus(error: error)))
+            outcome = .failure(RPCError(converting: error))
         }
         job.complete(outcome)
     }

@@ -14,7 +14,7 @@ extension HTTP2Connection {
                 try await handler(call)
                 call.finish(.ok)
             } catch {
-                call.finish(CallStatus(error: error))
+                call.finish(RPCError(converting: error))
             }
         }
         call.setTask(task)
@@ -32,12 +32,12 @@ extension HTTP2Connection {
             do {
                 completeSync(stream, .success(try handler(request, context)))
             } catch {
-                completeSync(stream, .failure(CallStatusError(status: CallStatus(error: error))))
+                completeSync(stream, .failure(RPCError(converting: error)))
             }
             return
         }
         guard env.blockingPool != nil else {
-            respondTrailersOnly(stream, CallStatus(code: .internal, message: "no blocking worker pool"))
+            respondTrailersOnly(stream, RPCError(.internal, "no blocking worker pool"))
             return
         }
         // Queued here and handed to the pool once per read (submitPendingJobs): one lock of the
@@ -56,7 +56,7 @@ extension HTTP2Connection {
     }
 
     /// A worker finished a `.blocking` call (loop thread, from `EventLoop.execute`).
-    func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
+    func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, RPCError>) {
         stream.sync.job = nil
         // The stream may have ended meanwhile (deadline answered, reset, connection closed).
         guard streams.find(stream.id) === stream else { return }
@@ -72,19 +72,19 @@ extension HTTP2Connection {
 
     /// A synchronous call's outcome goes out the way an async handler's `finish(message:)` or
     /// throw does: response headers, DATA and trailers, or Trailers-Only for an error.
-    private func completeSync(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, CallStatusError>) {
+    private func completeSync(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, RPCError>) {
         guard !stream.life.isAnswered else { return }
         switch outcome {
         case .failure(let e):
-            respondTrailersOnly(stream, e.status)
+            respondTrailersOnly(stream, e)
         case .success(let reply):
             if reply.message.count > config.maxSendMessageBytes {
-                respondTrailersOnly(stream, CallStatus(code: .resourceExhausted,
-                    message: "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes"))
+                respondTrailersOnly(stream, RPCError(.resourceExhausted,
+                    "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes"))
                 return
             }
             stream.sync.reply = SyncReply(message: reply.message,
-                                          status: CallStatus(code: .ok, trailingMetadata: reply.trailingMetadata))
+                                          status: RPCError(.ok, metadata: reply.trailingMetadata))
             _ = startResponse(stream, metadata: nil)
         }
     }

@@ -102,7 +102,7 @@ extension HTTP2Connection {
 
     /// The request failed after its headers were admitted (a bad message, a stall): nothing more
     /// is read, and the call ends with `status`.
-    func failStream(_ stream: StreamState, _ status: CallStatus) {
+    func failStream(_ stream: StreamState, _ status: RPCError) {
         _ = stream.life.event(.failed)
         stream.deframer.discard()
         guard let call = stream.call else {

@@ -51,7 +51,7 @@ extension HTTP2Connection {
     }
 
     /// Answers with HEADERS + END_STREAM carrying the status (gRPC "Trailers-Only").
-    func respondTrailersOnly(_ stream: StreamState, _ status: CallStatus, httpStatus: Int = 200) {
+    func respondTrailersOnly(_ stream: StreamState, _ status: RPCError, httpStatus: Int = 200) {
         guard let session, stream.life.event(.responseEnded) else { return }
         var headers: [(String, String)] = [(":status", String(httpStatus)), ("content-type", "application/grpc")]
         headers += statusHeaders(status)
@@ -64,7 +64,7 @@ extension HTTP2Connection {
 
     /// The status headers, bounded (StatusTrailers) by our budget and by the header-list size the
     /// peer advertised, whichever is smaller.
-    private func statusHeaders(_ status: CallStatus) -> [(String, String)] {
+    private func statusHeaders(_ status: RPCError) -> [(String, String)] {
         var budget = StatusTrailers.budgetBytes
         if let session {
             let peerLimit = nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE)
@@ -111,10 +111,10 @@ extension HTTP2Connection {
     }
 
     /// Everything is out: end DATA without END_STREAM, then trailers end the stream.
-    private func endResponse(_ stream: StreamState, _ status: CallStatus, flags: UnsafeMutablePointer<UInt32>) {
+    private func endResponse(_ stream: StreamState, _ status: RPCError, flags: UnsafeMutablePointer<UInt32>) {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
         _ = stream.life.event(.responseEnded)
-        if status.code == .ok && status.message.isEmpty && status.details == nil && status.trailingMetadata.isEmpty {
+        if status.code == .ok && status.message.isEmpty && status.details == nil && status.metadata.isEmpty {
             let block = StaticHeaders.okTrailers
             nghttp2_submit_trailer(session, stream.id, block.nva, block.count)
         } else {
@@ -132,17 +132,17 @@ struct SyncReply {
     private var message: [UInt8] = []
     /// Bytes of the framed reply (prefix + message) already handed out.
     private var read = 0
-    private var status: CallStatus?
+    private var status: RPCError?
 
     init() {}
 
-    init(message: [UInt8], status: CallStatus) {
+    init(message: [UInt8], status: RPCError) {
         self.message = message
         self.status = status
     }
 
     /// Copies the next bytes into `buf`; the status comes with the last of them.
-    mutating func take(into buf: UnsafeMutablePointer<UInt8>, length: Int) -> (count: Int, status: CallStatus?) {
+    mutating func take(into buf: UnsafeMutablePointer<UInt8>, length: Int) -> (count: Int, status: RPCError?) {
         guard status != nil else { return (0, nil) }
         let count = message.count
         var off = read
@@ -165,7 +165,7 @@ struct SyncReply {
         message = []
         // Moved out, not copied: a copy of the status and its release were ~100 instructions
         // per call (callgrind on W0).
-        var last: CallStatus?
+        var last: RPCError?
         swap(&last, &status)
         return (written, last)
     }

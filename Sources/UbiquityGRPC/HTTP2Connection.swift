@@ -283,8 +283,8 @@ final class HTTP2Connection: CallOwner {
         for stream in stalled {
             env.logger.debug("failing a request that stopped arriving", metadata: [
                 "peer": "\(tcp.peerDescription)", "stream": "\(stream.id)", "timeout_ms": "\(limit)"])
-            failStream(stream, CallStatus(code: .deadlineExceeded,
-                message: "the request stopped arriving: nothing received for \(limit) ms before it was complete"))
+            failStream(stream, RPCError(.deadlineExceeded,
+                "the request stopped arriving: nothing received for \(limit) ms before it was complete"))
         }
         sendPending()
     }

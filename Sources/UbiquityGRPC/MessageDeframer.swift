@@ -20,20 +20,20 @@ struct MessageDeframer {
         /// END_STREAM without the one message a unary or server-streaming call needs.
         case missingMessage
 
-        func status(kind: RPCKind, maxMessageBytes: Int) -> CallStatus {
+        func status(kind: RPCKind, maxMessageBytes: Int) -> RPCError {
             let shape = kind == .unary ? "unary" : "server-streaming"
             switch self {
             case .compressed:
-                return CallStatus(code: .internal, message: "compressed message received but no grpc-encoding was negotiated")
+                return RPCError(.internal, "compressed message received but no grpc-encoding was negotiated")
             case .tooLarge(let length):
-                return CallStatus(code: .resourceExhausted,
-                    message: "received message of \(length) bytes exceeds the limit of \(maxMessageBytes) bytes")
+                return RPCError(.resourceExhausted,
+                    "received message of \(length) bytes exceeds the limit of \(maxMessageBytes) bytes")
             case .extraMessage:
-                return CallStatus(code: .internal, message: "\(shape) call received more than one request message")
+                return RPCError(.internal, "\(shape) call received more than one request message")
             case .truncated(let n):
-                return CallStatus(code: .internal, message: "request ended inside a message (\(n) bytes of an incomplete frame)")
+                return RPCError(.internal, "request ended inside a message (\(n) bytes of an incomplete frame)")
             case .missingMessage:
-                return CallStatus(code: .internal, message: "\(shape) call received no request message")
+                return RPCError(.internal, "\(shape) call received no request message")
             }
         }
     }

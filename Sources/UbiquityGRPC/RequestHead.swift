@@ -80,7 +80,7 @@ struct RequestHead {
     /// A request the server answers at once with Trailers-Only: the status, and the HTTP status
     /// the gRPC HTTP/2 protocol document asks for (431, 405, 415; 200 otherwise).
     struct Rejection: Error {
-        var status: CallStatus
+        var status: RPCError
         var httpStatus = 200
     }
 
@@ -104,36 +104,36 @@ struct RequestHead {
     mutating func admit(maxHeaderListBytes: Int, draining: Bool,
                         route: Result<MethodDescriptor, RPCError>) -> Verdict {
         if headerOverflow {
-            return .reject(Rejection(status: CallStatus(code: .resourceExhausted,
-                message: "request header list exceeds \(maxHeaderListBytes) bytes"), httpStatus: 431))
+            return .reject(Rejection(status: RPCError(.resourceExhausted,
+                "request header list exceeds \(maxHeaderListBytes) bytes"), httpStatus: 431))
         }
         if method != "POST" {
-            return .reject(Rejection(status: CallStatus(code: .unimplemented,
-                message: "gRPC requires POST, got \(method)"), httpStatus: 405))
+            return .reject(Rejection(status: RPCError(.unimplemented,
+                "gRPC requires POST, got \(method)"), httpStatus: 405))
         }
         let ct = contentType
         if !(ct == "application/grpc" || ct.hasPrefix("application/grpc+") || ct.hasPrefix("application/grpc;")) {
-            return .reject(Rejection(status: CallStatus(code: .unknown,
-                message: "content-type \"\(ct)\" is not application/grpc"), httpStatus: 415))
+            return .reject(Rejection(status: RPCError(.unknown,
+                "content-type \"\(ct)\" is not application/grpc"), httpStatus: 415))
         }
         if let enc = encoding, enc != "identity" {
-            return .reject(Rejection(status: CallStatus(code: .unimplemented,
-                message: "grpc-encoding \"\(enc)\" is not supported; this server accepts identity")))
+            return .reject(Rejection(status: RPCError(.unimplemented,
+                "grpc-encoding \"\(enc)\" is not supported; this server accepts identity")))
         }
         if let bad = badMetadata {
-            return .reject(Rejection(status: CallStatus(code: .invalidArgument, message: bad)))
+            return .reject(Rejection(status: RPCError(.invalidArgument, bad)))
         }
         var timeoutNanos: Int64?
         if let t = timeout {
             guard let nanos = GRPCTimeout.parse(t) else {
-                return .reject(Rejection(status: CallStatus(code: .invalidArgument, message: "malformed grpc-timeout \"\(t)\"")))
+                return .reject(Rejection(status: RPCError(.invalidArgument, "malformed grpc-timeout \"\(t)\"")))
             }
             timeoutNanos = nanos
         }
         let descriptor: MethodDescriptor
         switch route {
         case .failure(let error):
-            return .reject(Rejection(status: CallStatus(code: error.code, message: error.message)))
+            return .reject(Rejection(status: RPCError(error.code, error.message)))
         case .success(let d):
             descriptor = d
         }

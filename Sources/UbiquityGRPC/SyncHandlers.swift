@@ -65,7 +65,7 @@ public struct SyncUnaryReply: Sendable {
 }
 
 /// A synchronous unary handler over raw message bytes. Returning ends the call with OK and the
-/// reply; throwing ends it with `CallStatus(error:)`, exactly as an async handler's throw does.
+/// reply; throwing ends it with `RPCError(converting:)`, exactly as an async handler's throw does.
 public typealias SyncUnaryHandler = @Sendable (_ request: [UInt8], _ context: SyncCallContext) throws -> SyncUnaryReply
 
 extension Router {
@@ -91,7 +91,7 @@ extension Router {
         _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> Res
     ) {
         registerSync(path, execution: .inline) { bytes, ctx in
-            SyncUnaryReply(try body(try decode(Req.self, bytes), ctx).serializedBytes())
+            SyncUnaryReply(try body(try Req(requestBytes: bytes), ctx).serializedBytes())
         }
     }
 
@@ -100,29 +100,7 @@ extension Router {
         _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> Res
     ) {
         registerSync(path, execution: .blocking) { bytes, ctx in
-            SyncUnaryReply(try body(try decode(Req.self, bytes), ctx).serializedBytes())
-        }
-    }
-
-    /// Registers a blocking unary method whose handler encodes its response message itself (for a
-    /// hot method whose response a hand-written encoder builds faster than the message type would).
-    public mutating func blockingUnaryEncoded<Req: SwiftProtobuf.Message>(
-        _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> [UInt8]
-    ) {
-        registerSync(path, execution: .blocking) { bytes, ctx in
-            SyncUnaryReply(try body(try decode(Req.self, bytes), ctx))
-        }
-    }
-
-    /// `blockingUnaryEncoded` with a hand-written decoder tried first: `fastDecode` returns the
-    /// request for the bytes it understands and nil for anything else, which SwiftProtobuf then
-    /// decodes — so an unusual request gets exactly the message or the error it always got.
-    public mutating func blockingUnaryEncoded<Req: SwiftProtobuf.Message>(
-        _ path: String, fastDecode: @escaping @Sendable ([UInt8]) -> Req?,
-        _ body: @escaping @Sendable (Req, SyncCallContext) throws -> [UInt8]
-    ) {
-        registerSync(path, execution: .blocking) { bytes, ctx in
-            SyncUnaryReply(try body(try fastDecode(bytes) ?? decode(Req.self, bytes), ctx))
+            SyncUnaryReply(try body(try Req(requestBytes: bytes), ctx).serializedBytes())
         }
     }
 
@@ -131,7 +109,7 @@ extension Router {
         _ path: String, _ body: @escaping @Sendable (Req, SyncCallContext) throws -> UnaryResponse<Res>
     ) {
         registerSync(path, execution: .blocking) { bytes, ctx in
-            let r = try body(try decode(Req.self, bytes), ctx)
+            let r = try body(try Req(requestBytes: bytes), ctx)
             return SyncUnaryReply(try r.message.serializedBytes(), trailingMetadata: r.trailingMetadata)
         }
     }
