@@ -10,59 +10,77 @@ public enum InteropTestService {
 
     public static func register(into router: inout Router) {
         let prefix = "/grpc.testing.TestService/"
-        router.unaryWithMetadata(prefix + "EmptyCall") { (_: Grpc_Testing_Empty, call) in
-            echoInitialMetadata(call)
-            return UnaryResponse(Grpc_Testing_Empty(), trailingMetadata: trailingEcho(call))
+        router.unaryWithMetadata(prefix + "EmptyCall", emptyCall)
+        router.unaryWithMetadata(prefix + "UnaryCall", unaryCall)
+        router.unaryWithMetadata(prefix + "CacheableUnaryCall", unaryCall)
+        router.serverStreaming(prefix + "StreamingOutputCall", streamingOutputCall)
+        router.clientStreaming(prefix + "StreamingInputCall", streamingInputCall)
+        router.bidirectional(prefix + "FullDuplexCall", fullDuplexCall)
+        router.bidirectional(prefix + "HalfDuplexCall", halfDuplexCall)
+    }
+
+    static func emptyCall(_ request: Grpc_Testing_Empty, call: ServerCall) -> UnaryResponse<Grpc_Testing_Empty> {
+        echoInitialMetadata(call)
+        return UnaryResponse(Grpc_Testing_Empty(), trailingMetadata: trailingEcho(call))
+    }
+
+    /// UnaryCall and CacheableUnaryCall (this server keeps no cache).
+    static func unaryCall(_ request: Grpc_Testing_SimpleRequest, call: ServerCall) throws -> UnaryResponse<Grpc_Testing_SimpleResponse> {
+        echoInitialMetadata(call)
+        if request.hasResponseStatus, request.responseStatus.code != 0 {
+            throw RPCError(StatusCode(rawValue: Int(request.responseStatus.code)), request.responseStatus.message,
+                           metadata: trailingEcho(call))
         }
-        for name in ["UnaryCall", "CacheableUnaryCall"] {
-            router.unaryWithMetadata(prefix + name) { (req: Grpc_Testing_SimpleRequest, call) in
-                echoInitialMetadata(call)
-                if req.hasResponseStatus, req.responseStatus.code != 0 {
-                    throw RPCError(StatusCode(rawValue: Int(req.responseStatus.code)), req.responseStatus.message,
-                                   metadata: trailingEcho(call))
-                }
-                var res = Grpc_Testing_SimpleResponse()
-                res.payload = try payload(size: req.responseSize)
-                return UnaryResponse(res, trailingMetadata: trailingEcho(call))
-            }
+        var res = Grpc_Testing_SimpleResponse()
+        res.payload = try payload(size: request.responseSize)
+        return UnaryResponse(res, trailingMetadata: trailingEcho(call))
+    }
+
+    static func streamingOutputCall(_ request: Grpc_Testing_StreamingOutputCallRequest,
+                                    writer: ResponseWriter<Grpc_Testing_StreamingOutputCallResponse>, call: ServerCall) async throws {
+        echoInitialMetadata(call)
+        for p in request.responseParameters {
+            try await respond(p, writer)
         }
-        router.serverStreaming(prefix + "StreamingOutputCall") { (req: Grpc_Testing_StreamingOutputCallRequest, writer: ResponseWriter<Grpc_Testing_StreamingOutputCallResponse>, call) in
-            echoInitialMetadata(call)
-            for p in req.responseParameters {
-                try await respond(p, writer)
-            }
+        if request.hasResponseStatus, request.responseStatus.code != 0 {
+            throw RPCError(StatusCode(rawValue: Int(request.responseStatus.code)), request.responseStatus.message)
+        }
+    }
+
+    static func streamingInputCall(_ requests: RequestStream<Grpc_Testing_StreamingInputCallRequest>,
+                                   call: ServerCall) async throws -> Grpc_Testing_StreamingInputCallResponse {
+        echoInitialMetadata(call)
+        var total = 0
+        for try await r in requests { total += r.payload.body.count }
+        var res = Grpc_Testing_StreamingInputCallResponse()
+        res.aggregatedPayloadSize = Int32(total)
+        return res
+    }
+
+    /// Answers each request as it arrives.
+    static func fullDuplexCall(_ requests: RequestStream<Grpc_Testing_StreamingOutputCallRequest>,
+                               writer: ResponseWriter<Grpc_Testing_StreamingOutputCallResponse>, call: ServerCall) async throws {
+        echoInitialMetadata(call)
+        for try await req in requests {
             if req.hasResponseStatus, req.responseStatus.code != 0 {
-                throw RPCError(StatusCode(rawValue: Int(req.responseStatus.code)), req.responseStatus.message)
+                throw RPCError(StatusCode(rawValue: Int(req.responseStatus.code)), req.responseStatus.message,
+                               metadata: trailingEcho(call))
             }
+            for p in req.responseParameters { try await respond(p, writer) }
         }
-        router.clientStreaming(prefix + "StreamingInputCall") { (requests: RequestStream<Grpc_Testing_StreamingInputCallRequest>, call) in
-            echoInitialMetadata(call)
-            var total = 0
-            for try await r in requests { total += r.payload.body.count }
-            var res = Grpc_Testing_StreamingInputCallResponse()
-            res.aggregatedPayloadSize = Int32(total)
-            return res
+        if let t = trailingEchoValue(call) {
+            throw RPCError(.ok, metadata: t)  // a streaming handler's way to end OK with trailers
         }
-        router.bidirectional(prefix + "FullDuplexCall") { (requests: RequestStream<Grpc_Testing_StreamingOutputCallRequest>, writer: ResponseWriter<Grpc_Testing_StreamingOutputCallResponse>, call) in
-            echoInitialMetadata(call)
-            for try await req in requests {
-                if req.hasResponseStatus, req.responseStatus.code != 0 {
-                    throw RPCError(StatusCode(rawValue: Int(req.responseStatus.code)), req.responseStatus.message,
-                                   metadata: trailingEcho(call))
-                }
-                for p in req.responseParameters { try await respond(p, writer) }
-            }
-            if let t = trailingEchoValue(call) {
-                throw RPCError(.ok, metadata: t)  // a streaming handler's way to end OK with trailers
-            }
-        }
-        router.bidirectional(prefix + "HalfDuplexCall") { (requests: RequestStream<Grpc_Testing_StreamingOutputCallRequest>, writer: ResponseWriter<Grpc_Testing_StreamingOutputCallResponse>, call) in
-            echoInitialMetadata(call)
-            var all: [Grpc_Testing_StreamingOutputCallRequest] = []
-            for try await req in requests { all.append(req) }
-            for req in all {
-                for p in req.responseParameters { try await respond(p, writer) }
-            }
+    }
+
+    /// Reads every request before answering any.
+    static func halfDuplexCall(_ requests: RequestStream<Grpc_Testing_StreamingOutputCallRequest>,
+                               writer: ResponseWriter<Grpc_Testing_StreamingOutputCallResponse>, call: ServerCall) async throws {
+        echoInitialMetadata(call)
+        var all: [Grpc_Testing_StreamingOutputCallRequest] = []
+        for try await req in requests { all.append(req) }
+        for req in all {
+            for p in req.responseParameters { try await respond(p, writer) }
         }
     }
 

@@ -18,31 +18,37 @@ public struct AdminService: Sendable {
     }
 
     public func register(into router: inout Router) {
-        // Inline (docs/threading.md, rule 4): decode, copy the payload, read the clock, encode —
-        // bounded CPU work with no I/O or waiting, so it runs on the loop thread without a Task.
-        router.inlineUnary("/ubiquity.v1.Admin/Ping") { (req: Ubiquity_V1_PingRequest, _) in
-            var res = Ubiquity_V1_PingResponse()
-            res.payload = req.payload
-            res.serverTimeMicros = Self.nowMicros()
-            return res
+        router.register(service: "ubiquity.v1.Admin") { t in
+            // Inline (docs/threading.md, rule 4): decode, copy the payload, read the clock, encode —
+            // bounded CPU work with no I/O or waiting, so it runs on the loop thread without a Task.
+            t.inline("Ping", Self.ping)
+            t.unary("GetServerInfo", getServerInfo)
+            t.unary("GetServerStats", getServerStats)
         }
-        let info = self.info
-        router.unary("/ubiquity.v1.Admin/GetServerInfo") { (_: Ubiquity_V1_GetServerInfoRequest, _) in
-            info()
-        }
-        let counters = self.counters
-        router.unary("/ubiquity.v1.Admin/GetServerStats") { (_: Ubiquity_V1_GetServerStatsRequest, _) in
-            var s = Ubiquity_V1_ServerStats()
-            s.openConnections = counters.openConnections.load(ordering: .relaxed)
-            s.acceptedConnections = counters.acceptedConnections.load(ordering: .relaxed)
-            s.refusedConnections = counters.refusedConnections.load(ordering: .relaxed)
-            s.openStreams = counters.openStreams.load(ordering: .relaxed)
-            s.protocolErrors = counters.protocolErrors.load(ordering: .relaxed)
-            s.timedOutConnections = counters.timedOutConnections.load(ordering: .relaxed)
-            for (code, n) in counters.callsByStatus { s.callsByStatus[UInt32(code)] = n }
-            s.residentBytes = Self.residentBytes()
-            return s
-        }
+    }
+
+    static func ping(_ request: Ubiquity_V1_PingRequest, call: SyncCallContext) -> Ubiquity_V1_PingResponse {
+        var res = Ubiquity_V1_PingResponse()
+        res.payload = request.payload
+        res.serverTimeMicros = nowMicros()
+        return res
+    }
+
+    func getServerInfo(_ request: Ubiquity_V1_GetServerInfoRequest, call: ServerCall) -> Ubiquity_V1_ServerInfo {
+        info()
+    }
+
+    func getServerStats(_ request: Ubiquity_V1_GetServerStatsRequest, call: ServerCall) -> Ubiquity_V1_ServerStats {
+        var s = Ubiquity_V1_ServerStats()
+        s.openConnections = counters.openConnections.load(ordering: .relaxed)
+        s.acceptedConnections = counters.acceptedConnections.load(ordering: .relaxed)
+        s.refusedConnections = counters.refusedConnections.load(ordering: .relaxed)
+        s.openStreams = counters.openStreams.load(ordering: .relaxed)
+        s.protocolErrors = counters.protocolErrors.load(ordering: .relaxed)
+        s.timedOutConnections = counters.timedOutConnections.load(ordering: .relaxed)
+        for (code, n) in counters.callsByStatus { s.callsByStatus[UInt32(code)] = n }
+        s.residentBytes = Self.residentBytes()
+        return s
     }
 
     static func nowMicros() -> Int64 {

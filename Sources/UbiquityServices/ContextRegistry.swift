@@ -6,7 +6,7 @@ import UbiquityStorage
 
 /// A FIFO async lock: calls on one context run one at a time, like a Core Data context's queue.
 final class AsyncLock: Sendable {
-    private struct State { var locked = false; var waiters: [CheckedContinuation<Void, Never>] = [] }
+    private struct State { var locked = false; var waiters = FIFOQueue<CheckedContinuation<Void, Never>>() }
     private let state = Lock(State())
 
     func lock() async {
@@ -22,8 +22,8 @@ final class AsyncLock: Sendable {
 
     func unlock() {
         let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            if s.waiters.isEmpty { s.locked = false; return nil }
-            return s.waiters.removeFirst()
+            guard let next = s.waiters.popFirst() else { s.locked = false; return nil }
+            return next
         }
         next?.resume()
     }

@@ -49,36 +49,44 @@ public final class HealthService: Sendable {
     }
 
     public func register(into router: inout Router) {
-        // Inline (docs/threading.md, rule 4): one dictionary lookup under a lock that is only ever
-        // held for dictionary updates (never across a wait), so it runs on the loop thread.
-        router.inlineUnary("/grpc.health.v1.Health/Check") { [self] (req: Grpc_Health_V1_HealthCheckRequest, _) in
-            guard let status = state.withLock({ $0.statuses[req.service] }) else {
-                throw RPCError(.notFound, "unknown service \"\(req.service)\"")
-            }
+        router.register(service: "grpc.health.v1.Health") { t in
+            // Inline (docs/threading.md, rule 4): one dictionary lookup under a lock that is only
+            // ever held for dictionary updates (never across a wait), so it runs on the loop thread.
+            t.inline("Check", check)
+            t.serverStreaming("Watch", watch)
+        }
+    }
+
+    func check(_ request: Grpc_Health_V1_HealthCheckRequest, call: SyncCallContext) throws -> Grpc_Health_V1_HealthCheckResponse {
+        guard let status = state.withLock({ $0.statuses[request.service] }) else {
+            throw RPCError(.notFound, "unknown service \"\(request.service)\"")
+        }
+        var res = Grpc_Health_V1_HealthCheckResponse()
+        res.status = status
+        return res
+    }
+
+    /// The current status, then each change, until the server drains (then UNAVAILABLE).
+    func watch(_ request: Grpc_Health_V1_HealthCheckRequest, writer: ResponseWriter<Grpc_Health_V1_HealthCheckResponse>,
+               call: ServerCall) async throws {
+        let (stream, continuation) = AsyncStream<Status>.makeStream(bufferingPolicy: .bufferingNewest(8))
+        let id = state.withLock { s -> Int in
+            let id = s.nextID
+            s.nextID += 1
+            continuation.yield(s.statuses[request.service] ?? .serviceUnknown)
+            if s.draining { continuation.finish() } else { s.watchers[id] = Watcher(service: request.service, continuation: continuation) }
+            return id
+        }
+        defer { _ = state.withLock { $0.watchers.removeValue(forKey: id) } }
+        var last: Status?
+        for await status in stream {
+            if status == last { continue }
+            last = status
             var res = Grpc_Health_V1_HealthCheckResponse()
             res.status = status
-            return res
+            try await writer.write(res)
         }
-        router.serverStreaming("/grpc.health.v1.Health/Watch") { [self] (req: Grpc_Health_V1_HealthCheckRequest, writer: ResponseWriter<Grpc_Health_V1_HealthCheckResponse>, _) in
-            let (stream, continuation) = AsyncStream<Status>.makeStream(bufferingPolicy: .bufferingNewest(8))
-            let id = state.withLock { s -> Int in
-                let id = s.nextID
-                s.nextID += 1
-                continuation.yield(s.statuses[req.service] ?? .serviceUnknown)
-                if s.draining { continuation.finish() } else { s.watchers[id] = Watcher(service: req.service, continuation: continuation) }
-                return id
-            }
-            defer { _ = state.withLock { $0.watchers.removeValue(forKey: id) } }
-            var last: Status?
-            for await status in stream {
-                if status == last { continue }
-                last = status
-                var res = Grpc_Health_V1_HealthCheckResponse()
-                res.status = status
-                try await writer.write(res)
-            }
-            try Task.checkCancellation()
-            throw RPCError(.unavailable, "the server is shutting down")
-        }
+        try Task.checkCancellation()
+        throw RPCError(.unavailable, "the server is shutting down")
     }
 }

@@ -58,22 +58,34 @@ protocol RequestDecoder: Sendable {
 /// of whatever it throws into the call's status (`ServiceErrors.rpcError`). `queryFields` says
 /// where a method's query sits in its request (`fetch.` for a FetchSpec), so query errors name
 /// the request's own field (`fetch.predicate`).
+///
+/// A service that acts for no account (Admin, Health, Reflection) builds its table without a
+/// `Backend`; its methods take the transport's call instead of a `ServerContext` and are passed to
+/// the router as they are, with no wrapper (Admin.Ping is W0's inline hot path). They throw
+/// `RPCError` themselves.
 struct MethodTable {
     let prefix: String
-    let backend: Backend
+    private let backend: Backend?
     var router: Router
 
-    init(service: String, backend: Backend, router: Router) {
+    init(service: String, backend: Backend?, router: Router) {
         prefix = "/\(service)/"
         self.backend = backend
         self.router = router
+    }
+
+    /// The backend that resolves each call's account; a table built with no account registering
+    /// an account method is a programming error, caught at startup.
+    private func accounts(_ name: String) -> Backend {
+        guard let backend else { preconditionFailure("\(prefix)\(name) needs an account, but its table has none") }
+        return backend
     }
 
     /// A unary method run in its own task.
     mutating func unary<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
         _ name: String, queryFields: String = "", _ method: @escaping @Sendable (Req, ServerContext) async throws -> Res
     ) {
-        let backend = self.backend
+        let backend = accounts(name)
         router.unary(prefix + name) { (request: Req, call) in
             try await Self.converting(queryFields) {
                 try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
@@ -87,7 +99,7 @@ struct MethodTable {
         _ name: String, decoder: Decoder.Type, queryFields: String = "",
         _ method: @escaping @Sendable (Decoder.Request, ServerContext) async throws -> Encoded<Res>
     ) {
-        let backend = self.backend
+        let backend = accounts(name)
         router.register(prefix + name, kind: .unary) { call in
             // The transport has checked there is exactly one message.
             let bytes = try await call.receive() ?? []
@@ -106,7 +118,7 @@ struct MethodTable {
         _ name: String, execution: HandlerExecution, decoder: Decoder.Type, queryFields: String = "",
         _ method: @escaping @Sendable (Decoder.Request, ServerContext) throws -> Encoded<Res>
     ) {
-        let backend = self.backend
+        let backend = accounts(name)
         router.registerSync(prefix + name, execution: execution) { bytes, call in
             SyncUnaryReply(try Self.convertingSync(queryFields) {
                 try method(try Decoder.decode(bytes), ServerContext(account: try backend.account(metadata: call.metadata), sync: call))
@@ -119,12 +131,40 @@ struct MethodTable {
         _ name: String, queryFields: String = "",
         _ method: @escaping @Sendable (Req, ResponseWriter<Res>, ServerContext) async throws -> Void
     ) {
-        let backend = self.backend
+        let backend = accounts(name)
         router.serverStreaming(prefix + name) { (request: Req, writer: ResponseWriter<Res>, call) in
             try await Self.converting(queryFields) {
                 try await method(request, writer, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
             }
         }
+    }
+
+    /// An account-free unary method run on the loop thread (`.inline`: pure, bounded CPU work only).
+    mutating func inline<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ name: String, _ method: @escaping @Sendable (Req, SyncCallContext) throws -> Res
+    ) {
+        router.inlineUnary(prefix + name, method)
+    }
+
+    /// An account-free unary method run in its own task.
+    mutating func unary<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ name: String, _ method: @escaping @Sendable (Req, ServerCall) async throws -> Res
+    ) {
+        router.unary(prefix + name, method)
+    }
+
+    /// An account-free server-streaming method.
+    mutating func serverStreaming<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ name: String, _ method: @escaping @Sendable (Req, ResponseWriter<Res>, ServerCall) async throws -> Void
+    ) {
+        router.serverStreaming(prefix + name, method)
+    }
+
+    /// An account-free bidirectional-streaming method.
+    mutating func bidirectional<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ name: String, _ method: @escaping @Sendable (RequestStream<Req>, ResponseWriter<Res>, ServerCall) async throws -> Void
+    ) {
+        router.bidirectional(prefix + name, method)
     }
 
     private static func converting<T>(_ queryFields: String, _ body: () async throws -> T) async throws -> T {
@@ -138,9 +178,15 @@ struct MethodTable {
 
 extension Router {
     /// Registers one service's methods: `entries` fills its table.
-    mutating func register(service: String, backend: Backend, _ entries: (inout MethodTable) -> Void) {
+    /// `backend` resolves each call's account; nil for a service that acts for no account.
+    mutating func register(service: String, backend: Backend?, _ entries: (inout MethodTable) -> Void) {
         var table = MethodTable(service: service, backend: backend, router: self)
         entries(&table)
         self = table.router
+    }
+
+    /// Registers the methods of a service that acts for no account.
+    mutating func register(service: String, _ entries: (inout MethodTable) -> Void) {
+        register(service: service, backend: nil, entries)
     }
 }

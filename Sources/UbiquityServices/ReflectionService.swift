@@ -48,13 +48,17 @@ public struct ReflectionService: Sendable {
     }
 
     public func register(into router: inout Router) {
-        for path in ["/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-                     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"] {
-            router.bidirectional(path) { (requests: RequestStream<Request>, writer: ResponseWriter<Response>, _) in
-                for try await request in requests {
-                    try await writer.write(answer(request))
-                }
+        for service in ["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"] {
+            router.register(service: service) { t in
+                t.bidirectional("ServerReflectionInfo", serverReflectionInfo)
             }
+        }
+    }
+
+    /// Answers each request in order on the one stream.
+    func serverReflectionInfo(_ requests: RequestStream<Request>, writer: ResponseWriter<Response>, call: ServerCall) async throws {
+        for try await request in requests {
+            try await writer.write(answer(request))
         }
     }
 
