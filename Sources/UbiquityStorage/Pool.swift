@@ -12,12 +12,12 @@ final class Locked<T>: Sendable {
     }
 }
 
-/// A blocking FIFO shared by pool threads.
+/// A blocking FIFO shared by pool threads: a `FIFOQueue` under a condition variable (NSCondition,
+/// not `Lock`: the pop side waits for a push).
 final class JobQueue<Job>: @unchecked Sendable {
-    // Invariant: `items`, `head` and `closed` are only accessed while `cond` is locked.
+    // Invariant: `items` and `closed` are only accessed while `cond` is locked.
     private let cond = NSCondition()
-    private var items: [Job] = []
-    private var head = 0
+    private var items = FIFOQueue<Job>()
     private var closed = false
 
     /// False if the queue is closed (the job was not queued).
@@ -32,7 +32,7 @@ final class JobQueue<Job>: @unchecked Sendable {
     /// Blocks until at least one job is queued; returns up to `max` jobs, or [] once closed and drained.
     func pop(max: Int) -> [Job] {
         cond.lock(); defer { cond.unlock() }
-        while head == items.count && !closed { cond.wait() }
+        while items.isEmpty && !closed { cond.wait() }
         return take(max: max)
     }
 
@@ -40,23 +40,23 @@ final class JobQueue<Job>: @unchecked Sendable {
     func pop(max: Int, timeout: Double) -> [Job]? {
         cond.lock(); defer { cond.unlock() }
         let deadline = Date(timeIntervalSinceNow: timeout)
-        while head == items.count && !closed {
-            if !cond.wait(until: deadline) && head == items.count && !closed { return nil }
+        while items.isEmpty && !closed {
+            if !cond.wait(until: deadline) && items.isEmpty && !closed { return nil }
         }
         return take(max: max)
     }
 
     /// Up to `max` queued jobs, oldest first. Called with `cond` locked.
     private func take(max: Int) -> [Job] {
-        let n = Swift.min(max, items.count - head)
-        let out = Array(items[head..<head + n])
-        head += n
-        if head == items.count { items.removeAll(keepingCapacity: true); head = 0 } else if head > 1024 { items.removeFirst(head); head = 0 }
+        let n = Swift.min(max, items.count)
+        var out: [Job] = []
+        out.reserveCapacity(n)
+        for _ in 0..<n { out.append(items.popFirst()!) }
         return out
     }
 
-    var isEmpty: Bool { cond.lock(); defer { cond.unlock() }; return head == items.count }
-    var count: Int { cond.lock(); defer { cond.unlock() }; return items.count - head }
+    var isEmpty: Bool { cond.lock(); defer { cond.unlock() }; return items.isEmpty }
+    var count: Int { cond.lock(); defer { cond.unlock() }; return items.count }
 
     func close() { cond.lock(); closed = true; cond.broadcast(); cond.unlock() }
 }
@@ -79,7 +79,8 @@ final class ReadConnections: @unchecked Sendable {
     // Invariant: `free`, `out`, `closed`, `sweeperIdle`, `ending` and `endWaiters` are only accessed while `cond` is
     // locked. A connection in `free` is touched by no thread (the lock holder may read its
     // `heldSnapshot`); a checked-out one only by the thread that checked it out, until it checks
-    // it back in. `releaseEpoch` is atomic: bumped by `releaseSnapshots`, read anywhere.
+    // it back in. `releaseEpoch` is atomic: bumped by `releaseSnapshots`, read anywhere. `sweeper`
+    // is written in init (before `self` is shared) and read only by `close`.
     private let cond = NSCondition()
     private var free: [Connection]
     private var out = 0
@@ -93,6 +94,8 @@ final class ReadConnections: @unchecked Sendable {
     private var ending = 0
     private var endWaiters = 0
     private let sweeperWake = DispatchSemaphore(value: 0)
+    /// Written once, in init; joined by `close` (nil when snapshots are never held).
+    private var sweeper: NamedThread?
 
     init(count: Int, holdNanos: UInt64 = 0, open: () throws -> Connection) throws {
         var conns: [Connection] = []
@@ -101,12 +104,10 @@ final class ReadConnections: @unchecked Sendable {
         free = conns
         self.holdNanos = holdNanos
         if holdNanos > 0 {
-            let t = Thread { [self] in
-                ThreadPriority.prepareStoreThread(name: "ubq-snapshots", nice: 0)
+            sweeper = NamedThread(name: "ubq-snapshots", stackSize: 1 << 18) { [self] in
+                ThreadPriority.prepareStoreThread(nice: 0)
                 sweep()
             }
-            t.stackSize = 1 << 18
-            t.start()
         }
     }
 
@@ -202,7 +203,10 @@ final class ReadConnections: @unchecked Sendable {
             sweeperWake.wait()
             while true {
                 if (cond.withLockRead { closed }) { return }
-                usleep(useconds_t(tick / 1000))
+                // A timed wait, not a sleep: `close` signals and joins this thread, and should not
+                // wait out a tick. A checkin's signal taken here only ends one tick early.
+                _ = sweeperWake.wait(timeout: .now() + .nanoseconds(Int(tick)))
+                if (cond.withLockRead { closed }) { return }
                 let now = DispatchTime.now().uptimeNanoseconds
                 if !endIdleSnapshots({ [self] s in !mayKeep(s, now: now) }) { break }
             }
@@ -219,6 +223,7 @@ final class ReadConnections: @unchecked Sendable {
         free = []
         cond.unlock()
         sweeperWake.signal()
+        sweeper?.join()
         for c in conns { c.adoptThread(); ReadConnections.endSnapshot(c); c.close() }
     }
 }
@@ -231,13 +236,13 @@ extension NSCondition {
 /// for its run. Jobs go to whichever thread is free.
 final class ReaderPool: Sendable {
     let queue = JobQueue<ReaderJob>()
-    private let done = DispatchGroup()
+    private let threads: [NamedThread]
 
     init(count: Int, connections: ReadConnections, gate: ReaderGate) {
-        for i in 0..<count {
-            done.enter()
-            let t = Thread { [queue, done] in
-                ThreadPriority.prepareStoreThread(name: "ubq-reader-\(i)", nice: 0)
+        let queue = self.queue
+        threads = (0..<count).map { i in
+            NamedThread(name: "ubq-reader-\(i)", stackSize: 1 << 22) {
+                ThreadPriority.prepareStoreThread(nice: 0)
                 while true {
                     let jobs = queue.pop(max: 1)
                     if jobs.isEmpty { break }
@@ -251,17 +256,14 @@ final class ReaderPool: Sendable {
                         gate.leave(t)
                     }
                 }
-                done.leave()
             }
-            t.stackSize = 1 << 22
-            t.start()
         }
     }
 
     func submit(_ job: ReaderJob) { if !queue.push(job) { job.run(nil) } }
 
     /// Closes the queue; threads finish queued jobs and exit.
-    func shutdown() { queue.close(); done.wait() }
+    func shutdown() { queue.close(); threads.forEach { $0.join() } }
 }
 
 /// Lets the writer restart the WAL without waiting for readers (rule 5).
@@ -385,7 +387,7 @@ final class ReaderGate: @unchecked Sendable {
 /// Hands a non-Sendable connection to the thread that will own it.
 final class ConnectionBox: @unchecked Sendable {
     // Invariant: written once at init on the creating thread, taken exactly once by the owning thread
-    // (Thread.start happens-after init), never touched again.
+    // (pthread_create happens-after init), never touched again.
     private var conn: Connection?
     init(_ c: Connection) { conn = c }
     func take() -> Connection { let c = conn!; conn = nil; return c }
@@ -395,7 +397,7 @@ final class ConnectionBox: @unchecked Sendable {
 /// so concurrent saves share one transaction (group commit).
 final class WriterThread<Job>: Sendable {
     let queue = JobQueue<Job>()
-    private let done = DispatchGroup()
+    private let thread: NamedThread
 
     /// `nice`: the thread's CPU priority (0: the process's; `ThreadPriority`, docs/threading.md rule 14).
     /// `idle`: asked before the thread waits for jobs; a number of seconds means "if no job comes
@@ -404,9 +406,9 @@ final class WriterThread<Job>: Sendable {
          idle: @escaping @Sendable () -> Double? = { nil }, onIdle: @escaping @Sendable (Connection) -> Void = { _ in },
          onClose: @escaping @Sendable (Connection) -> Void) {
         let box = ConnectionBox(connection)
-        done.enter()
-        let t = Thread { [queue, done] in
-            ThreadPriority.prepareStoreThread(name: "ubq-writer", nice: nice)
+        let queue = self.queue
+        thread = NamedThread(name: "ubq-writer", stackSize: 1 << 23) {
+            ThreadPriority.prepareStoreThread(nice: nice)
             let conn = box.take()
             conn.adoptThread()
             while true {
@@ -422,12 +424,9 @@ final class WriterThread<Job>: Sendable {
             }
             onClose(conn)
             conn.close()
-            done.leave()
         }
-        t.stackSize = 1 << 23
-        t.start()
     }
 
     func submit(_ job: Job) -> Bool { queue.push(job) }
-    func shutdown() { queue.close(); done.wait() }
+    func shutdown() { queue.close(); thread.join() }
 }
