@@ -125,6 +125,8 @@ let package = Package(
             name: "UbiquityGRPCTests",
             dependencies: [
                 "UbiquityGRPC", "UbiquityLoop", "UbiquityLock", "UbiquityGRPCClient", "UbiquityProtos", "UbiquityTestSupport",
+                "CNGHTTP2",
+                .product(name: "Logging", package: "swift-log"),  // UnexpectedErrorTests captures what the transport logs
             ]),
         .testTarget(
             name: "UbiquityGRPCClientTests",

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <sys/prctl.h>
 
 /* libuv 1.44 has no UV_TCP_REUSEPORT flag: set SO_REUSEPORT on the fd ourselves
    (after uv_tcp_init_ex created the socket, before bind). Returns 0 or -errno. */
@@ -20,6 +19,4 @@ static inline int ubq_set_reuseport(uv_tcp_t *handle) {
 
 /* SIGPIPE must never kill the server: a peer closing mid-write gets EPIPE instead. */
 static inline void ubq_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
-/* Names the calling thread (visible in top -H, gdb, perf). */
-static inline void ubq_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 #endif

@@ -4,6 +4,17 @@ import Glibc
 import CNGHTTP2
 import UbiquityLoop
 
+/// Where `NGHTTP2Glue.pump` puts frames: a write batch with one write in flight.
+public protocol FrameSink: AnyObject {
+    /// Bytes written and not yet taken by the kernel.
+    var queuedWriteBytes: Int { get }
+    func write(_ bytes: UnsafeRawBufferPointer)
+    /// Starts a write of the batch unless one is in flight.
+    func flush()
+}
+
+extension TCPConnection: FrameSink {}
+
 /// nghttp2 plumbing shared by the server's `HTTP2Connection` and the client connection in
 /// `UbiquityGRPCClient`: both drive a session by `mem_recv` / `mem_send` over a `TCPConnection`.
 public enum NGHTTP2Glue {
@@ -11,8 +22,7 @@ public enum NGHTTP2Glue {
     /// holds `limit` bytes or nghttp2 has nothing more to send, then starts a write (at most one
     /// is in flight). Returns false on a fatal nghttp2 error; the caller closes the connection.
     /// Loop thread only, and never from inside an nghttp2 callback (nghttp2 is not re-entrant).
-    @inline(__always)
-    public static func pump(_ session: OpaquePointer, into tcp: TCPConnection, limit: Int) -> Bool {
+    public static func pump(_ session: OpaquePointer, into tcp: some FrameSink, limit: Int) -> Bool {
         while tcp.queuedWriteBytes < limit {
             var ptr: UnsafePointer<UInt8>?
             let n = nghttp2_session_mem_send(session, &ptr)
@@ -26,7 +36,6 @@ public enum NGHTTP2Glue {
 
     /// Whether `bytes` spell exactly `literal` (header names and well-known values, compared
     /// without making a String).
-    @inline(__always)
     public static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
         bytes.count == literal.utf8CodeUnitCount
             && (bytes.count == 0 || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
@@ -34,7 +43,6 @@ public enum NGHTTP2Glue {
 
     /// Length of the gRPC message whose 5-byte prefix starts at `p` (byte 0: compressed flag,
     /// bytes 1–4: big-endian length).
-    @inline(__always)
     public static func messageLength(_ p: UnsafePointer<UInt8>) -> Int {
         Int(p[1]) << 24 | Int(p[2]) << 16 | Int(p[3]) << 8 | Int(p[4])
     }

@@ -1,7 +1,7 @@
 import SwiftProtobuf
 
 /// A handler over raw message bytes. It ends the call by returning (OK, unless it called `finish`)
-/// or by throwing (the error becomes the status; see `CallStatus(error:)`).
+/// or by throwing (the error becomes the status; see `RPCError(converting:)`).
 public typealias RawHandler = @Sendable (ServerCall) async throws -> Void
 
 /// One method: its shape and its handler. A class so each call's stream holds it with one
@@ -81,19 +81,22 @@ public struct RequestStream<Request: SwiftProtobuf.Message>: AsyncSequence, Send
         let call: ServerCall
         public mutating func next() async throws -> Request? {
             guard let bytes = try await call.receive() else { return nil }
-            return try decode(Request.self, bytes)
+            return try Request(requestBytes: bytes)
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(call: call) }
 }
 
-@inline(__always)
-func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8]) throws -> M {
-    do {
-        return try M(serializedBytes: bytes)
-    } catch {
-        throw RPCError(.invalidArgument, "could not decode request as \(M.protoMessageName): \(error)")
+extension SwiftProtobuf.Message {
+    /// Decodes a request message; bytes that are not one end the call INVALID_ARGUMENT.
+    @inline(__always)
+    public init(requestBytes bytes: [UInt8]) throws {
+        do {
+            try self.init(serializedBytes: bytes)
+        } catch {
+            throw RPCError(.invalidArgument, "could not decode request as \(Self.protoMessageName): \(error)")
+        }
     }
 }
 
@@ -114,7 +117,7 @@ extension Router {
     ) {
         register(path, kind: .unary) { call in
             let (bytes, _) = call.takeSingleRequest()
-            let request = try decode(Req.self, bytes ?? [])
+            let request = try Req(requestBytes: bytes ?? [])
             let response = try await body(request, call)
             call.finish(message: try response.serializedBytes())
         }
@@ -126,7 +129,7 @@ extension Router {
     ) {
         register(path, kind: .unary) { call in
             let (bytes, _) = call.takeSingleRequest()
-            let request = try decode(Req.self, bytes ?? [])
+            let request = try Req(requestBytes: bytes ?? [])
             let response = try await body(request, call)
             call.finish(message: try response.message.serializedBytes(), trailingMetadata: response.trailingMetadata)
         }
@@ -138,7 +141,7 @@ extension Router {
     ) {
         register(path, kind: .serverStreaming) { call in
             let (bytes, _) = call.takeSingleRequest()
-            let request = try decode(Req.self, bytes ?? [])
+            let request = try Req(requestBytes: bytes ?? [])
             try await body(request, ResponseWriter(call: call), call)
         }
     }

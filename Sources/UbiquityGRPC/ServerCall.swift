@@ -25,13 +25,13 @@ public struct CallContext: Sendable {
 enum CancelReason: Sendable {
     case deadline, reset, connectionClosed, shutdown, protocolError
 
-    var status: CallStatus {
+    var status: RPCError {
         switch self {
-        case .deadline: return CallStatus(code: .deadlineExceeded, message: "deadline exceeded (grpc-timeout)")
-        case .reset: return CallStatus(code: .cancelled, message: "the client reset the stream")
-        case .connectionClosed: return CallStatus(code: .cancelled, message: "the connection closed")
-        case .shutdown: return CallStatus(code: .unavailable, message: "the server is shutting down")
-        case .protocolError: return CallStatus(code: .internal, message: "protocol error")
+        case .deadline: return RPCError(.deadlineExceeded, "deadline exceeded (grpc-timeout)")
+        case .reset: return RPCError(.cancelled, "the client reset the stream")
+        case .connectionClosed: return RPCError(.cancelled, "the connection closed")
+        case .shutdown: return RPCError(.unavailable, "the server is shutting down")
+        case .protocolError: return RPCError(.internal, "protocol error")
         }
     }
 }
@@ -64,7 +64,7 @@ public final class ServerCall: Sendable {
         var outbound = ByteBuffer()
         var outboundRead = 0
         var wantsHeaders = false
-        var status: CallStatus?
+        var status: RPCError?
         var cancelled: CancelReason?
         var taskCancelled = false
         var wakePosted = false
@@ -168,7 +168,7 @@ public final class ServerCall: Sendable {
     }
 
     /// Ends the call with `status` once queued messages are out. Later calls are ignored.
-    public func finish(_ status: CallStatus) {
+    public func finish(_ status: RPCError) {
         let post = state.withLock { s -> Bool in
             guard s.status == nil, s.cancelled == nil else { return false }
             s.status = status
@@ -180,13 +180,13 @@ public final class ServerCall: Sendable {
     /// One message and OK in one step (the unary fast path: one lock, one wake-up).
     public func finish(message: [UInt8], trailingMetadata: Metadata = Metadata()) {
         if message.count > maxSendMessageBytes {
-            finish(CallStatus(code: .resourceExhausted, message: "response message of \(message.count) bytes exceeds the send limit of \(maxSendMessageBytes) bytes"))
+            finish(RPCError(.resourceExhausted, "response message of \(message.count) bytes exceeds the send limit of \(maxSendMessageBytes) bytes"))
             return
         }
         let post = state.withLock { s -> Bool in
             guard s.status == nil, s.cancelled == nil else { return false }
             Self.appendFrame(&s.outbound, message)
-            s.status = CallStatus(code: .ok, trailingMetadata: trailingMetadata)
+            s.status = RPCError(.ok, metadata: trailingMetadata)
             return Self.claimWake(&s)
         }
         if post { postWake() }
@@ -274,14 +274,14 @@ public final class ServerCall: Sendable {
     }
 
     /// Snapshot for the loop: whether headers are wanted, what status is set, bytes pending.
-    func loopView() -> (wantsHeaders: Bool, status: CallStatus?, pending: Int, metadata: Metadata) {
+    func loopView() -> (wantsHeaders: Bool, status: RPCError?, pending: Int, metadata: Metadata) {
         state.withLock { s in (s.wantsHeaders, s.status, s.outboundPending, s.initialMetadata) }
     }
 
     /// Copies up to `length` pending bytes into `dest`. `eof` when everything is out and a status is set.
-    func takeOutbound(into dest: UnsafeMutableRawPointer, length: Int) -> (count: Int, status: CallStatus?) {
+    func takeOutbound(into dest: UnsafeMutableRawPointer, length: Int) -> (count: Int, status: RPCError?) {
         let destAddress = UInt(bitPattern: dest)
-        let (n, status, waiter) = state.withLock { s -> (Int, CallStatus?, CheckedContinuation<Void, any Error>?) in
+        let (n, status, waiter) = state.withLock { s -> (Int, RPCError?, CheckedContinuation<Void, any Error>?) in
             let n = min(length, s.outboundPending)
             if n > 0 {
                 UnsafeMutableRawPointer(bitPattern: destAddress)!.copyMemory(from: s.outbound.base! + s.outboundRead, byteCount: n)
@@ -368,13 +368,13 @@ public final class ServerCall: Sendable {
 
     /// Ends the call from the loop with `status` (for errors found by the transport, e.g. a second
     /// request message on a unary call), dropping queued output.
-    func failFromLoop(_ status: CallStatus) {
+    func failFromLoop(_ status: RPCError) {
         _ = end(.protocolError, status: status)
     }
 
     /// The one path by which the loop ends a call: mark it, replace its status if asked, and wake
     /// or cancel whatever the handler is waiting on (outside the lock).
-    private func end(_ reason: CancelReason, status: CallStatus?) -> Bool {
+    private func end(_ reason: CancelReason, status: RPCError?) -> Bool {
         var reader: CheckedContinuation<[UInt8]?, any Error>?
         var writer: CheckedContinuation<Void, any Error>?
         var task: Task<Void, Never>?

@@ -1,3 +1,5 @@
+import Logging
+
 /// A gRPC status code. A struct over a raw value so unknown codes from peers survive a round trip.
 public struct StatusCode: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: Int
@@ -30,60 +32,75 @@ public struct StatusCode: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The error a handler throws to end a call with a status other than OK.
+/// The status a call ends with, and the error a handler throws to end it with one other than OK.
+/// One type from handler to trailers (grpc-swift 2's `RPCError` is the model): what a handler
+/// throws is what the transport sends.
 ///
 /// `details` is a serialized `google.rpc.Status` sent as `grpc-status-details-bin`; the transport
-/// does not interpret it (the services layer builds it).
+/// does not interpret it (the services layer builds it). `metadata` goes out as trailers.
+/// `cause` is the error this one was made from, kept for logs: it is never sent.
 public struct RPCError: Error, Sendable, CustomStringConvertible {
     public var code: StatusCode
     public var message: String
     public var details: [UInt8]?
-    public var trailingMetadata: Metadata
+    public var metadata: Metadata
+    public var cause: (any Error)?
 
-    public init(_ code: StatusCode, _ message: String, details: [UInt8]? = nil, trailingMetadata: Metadata = Metadata()) {
+    public init(_ code: StatusCode, _ message: String = "", details: [UInt8]? = nil, metadata: Metadata = Metadata(),
+                cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.details = details
-        self.trailingMetadata = trailingMetadata
+        self.metadata = metadata
+        self.cause = cause
     }
 
+    /// A successful call's status (code OK; a successful call's trailers are `RPCError(.ok, metadata:)`).
+    public static let ok = RPCError(.ok)
+
     public var description: String { "\(code): \(message)" }
+
+    /// The status for whatever a handler threw: an `RPCError` as it is; an `RPCErrorConvertible`
+    /// as it says; cancellation as CANCELLED. Anything else is a bug the client cannot act on:
+    /// it becomes UNKNOWN with a generic message naming an error ID, and the error itself goes to
+    /// the log under that ID (a Swift description can hold paths, SQL or values of other calls).
+    public init(converting error: any Error) {
+        self.init(converting: error, logger: UnexpectedErrors.logger)
+    }
+
+    init(converting error: any Error, logger: Logger) {
+        switch error {
+        case let e as RPCError:
+            self = e
+        case let e as RPCErrorConvertible:
+            self = e.rpcError
+            if cause == nil { cause = e }
+        case is CancellationError:
+            self.init(.cancelled, "the call was cancelled", cause: error)
+        default:
+            let id = UnexpectedErrors.newID()
+            logger.error("unexpected error in a handler", metadata: ["error_id": "\(id)", "error": "\(String(reflecting: error))"])
+            self.init(.unknown, "internal error (id \(id))", cause: error)
+        }
+    }
 }
 
 /// Errors of other layers say which status they become by adopting this protocol. Anything else a
-/// handler throws ends the call with UNKNOWN (never silently INTERNAL).
+/// handler throws ends the call with UNKNOWN (never silently INTERNAL; `RPCError(converting:)`).
 public protocol RPCErrorConvertible: Error {
     var rpcError: RPCError { get }
 }
 
-/// The final status of a call as sent in trailers.
-public struct CallStatus: Sendable {
-    public var code: StatusCode
-    public var message: String
-    public var details: [UInt8]?
-    public var trailingMetadata: Metadata
+/// Where `RPCError(converting:)` reports the errors it hides from clients.
+enum UnexpectedErrors {
+    /// swift-log's global handler (the server bootstraps it) decides where this goes.
+    static let logger = Logger(label: "ubiquity.grpc.errors")
 
-    public init(code: StatusCode, message: String = "", details: [UInt8]? = nil, trailingMetadata: Metadata = Metadata()) {
-        self.code = code
-        self.message = message
-        self.details = details
-        self.trailingMetadata = trailingMetadata
-    }
-
-    public static let ok = CallStatus(code: .ok)
-
-    public init(error: any Error) {
-        switch error {
-        case let e as RPCError:
-            self.init(code: e.code, message: e.message, details: e.details, trailingMetadata: e.trailingMetadata)
-        case let e as RPCErrorConvertible:
-            let r = e.rpcError
-            self.init(code: r.code, message: r.message, details: r.details, trailingMetadata: r.trailingMetadata)
-        case is CancellationError:
-            self.init(code: .cancelled, message: "the call was cancelled")
-        default:
-            self.init(code: .unknown, message: "unexpected error: \(error)")
-        }
+    /// 16 hex digits: unique enough to find one line in a server's log.
+    static func newID() -> String {
+        let n = UInt64.random(in: 0...UInt64.max)
+        let hex = String(n, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }
 

@@ -28,7 +28,7 @@ public enum StatusTrailers {
 
     /// The status headers for `status`, within `budget` bytes (callers pass the smaller of
     /// `budgetBytes` and the peer's SETTINGS_MAX_HEADER_LIST_SIZE, less what precedes them).
-    public static func headers(for status: CallStatus, budget: Int = budgetBytes) -> [(String, String)] {
+    public static func headers(for status: RPCError, budget: Int = budgetBytes) -> [(String, String)] {
         var headers: [(String, String)] = [("grpc-status", String(status.code.rawValue))]
         var used = entrySize("grpc-status", headers[0].1)
         var message = status.message
@@ -58,7 +58,7 @@ public enum StatusTrailers {
             headers.append(("grpc-status-details-bin", details))
             used += entrySize("grpc-status-details-bin", details)
         }
-        for (name, value) in status.trailingMetadata.wireHeaders() {
+        for (name, value) in status.metadata.wireHeaders() {
             let size = entrySize(name, value)
             guard used + size <= budget else { continue }
             headers.append((name, value))

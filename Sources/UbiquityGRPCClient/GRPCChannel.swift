@@ -126,7 +126,7 @@ public final class GRPCChannel: Sendable {
                     continuation.finish()
                 } else {
                     continuation.finish(throwing: RPCError(result.status, result.message, details: result.details,
-                                                           trailingMetadata: result.trailingMetadata))
+                                                           metadata: result.trailingMetadata))
                 }
             }
             handle.streamID.store(streamID, ordering: .relaxed)
@@ -206,6 +206,6 @@ struct CallOutcome: Sendable {
     }
 
     var error: RPCError {
-        RPCError(status, message, details: details, trailingMetadata: trailingMetadata)
+        RPCError(status, message, details: details, metadata: trailingMetadata)
     }
 }

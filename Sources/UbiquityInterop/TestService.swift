@@ -19,7 +19,7 @@ public enum InteropTestService {
                 echoInitialMetadata(call)
                 if req.hasResponseStatus, req.responseStatus.code != 0 {
                     throw RPCError(StatusCode(rawValue: Int(req.responseStatus.code)), req.responseStatus.message,
-                                   trailingMetadata: trailingEcho(call))
+                                   metadata: trailingEcho(call))
                 }
                 var res = Grpc_Testing_SimpleResponse()
                 res.payload = try payload(size: req.responseSize)
@@ -48,12 +48,12 @@ public enum InteropTestService {
             for try await req in requests {
                 if req.hasResponseStatus, req.responseStatus.code != 0 {
                     throw RPCError(StatusCode(rawValue: Int(req.responseStatus.code)), req.responseStatus.message,
-                                   trailingMetadata: trailingEcho(call))
+                                   metadata: trailingEcho(call))
                 }
                 for p in req.responseParameters { try await respond(p, writer) }
             }
             if let t = trailingEchoValue(call) {
-                throw TrailingOK(metadata: t)
+                throw RPCError(.ok, metadata: t)  // a streaming handler's way to end OK with trailers
             }
         }
         router.bidirectional(prefix + "HalfDuplexCall") { (requests: RequestStream<Grpc_Testing_StreamingOutputCallRequest>, writer: ResponseWriter<Grpc_Testing_StreamingOutputCallResponse>, call) in
@@ -64,12 +64,6 @@ public enum InteropTestService {
                 for p in req.responseParameters { try await respond(p, writer) }
             }
         }
-    }
-
-    /// OK with trailing metadata, for streaming handlers (thrown, mapped to status OK).
-    struct TrailingOK: RPCErrorConvertible {
-        let metadata: Metadata
-        var rpcError: RPCError { RPCError(.ok, "", trailingMetadata: metadata) }
     }
 
     static func respond(_ p: Grpc_Testing_ResponseParameters, _ writer: ResponseWriter<Grpc_Testing_StreamingOutputCallResponse>) async throws {

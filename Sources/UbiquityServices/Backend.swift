@@ -52,20 +52,21 @@ public final class Backend: Sendable {
         catalog.close()
     }
 
-    /// The account of a call (the default account until authentication lands).
-    func account(_ call: ServerCall) throws -> Account { Account.defaultAccount }
+    /// The account a call acts for, from its metadata (the default account until authentication
+    /// lands). `MethodTable` resolves it once per call, before the handler runs.
+    func account(metadata: Metadata) throws -> Account { Account.defaultAccount }
 
     /// The store named by `id` if it belongs to `account`; NOT_FOUND otherwise (the same answer
     /// for another account's store as for none, so IDs leak nothing).
     func record(_ id: String, account: Account, field: String = "store_id") throws -> Catalog.StoreRecord {
-        guard !id.isEmpty else { throw ServiceError.invalid(field, "a store_id is required (OpenStore returns it)", reason: "MISSING_FIELD") }
+        guard !id.isEmpty else { throw ServiceError.invalid(field, "a store_id is required (OpenStore returns it)", reason: .missingField) }
         switch catalog.store(idText: id) {
         case .malformed:
-            throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: "BAD_STORE_ID")
+            throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: .badStoreID)
         case .found(let r) where r.account == account.id:
             return r
         case .found, .missing:
-            throw ServiceError.notFound("no store \(id.lowercased()) in this account", reason: "STORE_NOT_FOUND")
+            throw ServiceError.notFound("no store \(id.lowercased()) in this account", reason: .storeNotFound)
         }
     }
 
@@ -91,13 +92,10 @@ public final class Backend: Sendable {
         return StorageError(.storeReplaced, "the token is of store \"\(store.name.prefix(100))\" before it was destroyed and created again: read at current")
     }
 
-    /// The account of a synchronous call (the default account until authentication lands).
-    func account(_ context: SyncCallContext) throws -> Account { Account.defaultAccount }
-
     /// The store's model (NOT_FOUND-style error if none is registered yet).
     func model(of store: Store) throws -> ModelInfo {
         guard let hash = store.modelVersionHash, let def = store.modelDefinition else {
-            throw ServiceError.precondition("store \(store.id.uuidString.lowercased()) has no model yet: call Models.RegisterModel first", reason: "NO_MODEL")
+            throw ServiceError.precondition("store \(store.id.uuidString.lowercased()) has no model yet: call Models.RegisterModel first", reason: .noModel)
         }
         if let m = models.withLock({ $0[hash] }) { return m }
         let m = ModelInfo(def, hash: hash)
@@ -109,10 +107,10 @@ public final class Backend: Sendable {
     func modelIfAny(of store: Store) -> ModelInfo? { try? model(of: store) }
 
     /// Refuses a write from a client built with another model version (§4.7).
-    func checkModelVersion(_ call: ServerCall, store: Store) throws -> String? {
-        guard let sent = call.context.metadata[Backend.modelVersionKey], !sent.isEmpty else { return nil }
+    func checkModelVersion(_ context: ServerContext, store: Store) throws -> String? {
+        guard let sent = context.metadata[Backend.modelVersionKey], !sent.isEmpty else { return nil }
         if let current = store.modelVersionHash, current != sent {
-            throw ServiceError(code: .failedPrecondition, reason: "MODEL_VERSION_MISMATCH",
+            throw ServiceError(code: .failedPrecondition, reason: .modelVersionMismatch,
                                message: "this client was built with model version \(sent.prefix(16))…, the store is at \(current.prefix(16))…: update the client's model",
                                metadata: ["client_version_hash": sent, "store_version_hash": current])
         }

@@ -149,7 +149,7 @@ public final class ContextRegistry: Sendable {
         try contexts.withLock { c in
             let mine = c.values.filter { $0.account == box.account }.count
             guard mine < limits.maxContextsPerAccount else {
-                throw ServiceError.exhausted("this account has \(mine) open contexts, the limit is \(limits.maxContextsPerAccount): close some with CloseContext", reason: "LIMIT_EXCEEDED")
+                throw ServiceError.exhausted("this account has \(mine) open contexts, the limit is \(limits.maxContextsPerAccount): close some with CloseContext", reason: .limitExceeded)
             }
             c[box.id] = box
         }
@@ -158,10 +158,10 @@ public final class ContextRegistry: Sendable {
 
     /// The context, if it exists and belongs to the account.
     func find(_ id: String, account: Account) throws -> ContextBox {
-        guard !id.isEmpty else { throw ServiceError.invalid("context_id", "a context_id is required (CreateContext returns it)", reason: "MISSING_FIELD") }
-        guard let uuid = UUID.parse(id) else { throw ServiceError.invalid("context_id", "\"\(id.prefix(100))\" is not a context ID", reason: "BAD_CONTEXT_ID") }
+        guard !id.isEmpty else { throw ServiceError.invalid("context_id", "a context_id is required (CreateContext returns it)", reason: .missingField) }
+        guard let uuid = UUID.parse(id) else { throw ServiceError.invalid("context_id", "\"\(id.prefix(100))\" is not a context ID", reason: .badContextID) }
         guard let box = contexts.withLock({ $0[uuid] }), box.account == account.id else {
-            throw ServiceError.notFound("no context \(id.lowercased()) (closed, expired after \(Int(limits.contextIdleSeconds)) s idle, or never created)", reason: "CONTEXT_NOT_FOUND")
+            throw ServiceError.notFound("no context \(id.lowercased()) (closed, expired after \(Int(limits.contextIdleSeconds)) s idle, or never created)", reason: .contextNotFound)
         }
         return box
     }
@@ -175,9 +175,9 @@ public final class ContextRegistry: Sendable {
             for b in held.reversed() { b.lock.unlock() }
             box.lastUse.withLock { $0 = clock() }
         }
-        if held.contains(where: \.closed) { throw ServiceError.notFound("context \(box.id.uuidString.lowercased()) was closed", reason: "CONTEXT_NOT_FOUND") }
+        if held.contains(where: \.closed) { throw ServiceError.notFound("context \(box.id.uuidString.lowercased()) was closed", reason: .contextNotFound) }
         if box.storeChanged.load(ordering: .acquiring) {
-            throw ServiceError.precondition("the context's store was destroyed or replaced: create a new context", reason: "STORE_CHANGED")
+            throw ServiceError.precondition("the context's store was destroyed or replaced: create a new context", reason: .storeChanged)
         }
         return try await body()
     }
@@ -218,9 +218,7 @@ public final class ContextRegistry: Sendable {
             if conflictsInResponse, let conflicts = error.refusedConflicts {
                 return .conflicted(conflicts, token: store.currentToken)
             }
-            throw ServiceErrors.rpcError(error.renamingIssueFields(issueFields), model: model)
-        } catch {
-            throw ServiceErrors.rpcError(error, model: model)
+            throw SaveFailure(error: error.renamingIssueFields(issueFields), model: model)
         }
         if !r.dryRun && !r.replayed { await storeDidSave(store.id, token: r.token) }
         return .saved(r)

@@ -62,14 +62,14 @@ enum Convert {
         case .doubleValue(let d): return .double(d)
         case .decimalValue(let s):
             guard isDecimal(s) else {
-                throw ServiceError.invalid(field(), "\"\(s)\" is not a decimal number (write it like \"12.50\")", reason: "BAD_VALUE")
+                throw ServiceError.invalid(field(), "\"\(s)\" is not a decimal number (write it like \"12.50\")", reason: .badValue)
             }
             return .decimal(s)
         case .dateValue(let t): return .date(Double(t.seconds) + Double(t.nanos) / 1e9)
         case .binaryValue(let d): return .binary(d)
         case .uuidValue(let s):
             guard let u = UUID.parse(s) else {
-                throw ServiceError.invalid(field(), "\"\(s)\" is not a UUID (expected e.g. 1b4e28ba-2fa1-11d2-883f-0016d3cca427)", reason: "BAD_VALUE")
+                throw ServiceError.invalid(field(), "\"\(s)\" is not a UUID (expected e.g. 1b4e28ba-2fa1-11d2-883f-0016d3cca427)", reason: .badValue)
             }
             return .uuid(u)
         case .uriValue(let s): return .uri(s)
@@ -180,10 +180,10 @@ enum Convert {
     /// that per ID was a string allocation per ID of every GetObjects).
     static func objectID(_ s: String, field: @autoclosure () -> String, store: UUID? = nil, allowTemporary: Bool = false) throws -> ObjectID {
         guard let id = ObjectID(uri: s, allowTemporary: allowTemporary) else {
-            throw ServiceError.invalid(field(), "\"\(s.prefix(200))\" is not an object ID (expected x-ubiquity://<store-uuid>/<Entity>/p<pk>)", reason: "BAD_OBJECT_ID")
+            throw ServiceError.invalid(field(), "\"\(s.prefix(200))\" is not an object ID (expected x-ubiquity://<store-uuid>/<Entity>/p<pk>)", reason: .badObjectID)
         }
         if let store, id.storeID != store {
-            throw ServiceError.invalid(field(), "\(s) belongs to another store", reason: "BAD_OBJECT_ID")
+            throw ServiceError.invalid(field(), "\(s) belongs to another store", reason: .badObjectID)
         }
         return id
     }
@@ -192,7 +192,7 @@ enum Convert {
         switch r.ref {
         case .temporaryID(let t): return .temporary(t)
         case .objectID(let s): return .permanent(try objectID(s, field: field, store: store))
-        case .none: throw ServiceError.invalid(field, "a relationship target needs temporary_id or object_id", reason: "BAD_OBJECT_ID")
+        case .none: throw ServiceError.invalid(field, "a relationship target needs temporary_id or object_id", reason: .badObjectID)
         }
     }
 
@@ -205,8 +205,8 @@ enum Convert {
     }
 
     static func insert(_ i: Ubiquity_V1_Insert, field: @autoclosure () -> String, store: UUID) throws -> InsertOperation {
-        guard !i.temporaryID.isEmpty else { throw ServiceError.invalid("\(field()).temporary_id", "every insert needs a temporary_id (any label unique in the request)", reason: "MISSING_FIELD") }
-        guard !i.entity.isEmpty else { throw ServiceError.invalid("\(field()).entity", "every insert needs an entity", reason: "MISSING_FIELD") }
+        guard !i.temporaryID.isEmpty else { throw ServiceError.invalid("\(field()).temporary_id", "every insert needs a temporary_id (any label unique in the request)", reason: .missingField) }
+        guard !i.entity.isEmpty else { throw ServiceError.invalid("\(field()).entity", "every insert needs an entity", reason: .missingField) }
         return InsertOperation(temporaryID: i.temporaryID, entity: i.entity,
                                values: try values(i.values, field: "\(field()).values"),
                                relationships: i.relationships.isEmpty ? [:] : try references(i.relationships, field: "\(field()).relationships", store: store))
@@ -232,7 +232,7 @@ enum Convert {
         case .mergeByPropertyObjectTrump: .mergeByPropertyObjectTrump
         case .overwrite: .overwrite
         case .rollback: .rollback
-        case .UNRECOGNIZED(let n): throw ServiceError.invalid("merge_policy", "unknown merge policy \(n)", reason: "BAD_ENUM")
+        case .UNRECOGNIZED(let n): throw ServiceError.invalid("merge_policy", "unknown merge policy \(n)", reason: .badEnum)
         }
     }
 
@@ -299,12 +299,12 @@ enum Convert {
     // MARK: Fetch
 
     static func fetchRequest(_ f: Ubiquity_V1_FetchSpec, field: String) throws -> FetchRequest {
-        guard !f.entity.isEmpty else { throw ServiceError.invalid("\(field).entity", "a fetch needs an entity", reason: "MISSING_FIELD") }
+        guard !f.entity.isEmpty else { throw ServiceError.invalid("\(field).entity", "a fetch needs an entity", reason: .missingField) }
         guard f.fetchLimit >= 0, f.fetchOffset >= 0, f.fetchBatchSize >= 0 else {
-            throw ServiceError.invalid(field, "fetch_limit, fetch_offset and fetch_batch_size cannot be negative", reason: "BAD_VALUE")
+            throw ServiceError.invalid(field, "fetch_limit, fetch_offset and fetch_batch_size cannot be negative", reason: .badValue)
         }
         var r = FetchRequest(entity: f.entity)
-        r.predicate = f.predicate.isEmpty ? nil : f.predicate
+        r.predicate = f.predicate.nonEmpty
         r.variables = try arguments(f.variables, field: "\(field).variables")
         r.sortDescriptors = f.sortDescriptors.map { SortDescriptor(keyPath: $0.keyPath, ascending: !$0.descending, caseInsensitive: $0.caseInsensitive) }
         r.fetchLimit = Int(f.fetchLimit)
@@ -315,11 +315,11 @@ enum Convert {
         case .objectIds: r.resultType = .objectIDs
         case .dictionaries: r.resultType = .dictionaries
         case .count: r.resultType = .count
-        case .UNRECOGNIZED(let n): throw ServiceError.invalid("\(field).result_type", "unknown result type \(n)", reason: "BAD_ENUM")
+        case .UNRECOGNIZED(let n): throw ServiceError.invalid("\(field).result_type", "unknown result type \(n)", reason: .badEnum)
         }
         r.propertiesToFetch = f.propertiesToFetch
         r.propertiesToGroupBy = f.propertiesToGroupBy
-        r.havingPredicate = f.havingPredicate.isEmpty ? nil : f.havingPredicate
+        r.havingPredicate = f.havingPredicate.nonEmpty
         r.returnsDistinctResults = f.returnsDistinctResults
         r.relationshipKeyPathsForPrefetching = f.relationshipKeyPathsForPrefetching
         r.includesSubentities = !f.excludesSubentities
@@ -355,7 +355,7 @@ enum Convert {
         let at: ReadGeneration
         if g.token.isEmpty { at = .current } else {
             do { at = .token(try GenerationToken(bytes: Array(g.token))) } catch {
-                throw ServiceError.invalid("\(field).token", "malformed generation token: pass back the token bytes a response gave you", reason: "BAD_TOKEN")
+                throw ServiceError.invalid("\(field).token", "malformed generation token: pass back the token bytes a response gave you", reason: .badToken)
             }
         }
         return (at, g.minimumGeneration > 0 ? g.minimumGeneration : nil)
@@ -363,7 +363,7 @@ enum Convert {
 
     static func token(_ bytes: Data, field: String) throws -> GenerationToken {
         do { return try GenerationToken(bytes: Array(bytes)) } catch {
-            throw ServiceError.invalid(field, "malformed generation token: pass back the token bytes a response gave you", reason: "BAD_TOKEN")
+            throw ServiceError.invalid(field, "malformed generation token: pass back the token bytes a response gave you", reason: .badToken)
         }
     }
 
@@ -384,7 +384,7 @@ enum Convert {
         case .uuid: .uuid
         case .uri: .uri
         case .unspecified, .UNRECOGNIZED:
-            throw ServiceError.invalid(field, "every attribute needs a type (ATTRIBUTE_TYPE_STRING, …)", reason: "BAD_ENUM")
+            throw ServiceError.invalid(field, "every attribute needs a type (ATTRIBUTE_TYPE_STRING, …)", reason: .badEnum)
         }
     }
 
@@ -417,7 +417,7 @@ enum Convert {
                     name: a.name, type: type, optional: !a.required,
                     defaultValue: a.hasDefaultValue ? try storageValue(a.defaultValue, field: "\(af).default_value") : nil,
                     minimum: a.hasMinimum ? a.minimum : nil, maximum: a.hasMaximum ? a.maximum : nil,
-                    keepOnDelete: a.keepOnDelete, renamingIdentifier: a.renamingIdentifier.isEmpty ? nil : a.renamingIdentifier))
+                    keepOnDelete: a.keepOnDelete, renamingIdentifier: a.renamingIdentifier.nonEmpty))
             }
             var rels: [RelationshipDefinition] = []
             for (ri, r) in e.relationships.enumerated() {
@@ -427,19 +427,19 @@ enum Convert {
                 case .cascade: rule = .cascade
                 case .deny: rule = .deny
                 case .noAction: rule = .noAction
-                case .UNRECOGNIZED(let n): throw ServiceError.invalid("\(ef).relationships[\(ri)].delete_rule", "unknown delete rule \(n)", reason: "BAD_ENUM")
+                case .UNRECOGNIZED(let n): throw ServiceError.invalid("\(ef).relationships[\(ri)].delete_rule", "unknown delete rule \(n)", reason: .badEnum)
                 }
                 rels.append(RelationshipDefinition(
-                    name: r.name, destination: r.destination, toMany: r.toMany, inverse: r.inverse.isEmpty ? nil : r.inverse,
+                    name: r.name, destination: r.destination, toMany: r.toMany, inverse: r.inverse.nonEmpty,
                     deleteRule: rule, optional: !r.required, minCount: r.minCount > 0 ? Int(r.minCount) : nil,
-                    maxCount: r.maxCount > 0 ? Int(r.maxCount) : nil, renamingIdentifier: r.renamingIdentifier.isEmpty ? nil : r.renamingIdentifier))
+                    maxCount: r.maxCount > 0 ? Int(r.maxCount) : nil, renamingIdentifier: r.renamingIdentifier.nonEmpty))
             }
             entities.append(EntityDefinition(
-                name: e.name, parent: e.parent.isEmpty ? nil : e.parent, isAbstract: e.isAbstract, attributes: attrs,
+                name: e.name, parent: e.parent.nonEmpty, isAbstract: e.isAbstract, attributes: attrs,
                 relationships: rels, indexes: e.indexes.map(\.properties), uniquenessConstraints: e.uniquenessConstraints.map(\.properties),
-                renamingIdentifier: e.renamingIdentifier.isEmpty ? nil : e.renamingIdentifier))
+                renamingIdentifier: e.renamingIdentifier.nonEmpty))
         }
-        return ModelDefinition(versionIdentifier: m.versionIdentifier.isEmpty ? nil : m.versionIdentifier, entities: entities)
+        return ModelDefinition(versionIdentifier: m.versionIdentifier.nonEmpty, entities: entities)
     }
 
     static func protoModel(_ m: ModelDefinition) -> Ubiquity_V1_Model {

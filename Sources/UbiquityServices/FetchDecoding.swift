@@ -8,27 +8,9 @@ import UbiquityProtos
 import UbiquityQuery
 import UbiquityStorage
 
-/// Fetch's request as the router hands it to the handler: the bytes as sent (the handler
-/// decodes them, `FetchDecoding.decode` first). Its name is the real message's.
-struct RawFetchRequest: SwiftProtobuf.Message {
-    static let protoMessageName = Ubiquity_V1_FetchRequest.protoMessageName
-    var unknownFields = UnknownStorage()
-    var bytes: [UInt8] = []
-
-    init() {}
-    init(bytes: [UInt8]) { self.bytes = bytes }
-
-    // (the router never decodes or encodes one: its fast decoder always returns one)
-    mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-        while try decoder.nextFieldNumber() != nil {}
-    }
-    func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws { try unknownFields.traverse(visitor: &visitor) }
-    func isEqualTo(message: any SwiftProtobuf.Message) -> Bool { (message as? RawFetchRequest)?.bytes == bytes }
-}
-
 /// A Fetch request as the handler uses it: what `Convert.fetchRequest(req.fetch, field:)` and
 /// `Convert.readGeneration(req.at, field:)` make of the decoded message.
-struct DecodedFetch: Equatable {
+struct DecodedFetch: Equatable, Sendable {
     var storeID = ""
     var request = FetchRequest(entity: "")
     var at = ReadGeneration.current

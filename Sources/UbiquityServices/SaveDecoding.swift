@@ -6,7 +6,7 @@ import UbiquityStorage
 /// A `SaveRequest` decoded straight into the engine's types (no `Ubiquity_V1_Value` messages, no
 /// SwiftProtobuf map decoding). Relationship targets given as object IDs are parsed but not yet
 /// checked against the store (`foreignReference`).
-struct DecodedSave {
+struct DecodedSave: Sendable {
     var storeID = ""
     var inserts: [InsertOperation] = []
     var mergePolicy: MergePolicy = .error
@@ -24,6 +24,19 @@ struct DecodedSave {
             }
         }
         return false
+    }
+
+    /// The engine's save (for a request without `foreignReference`, which the general
+    /// conversion reports).
+    var saveRequest: SaveRequest {
+        var s = SaveRequest()
+        s.inserts = inserts
+        s.mergePolicy = mergePolicy
+        s.author = author.nonEmpty
+        s.contextName = contextName.nonEmpty
+        s.clientTransactionID = clientTransactionID.nonEmpty
+        s.dryRun = dryRun
+        return s
     }
 }
 

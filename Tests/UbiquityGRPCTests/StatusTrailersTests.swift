@@ -13,8 +13,8 @@ final class StatusTrailersTests: XCTestCase {
     }
 
     func testASmallStatusIsSentUnchanged() {
-        let status = CallStatus(code: .invalidArgument, message: "entity: 100% wrong", details: [1, 2, 3],
-                                trailingMetadata: Metadata(dictionaryLiteral: ("x-a", "b")))
+        let status = RPCError(.invalidArgument, "entity: 100% wrong", details: [1, 2, 3],
+                                metadata: Metadata(dictionaryLiteral: ("x-a", "b")))
         let h = StatusTrailers.headers(for: status)
         XCTAssertEqual(value("grpc-status", h), "3")
         XCTAssertEqual(value("grpc-message", h), "entity: 100%25 wrong")
@@ -24,7 +24,7 @@ final class StatusTrailersTests: XCTestCase {
 
     func testAHugeMessageIsCutOnACharacterBoundaryWithAMarker() {
         for unit in ["x", "é", "😀", "%"] {
-            let status = CallStatus(code: .invalidArgument, message: String(repeating: unit, count: 20_000))
+            let status = RPCError(.invalidArgument, String(repeating: unit, count: 20_000))
             let h = StatusTrailers.headers(for: status)
             let message = try! XCTUnwrap(value("grpc-message", h))
             XCTAssertLessThanOrEqual(message.utf8.count, StatusTrailers.maxMessageBytes)
@@ -39,7 +39,7 @@ final class StatusTrailersTests: XCTestCase {
     }
 
     func testOversizedDetailsAreDroppedAndTheMessageSaysSo() {
-        let status = CallStatus(code: .aborted, message: "conflict", details: [UInt8](repeating: 7, count: 30_000))
+        let status = RPCError(.aborted, "conflict", details: [UInt8](repeating: 7, count: 30_000))
         let h = StatusTrailers.headers(for: status)
         XCTAssertNil(value("grpc-status-details-bin", h))
         XCTAssertTrue(PercentEncoding.decode(value("grpc-message", h)!).contains("too large to send"))
@@ -48,7 +48,7 @@ final class StatusTrailersTests: XCTestCase {
 
     func testDetailsWithinTheirCapSurviveAMessageThatTakesTheRest() {
         let details = [UInt8](repeating: 1, count: 4096)
-        let status = CallStatus(code: .aborted, message: String(repeating: "m", count: 50_000), details: details)
+        let status = RPCError(.aborted, String(repeating: "m", count: 50_000), details: details)
         let h = StatusTrailers.headers(for: status)
         XCTAssertEqual(value("grpc-status-details-bin", h), Base64.encode(details, padded: false))
         XCTAssertLessThanOrEqual(size(h), StatusTrailers.budgetBytes)
@@ -57,7 +57,7 @@ final class StatusTrailersTests: XCTestCase {
     func testTrailingMetadataPastTheBudgetIsDropped() {
         var metadata = Metadata()
         for i in 0..<100 { metadata.add("x-big-\(i)", String(repeating: "v", count: 500)) }
-        let status = CallStatus(code: .ok, trailingMetadata: metadata)
+        let status = RPCError(.ok, metadata: metadata)
         let h = StatusTrailers.headers(for: status)
         XCTAssertEqual(value("grpc-status", h), "0")
         XCTAssertEqual(value("x-big-0", h), String(repeating: "v", count: 500))
@@ -69,7 +69,7 @@ final class StatusTrailersTests: XCTestCase {
         // grpcio-status requires grpc-message to equal the details' message: never cut the
         // message under details that hold it whole.
         let message = String(repeating: "m", count: 500)
-        let status = CallStatus(code: .invalidArgument, message: message, details: [UInt8](repeating: 1, count: 3000))
+        let status = RPCError(.invalidArgument, message, details: [UInt8](repeating: 1, count: 3000))
         let h = StatusTrailers.headers(for: status, budget: 4096 - 128)
         XCTAssertNil(value("grpc-status-details-bin", h))
         XCTAssertTrue(PercentEncoding.decode(value("grpc-message", h)!).hasPrefix(message + " (error details of"))
@@ -77,7 +77,7 @@ final class StatusTrailersTests: XCTestCase {
     }
 
     func testASmallerPeerLimitIsRespected() {
-        let status = CallStatus(code: .invalidArgument, message: String(repeating: "m", count: 5000),
+        let status = RPCError(.invalidArgument, String(repeating: "m", count: 5000),
                                 details: [UInt8](repeating: 1, count: 3000))
         let h = StatusTrailers.headers(for: status, budget: 2048)
         XCTAssertLessThanOrEqual(size(h), 2048)

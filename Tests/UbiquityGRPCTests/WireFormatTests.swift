@@ -68,11 +68,11 @@ final class WireFormatTests: XCTestCase {
     func testErrorsMapToStatusOnPurpose() {
         struct Domain: RPCErrorConvertible { var rpcError: RPCError { RPCError(.failedPrecondition, "stale") } }
         struct Other: Error {}
-        XCTAssertEqual(CallStatus(error: RPCError(.notFound, "x")).code, .notFound)
-        XCTAssertEqual(CallStatus(error: Domain()).code, .failedPrecondition)
-        XCTAssertEqual(CallStatus(error: CancellationError()).code, .cancelled)
+        XCTAssertEqual(RPCError(converting: RPCError(.notFound, "x")).code, .notFound)
+        XCTAssertEqual(RPCError(converting: Domain()).code, .failedPrecondition)
+        XCTAssertEqual(RPCError(converting: CancellationError()).code, .cancelled)
         // Anything that does not say which status it becomes is UNKNOWN, never INTERNAL.
-        XCTAssertEqual(CallStatus(error: Other()).code, .unknown)
+        XCTAssertEqual(RPCError(converting: Other()).code, .unknown)
     }
 
     func testMetadataBinaryValuesGoOutAsUnpaddedBase64() {

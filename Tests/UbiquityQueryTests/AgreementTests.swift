@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 import UbiquityStorage
+import UbiquityTestSupport
 @testable import UbiquityQuery
 
 /// The SQL compiler and the in-memory evaluator must give the same answers: random predicates

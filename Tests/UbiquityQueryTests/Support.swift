@@ -117,18 +117,6 @@ enum QFixtures {
     }
 }
 
-/// Deterministic random numbers (tests must be reproducible).
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-        return z ^ (z >> 31)
-    }
-}
-
 extension StorageValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
     public init(stringLiteral v: String) { self = .string(v) }
     public init(integerLiteral v: Int64) { self = .int(v) }

@@ -15,7 +15,7 @@ final class ErrorBoundsTests: XCTestCase {
 
     /// The error as the transport would send it: same message, details kept.
     private func assertSentWhole(_ e: RPCError, file: StaticString = #filePath, line: UInt = #line) throws {
-        let headers = StatusTrailers.headers(for: CallStatus(error: e))
+        let headers = StatusTrailers.headers(for: RPCError(converting: e))
         let message = headers.first { $0.0 == "grpc-message" }.map { PercentEncoding.decode($0.1) }
         XCTAssertEqual(message, e.message, file: file, line: line)
         XCTAssertNotNil(headers.first { $0.0 == "grpc-status-details-bin" }, file: file, line: line)
@@ -25,7 +25,7 @@ final class ErrorBoundsTests: XCTestCase {
     func testAHugeEchoedNameIsCutAndStillSentWhole() throws {
         for unit in ["x", "😀", "e\u{301}"] {
             let name = String(repeating: unit, count: 20_000)
-            let e = ServiceErrors.build(.invalidArgument, "fetch.entity: no entity named '\(name)'", reason: "UNKNOWN_ENTITY",
+            let e = ServiceErrors.build(.invalidArgument, "fetch.entity: no entity named '\(name)'", reason: .unknownEntity,
                                         violations: [("fetch.entity", "no entity named '\(name)'", "UNKNOWN_ENTITY")],
                                         metadata: ["field": name])
             XCTAssertLessThanOrEqual(e.details!.count, ErrorBounds.maxDetailsBytes)
@@ -36,7 +36,7 @@ final class ErrorBoundsTests: XCTestCase {
 
     func testManyViolationsAreCountedNotListed() throws {
         let violations = (0..<10_000).map { ("values.attr\($0)", "no attribute named attr\($0)", "UNKNOWN_PROPERTY") }
-        let e = ServiceErrors.build(.invalidArgument, "bad", reason: "VALIDATION_FAILED", violations: violations)
+        let e = ServiceErrors.build(.invalidArgument, "bad", reason: .validationFailed, violations: violations)
         let status = try decoded(e)
         let br = try XCTUnwrap(status.details.compactMap { try? Google_Rpc_BadRequest(unpackingAny: $0) }.first)
         XCTAssertLessThanOrEqual(br.fieldViolations.count, ErrorBounds.maxViolations)
@@ -52,7 +52,7 @@ final class ErrorBoundsTests: XCTestCase {
                            entity: "Person", clientSnapshot: ["name": big], clientChanges: ["age": .int(1)],
                            storeValues: ["name": big], clientVersion: 1, storeVersion: 2, constraint: [])
         }
-        let e = ServiceErrors.build(.aborted, "the save conflicts", reason: "MERGE_CONFLICT", conflicts: records)
+        let e = ServiceErrors.build(.aborted, "the save conflicts", reason: .mergeConflict, conflicts: records)
         XCTAssertLessThanOrEqual(e.details!.count, ErrorBounds.maxDetailsBytes)
         let cd = try XCTUnwrap(try decoded(e).details.compactMap { try? Ubiquity_V1_ConflictDetails(unpackingAny: $0) }.first)
         XCTAssertTrue(cd.truncated)
@@ -76,7 +76,7 @@ final class ErrorBoundsTests: XCTestCase {
         let record = ConflictRecord(kind: .versionChanged, objectID: ObjectID(storeID: UUID(), entity: "Person", pk: 1), temporaryID: nil,
                                     entity: "Person", clientSnapshot: ["age": .int(30)], clientChanges: ["age": .int(31)],
                                     storeValues: ["age": .int(35)], clientVersion: 1, storeVersion: 2, constraint: [])
-        let e = ServiceErrors.build(.aborted, "the save conflicts", reason: "MERGE_CONFLICT", conflicts: [record])
+        let e = ServiceErrors.build(.aborted, "the save conflicts", reason: .mergeConflict, conflicts: [record])
         let cd = try XCTUnwrap(try decoded(e).details.compactMap { try? Ubiquity_V1_ConflictDetails(unpackingAny: $0) }.first)
         XCTAssertFalse(cd.truncated)
         XCTAssertEqual(cd.conflicts.count, 1)

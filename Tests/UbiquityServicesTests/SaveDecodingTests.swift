@@ -110,7 +110,7 @@ final class SaveDecodingTests: XCTestCase {
         guard let fast = SaveDecoding.decode(bytes) else {
             // the handler decodes with SwiftProtobuf: same outcome as before by construction
             if case .decodeError(let e) = want {
-                XCTAssertThrowsError(try StoresService.decodeSave(bytes), file: file, line: line) { err in
+                XCTAssertThrowsError(try Ubiquity_V1_SaveRequest(requestBytes: bytes), file: file, line: line) { err in
                     XCTAssertTrue("\(err)".contains("could not decode request as ubiquity.v1.SaveRequest: \(e)"), "\(err)", file: file, line: line)
                 }
             }

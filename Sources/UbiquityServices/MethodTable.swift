@@ -1,0 +1,146 @@
+import SwiftProtobuf
+import UbiquityGRPC
+
+/// What a service method knows about its call (grpc-swift 2's `ServerContext` is the model): the
+/// account it acts for, the request metadata, and whether the transport cancelled it.
+struct ServerContext: Sendable {
+    let account: Account
+    let metadata: Metadata
+    private let cancellation: Cancellation
+
+    private enum Cancellation: Sendable {
+        case call(ServerCall)
+        case sync(CallCancellation)
+    }
+
+    init(account: Account, call: ServerCall) {
+        self.account = account
+        metadata = call.context.metadata
+        cancellation = .call(call)
+    }
+
+    init(account: Account, sync context: SyncCallContext) {
+        self.account = account
+        metadata = context.metadata
+        cancellation = .sync(context.cancellation)
+    }
+
+    /// True once the call was cancelled (deadline, reset, connection closed); its response is
+    /// dropped. Long reads poll it.
+    var isCancelled: Bool {
+        switch cancellation {
+        case .call(let call): call.isCancelled
+        case .sync(let c): c.isCancelled
+        }
+    }
+}
+
+/// A response message a hot method wrote in wire form itself (FetchEncoding, ObjectEncoding,
+/// SaveEncoding), typed by the message it encodes. Its tests decode it with SwiftProtobuf and
+/// require the message the generic path builds.
+struct Encoded<Message: SwiftProtobuf.Message>: Sendable {
+    let bytes: [UInt8]
+}
+
+/// How a hot method's request is read: a hand-written decoder for its common form, SwiftProtobuf
+/// for anything else (each decoder's tests require the same result as SwiftProtobuf's). Named
+/// by the method's entry in its service's `MethodTable`.
+protocol RequestDecoder: Sendable {
+    associatedtype Request: Sendable
+    static func decode(_ bytes: [UInt8]) throws -> Request
+}
+
+/// One service's methods as the router sees them (grpc-swift 2's `RegistrableRPCService` is the
+/// model): the service is a type whose methods are its RPCs, and its `register(into:)` is a short
+/// table of entries — name, shape, where it runs (docs/threading.md rule 4) and the method.
+///
+/// Around every handler, once: the call's `ServerContext` (account resolved) and the conversion
+/// of whatever it throws into the call's status (`ServiceErrors.rpcError`). `queryFields` says
+/// where a method's query sits in its request (`fetch.` for a FetchSpec), so query errors name
+/// the request's own field (`fetch.predicate`).
+struct MethodTable {
+    let prefix: String
+    let backend: Backend
+    var router: Router
+
+    init(service: String, backend: Backend, router: Router) {
+        prefix = "/\(service)/"
+        self.backend = backend
+        self.router = router
+    }
+
+    /// A unary method run in its own task.
+    mutating func unary<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ name: String, queryFields: String = "", _ method: @escaping @Sendable (Req, ServerContext) async throws -> Res
+    ) {
+        let backend = self.backend
+        router.unary(prefix + name) { (request: Req, call) in
+            try await Self.converting(queryFields) {
+                try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
+            }
+        }
+    }
+
+    /// A unary method run in its own task whose request a hand-written decoder reads and whose
+    /// response it encodes itself.
+    mutating func unary<Decoder: RequestDecoder, Res: SwiftProtobuf.Message>(
+        _ name: String, decoder: Decoder.Type, queryFields: String = "",
+        _ method: @escaping @Sendable (Decoder.Request, ServerContext) async throws -> Encoded<Res>
+    ) {
+        let backend = self.backend
+        router.register(prefix + name, kind: .unary) { call in
+            // The transport has checked there is exactly one message.
+            let bytes = try await call.receive() ?? []
+            let response = try await Self.converting(queryFields) {
+                let request = try Decoder.decode(bytes)
+                return try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
+            }
+            call.finish(message: response.bytes)
+        }
+    }
+
+    /// A unary method run synchronously on a blocking worker thread (`.blocking`) or on the loop
+    /// (`.inline`: pure, bounded CPU work only), with a hand-written request decoder and response
+    /// encoder (the synchronous methods today are the hot reads).
+    mutating func sync<Decoder: RequestDecoder, Res: SwiftProtobuf.Message>(
+        _ name: String, execution: HandlerExecution, decoder: Decoder.Type, queryFields: String = "",
+        _ method: @escaping @Sendable (Decoder.Request, ServerContext) throws -> Encoded<Res>
+    ) {
+        let backend = self.backend
+        router.registerSync(prefix + name, execution: execution) { bytes, call in
+            SyncUnaryReply(try Self.convertingSync(queryFields) {
+                try method(try Decoder.decode(bytes), ServerContext(account: try backend.account(metadata: call.metadata), sync: call))
+            }.bytes)
+        }
+    }
+
+    /// A server-streaming method: the handler writes typed messages as it goes.
+    mutating func serverStreaming<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ name: String, queryFields: String = "",
+        _ method: @escaping @Sendable (Req, ResponseWriter<Res>, ServerContext) async throws -> Void
+    ) {
+        let backend = self.backend
+        router.serverStreaming(prefix + name) { (request: Req, writer: ResponseWriter<Res>, call) in
+            try await Self.converting(queryFields) {
+                try await method(request, writer, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
+            }
+        }
+    }
+
+    private static func converting<T>(_ queryFields: String, _ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch { throw ServiceErrors.rpcError(error, queryFields: queryFields) }
+    }
+
+    private static func convertingSync<T>(_ queryFields: String, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw ServiceErrors.rpcError(error, queryFields: queryFields) }
+    }
+}
+
+extension Router {
+    /// Registers one service's methods: `entries` fills its table.
+    mutating func register(service: String, backend: Backend, _ entries: (inout MethodTable) -> Void) {
+        var table = MethodTable(service: service, backend: backend, router: self)
+        entries(&table)
+        self = table.router
+    }
+}
