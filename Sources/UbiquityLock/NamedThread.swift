@@ -5,7 +5,8 @@ import Darwin
 #endif
 
 /// A joinable OS thread with a name the kernel, `top -H`, `gdb` and `perf` show: the one way
-/// the server and the client start a thread of their own (the event loops, the memory trimmer).
+/// the server and the client start a thread of their own (the event loops, the store's writer,
+/// readers and snapshot sweeper, the memory trimmer).
 ///
 /// Not Foundation's `Thread`, whose name did not reliably reach the kernel (one of two new
 /// threads kept its creator's name), and not a Dispatch queue: a loop or a worker owns its
@@ -15,7 +16,10 @@ public final class NamedThread: Sendable {
     public let name: String
 
     /// Starts `body` on a new thread named `name` (the kernel keeps the first 15 bytes).
-    public init(name: String, _ body: @escaping @Sendable () -> Void) {
+    /// `stackSize` in bytes; nil takes the C library's default, which follows `ulimit -s` and so
+    /// differs between machines: a thread whose stack need is known (the store's SQLite threads)
+    /// says so.
+    public init(name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void) {
         self.name = name
         let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
         #if canImport(Glibc)
@@ -23,7 +27,14 @@ public final class NamedThread: Sendable {
         #else
         var tid: pthread_t?
         #endif
-        let rc = pthread_create(&tid, nil, { arg in
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        defer { pthread_attr_destroy(&attr) }
+        if let stackSize {
+            let rc = pthread_attr_setstacksize(&attr, stackSize)
+            precondition(rc == 0, "pthread_attr_setstacksize(\(stackSize)) failed: \(rc)")
+        }
+        let rc = pthread_create(&tid, &attr, { arg in
             let start = Unmanaged<Start>.fromOpaque(arg!).takeRetainedValue()
             NamedThread.setCurrentName(start.name)
             start.body()

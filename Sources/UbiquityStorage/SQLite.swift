@@ -1,6 +1,7 @@
 internal import CSQLite
 import Foundation
 import Synchronization
+import UbiquityLock
 
 public enum UbiquityStorageVersion { public static let schema = 1 }
 
@@ -32,7 +33,8 @@ final class Connection {
     let path: String
     let readOnly: Bool
     private var cache: [String: OpaquePointer] = [:]
-    private var cacheOrder: [String] = []
+    /// The cached statements' SQL, oldest first: the first one out when the cache is full.
+    private var cacheOrder = FIFOQueue<String>()
     private let cacheLimit: Int
     /// The cancel flag of the request currently running on this connection (progress handler reads it).
     var currentCancel: CancelFlag?
@@ -176,8 +178,7 @@ final class Connection {
             let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
             guard rc == SQLITE_OK, let prepared else { throw error(rc, sql: sql) }
             stmt = prepared
-            if cache.count >= cacheLimit, let old = cacheOrder.first {
-                cacheOrder.removeFirst()
+            if cache.count >= cacheLimit, let old = cacheOrder.popFirst() {
                 recent.removeAll { $0.sql == old }  // never hand out a finalized statement
                 if let o = cache.removeValue(forKey: old) { sqlite3_finalize(o) }
                 cacheEpoch = Connection.newEpoch()  // nor let a PreparedSQL use it

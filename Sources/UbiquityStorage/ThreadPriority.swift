@@ -35,27 +35,13 @@ enum ThreadPriority {
         #endif
     }
 
-    /// First thing a store thread does: name itself (shown by `top -H`, `ps -L`, `/proc`) and
-    /// set its nice value to `nice`, or to the process's when `nice` is 0. A new thread
-    /// inherits both from the thread that created it — a store opened from a Dispatch worker
-    /// would otherwise run under that worker's name and at its priority (seen: nice −2).
-    /// Best effort: lowering a nice value needs CAP_SYS_NICE, raising it never does.
-    static func prepareStoreThread(name: String, nice: Int) {
-        setCurrentThreadName(name)
+    /// First thing a store thread does: set its nice value to `nice`, or to the process's when
+    /// `nice` is 0. A new thread inherits its creator's — a store opened from a Dispatch worker
+    /// would otherwise run at that worker's priority (seen: nice −2). (Its name is set by
+    /// `NamedThread`, which starts it.) Best effort: lowering a nice value needs CAP_SYS_NICE,
+    /// raising it never does.
+    static func prepareStoreThread(nice: Int) {
         if let n = nice != 0 ? nice : processNice(), n != currentThreadNice() { setCurrentThreadNice(n) }
-    }
-
-    /// Names the calling thread (at most 15 bytes are kept) by writing its `/proc` comm file:
-    /// Swift imports neither `prctl` nor `pthread_setname_np`, and Foundation's `Thread.name`
-    /// did not reliably reach the kernel (one of two new threads kept its creator's name).
-    static func setCurrentThreadName(_ name: String) {
-        #if os(Linux)
-        let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        let bytes = Array(name.utf8.prefix(15))
-        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        #endif
     }
 
     /// The calling thread's nice value (nil if it cannot be read).

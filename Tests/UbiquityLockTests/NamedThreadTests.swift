@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import UbiquityLock
 import UbiquityTestSupport
 import XCTest
@@ -18,4 +21,30 @@ final class NamedThreadTests: XCTestCase {
         // Linux keeps 15 bytes; a name is cut at a character boundary, never inside one.
         XCTAssertEqual(Set(seen.withLock { $0 }), ["ubq-test", "a-name-longer-t", "ünïcode-näm"])
     }
+
+    #if canImport(Glibc)
+    func testTheThreadGetsTheStackSizeAskedFor() {
+        // glibc's pthread_getattr_np (a GNU extension Swift does not import) reports the running
+        // thread's actual stack; looked up as NamedThread looks up pthread_setname_np.
+        typealias GetAttr = @convention(c) (pthread_t, UnsafeMutablePointer<pthread_attr_t>) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_getattr_np") else {
+            return XCTFail("pthread_getattr_np not found")
+        }
+        let getAttr = unsafeBitCast(symbol, to: GetAttr.self)
+        let sizes = Lock<[Int: Int]>([:])
+        let asked = [1 << 18, 1 << 22]
+        let threads = asked.map { size in
+            NamedThread(name: "ubq-stack", stackSize: size) {
+                var attr = pthread_attr_t()
+                guard getAttr(pthread_self(), &attr) == 0 else { return }
+                defer { pthread_attr_destroy(&attr) }
+                var got = 0
+                pthread_attr_getstacksize(&attr, &got)
+                sizes.withLock { $0[size] = got }
+            }
+        }
+        for t in threads { t.join() }
+        XCTAssertEqual(sizes.withLock { $0 }, [1 << 18: 1 << 18, 1 << 22: 1 << 22])
+    }
+    #endif
 }

@@ -1,0 +1,169 @@
+import Foundation
+import Synchronization
+import UbiquityLock
+
+/// The store's read-only connections (rule 2). A thread checks one out, uses it alone, and checks
+/// it back in; the lock orders the hand-over, so each connection is used by one thread at a time
+/// (SQLite NOMUTEX connections allow that). Blocking request handlers read this way on their own
+/// thread; async callers go through `ReaderPool`, whose threads do the same.
+///
+/// A connection may come back holding its read transaction (`HeldSnapshot`, storage rule 4):
+/// such a snapshot is ended (by whichever thread next has the connection) once it is `holdNanos`
+/// old, or once `releaseSnapshots` has been called since it began. The sweeper thread ends the
+/// expired snapshots of idle connections, so no snapshot outlives its hold by more than one job.
+final class ReadConnections: @unchecked Sendable {
+    // Invariant: `free`, `out`, `closed`, `sweeperIdle`, `ending` and `endWaiters` are only accessed while `cond` is
+    // locked. A connection in `free` is touched by no thread (the lock holder may read its
+    // `heldSnapshot`); a checked-out one only by the thread that checked it out, until it checks
+    // it back in. `releaseEpoch` is atomic: bumped by `releaseSnapshots`, read anywhere. `sweeper`
+    // is written in init (before `self` is shared) and read only by `close`.
+    private let cond = NSCondition()
+    private var free: [Connection]
+    private var out = 0
+    private var closed = false
+    /// How long a read transaction may be kept for later jobs (0: never kept).
+    let holdNanos: UInt64
+    /// Snapshots that began before the latest bump must not serve another job.
+    let releaseEpoch = Atomic<UInt64>(0)
+    private var sweeperIdle = true
+    /// Idle connections checked out by `endIdleSnapshots` and not back yet.
+    private var ending = 0
+    private var endWaiters = 0
+    private let sweeperWake = DispatchSemaphore(value: 0)
+    /// Written once, in init; joined by `close` (nil when snapshots are never held).
+    private var sweeper: NamedThread?
+
+    init(count: Int, holdNanos: UInt64 = 0, open: () throws -> Connection) throws {
+        var conns: [Connection] = []
+        do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
+        for c in conns { c.releaseThread() }  // free connections belong to no thread
+        free = conns
+        self.holdNanos = holdNanos
+        if holdNanos > 0 {
+            sweeper = NamedThread(name: "ubq-snapshots", stackSize: 1 << 18) { [self] in
+                ThreadPriority.prepareStoreThread(nice: 0)
+                sweep()
+            }
+        }
+    }
+
+    /// Waits for a free connection; nil once closed.
+    func checkout() -> Connection? {
+        cond.lock(); defer { cond.unlock() }
+        while free.isEmpty && !closed { cond.wait() }
+        if closed { return nil }
+        out += 1
+        let c = free.removeLast()
+        c.adoptThread()
+        return c
+    }
+
+    /// Returns a connection. A snapshot it holds stays only if it is still young enough and no
+    /// `releaseSnapshots` came since it began (checked under the lock that `releaseSnapshots`
+    /// takes after its bump, so one of the two ends it).
+    func checkin(_ c: Connection) {
+        if let s = c.heldSnapshot, !mayKeep(s, now: DispatchTime.now().uptimeNanoseconds) { ReadConnections.endSnapshot(c) }
+        cond.lock()
+        if let s = c.heldSnapshot, s.epoch != releaseEpoch.load(ordering: .sequentiallyConsistent) {
+            cond.unlock()
+            ReadConnections.endSnapshot(c)
+            cond.lock()
+        }
+        c.releaseThread()
+        free.append(c)
+        out -= 1
+        if endWaiters > 0 { cond.broadcast() } else { cond.signal() }
+        var wake = false
+        if c.heldSnapshot != nil && sweeperIdle { sweeperIdle = false; wake = true }
+        cond.unlock()
+        if wake { sweeperWake.signal() }
+    }
+
+    /// True if `s` may serve another job (age and release epoch; the caller checks generation and model).
+    func mayKeep(_ s: HeldSnapshot, now: UInt64) -> Bool {
+        now &- s.began < holdNanos && s.epoch == releaseEpoch.load(ordering: .sequentiallyConsistent)
+    }
+
+    /// Ends a connection's held read transaction (the calling thread owns the connection).
+    static func endSnapshot(_ c: Connection) {
+        c.heldSnapshot = nil
+        if !c.isAutocommit {
+            do { try c.run("COMMIT") } catch { try? c.exec("ROLLBACK") }
+        }
+    }
+
+    /// Ends every held snapshot: idle connections' now (on the calling thread, which checks them
+    /// out for it), checked-out ones' when their job ends (they no longer qualify). Called by the
+    /// writer before it checkpoints or closes the reader gate (rule 5).
+    func releaseSnapshots() {
+        if holdNanos == 0 { return }
+        releaseEpoch.add(1, ordering: .sequentiallyConsistent)
+        endIdleSnapshots { _ in true }
+        cond.lock()
+        endWaiters += 1
+        while ending > 0 { cond.wait() }  // the sweeper's, ended in a moment
+        endWaiters -= 1
+        cond.unlock()
+    }
+
+    /// Checks out the idle connections whose snapshot `expired` says to end, ends them, checks
+    /// them back in. True if an idle connection still holds a snapshot afterwards.
+    @discardableResult
+    private func endIdleSnapshots(_ expired: (HeldSnapshot) -> Bool) -> Bool {
+        cond.lock()
+        var taken: [Connection] = []
+        free.removeAll { c in
+            guard let s = c.heldSnapshot, expired(s) else { return false }
+            taken.append(c)
+            return true
+        }
+        out += taken.count
+        ending += taken.count
+        cond.unlock()
+        for c in taken { c.adoptThread(); ReadConnections.endSnapshot(c); c.releaseThread() }
+        cond.lock(); defer { cond.unlock() }
+        free.append(contentsOf: taken)
+        out -= taken.count
+        ending -= taken.count
+        if !taken.isEmpty { cond.broadcast() }
+        let stillHeld = free.contains { $0.heldSnapshot != nil }
+        if !stillHeld && out == 0 { sweeperIdle = true }
+        return stillHeld || out > 0
+    }
+
+    /// The sweeper thread: while any snapshot may be held, every quarter hold (at least 1 ms)
+    /// ends the idle connections' expired ones; sleeps on `sweeperWake` otherwise.
+    private func sweep() {
+        let tick = max(holdNanos / 4, 1_000_000)
+        while true {
+            sweeperWake.wait()
+            while true {
+                if (cond.withLockRead { closed }) { return }
+                // A timed wait, not a sleep: `close` signals and joins this thread, and should not
+                // wait out a tick. A checkin's signal taken here only ends one tick early.
+                _ = sweeperWake.wait(timeout: .now() + .nanoseconds(Int(tick)))
+                if (cond.withLockRead { closed }) { return }
+                let now = DispatchTime.now().uptimeNanoseconds
+                if !endIdleSnapshots({ [self] s in !mayKeep(s, now: now) }) { break }
+            }
+        }
+    }
+
+    /// Refuses further checkouts, waits for the checked-out connections to come back, closes all.
+    func close() {
+        cond.lock()
+        closed = true
+        cond.broadcast()
+        while out > 0 { cond.wait() }
+        let conns = free
+        free = []
+        cond.unlock()
+        sweeperWake.signal()
+        sweeper?.join()
+        for c in conns { c.adoptThread(); ReadConnections.endSnapshot(c); c.close() }
+    }
+}
+
+extension NSCondition {
+    func withLockRead<R>(_ body: () -> R) -> R { lock(); defer { unlock() }; return body() }
+}
