@@ -84,7 +84,6 @@ final class HTTP2Connection: CallOwner {
         sendPending()
     }
 
-    @inline(__always)
     func stream(_ id: Int32) -> StreamState? {
         if let s = lastStream, s.id == id { return s }
         let s = streams.find(id)

@@ -90,7 +90,6 @@ public struct RequestStream<Request: SwiftProtobuf.Message>: AsyncSequence, Send
 
 extension SwiftProtobuf.Message {
     /// Decodes a request message; bytes that are not one end the call INVALID_ARGUMENT.
-    @inline(__always)
     public init(requestBytes bytes: [UInt8]) throws {
         do {
             try self.init(serializedBytes: bytes)
