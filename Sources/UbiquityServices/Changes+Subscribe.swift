@@ -212,10 +212,10 @@ struct SubscriptionRunner: Sendable {
         var e: ServiceError
         switch reason {
         case .tooFarBehind:
-            e = .exhausted("the subscriber fell more than \(limits.maxLagGenerations) generations behind without reading: resume from the resume_token in the ResumeDetails",
-                           reason: .limitExceeded)
+            e = .exhausted("the subscriber stopped reading and fell more than \(limits.maxLagGenerations) generations behind: resume from the resume_token in the ResumeDetails",
+                           reason: .subscriberTooSlow)
         case .shutdown:
-            e = ServiceError(code: .unavailable, reason: .storeClosed, message: "the server is shutting down: resume from the resume_token in the ResumeDetails on another connection")
+            e = ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: resume from the resume_token in the ResumeDetails once it is back")
         case .storeClosed:
             e = ServiceError(code: .unavailable, reason: .storeClosed, message: "the store closed: resume from the resume_token in the ResumeDetails")
         case .storeReplaced:
