@@ -156,16 +156,20 @@ struct SubscriptionRunner: Sendable {
         }
         var values: ChangeEncoding.Values = [:]
         if selection.includeValues {
-            if let shared, let v = shared.cache.withLock({ $0["values"] }) as? ChangeEncoding.Values {
-                values = v
+            if let shared, let v = shared.cache.withLock({ $0["values"] }) as? CachedValues {
+                values = v.values
             } else {
                 // every change of the transaction, so the cached values serve every filter
                 values = await ChangeEncoding.readValues(tx, changes: tx.changes, store: store)
-                if let shared { shared.cache.withLock { $0["values"] = values } }
+                if let shared { shared.cache.withLock { $0["values"] = CachedValues(values: values) } }
             }
         }
         return Self.serialize(ChangeEncoding.transaction(tx, changes: changes, selection: selection, values: values, model: model))
     }
+
+    /// A transaction's values in its cache (a struct: a cast of a missing entry to an Optional
+    /// type would succeed as nil).
+    private struct CachedValues: Sendable { let values: ChangeEncoding.Values }
 
     static func serialize(_ t: Ubiquity_V1_Transaction) -> [UInt8] { (try? t.serializedBytes()) ?? [] }
 

@@ -115,3 +115,285 @@ def test_subscribe_from_a_token_replays_the_backlog_then_goes_live(client, store
         assert live[-1].changes[0].kind == ch.Change.KIND_DELETE
     finally:
         s.cancel()
+
+
+# -- helpers for the tests below ------------------------------------------------------------
+
+def changes_stub(client) -> chg.ChangesStub:
+    return chg.ChangesStub(client.channel)
+
+
+def history(client, sid, after: bytes | None = None, **filter_kw) -> list:
+    """Every transaction FetchHistory returns after `after` (oldest when None), page by page."""
+    stub = changes_stub(client)
+    start = ch.StartPoint(token=after) if after is not None else ch.StartPoint(oldest=True)
+    out = []
+    while True:
+        page = stub.FetchHistory(ch.FetchHistoryRequest(store_id=sid, page_size=7, filter=ch.ChangeFilter(**filter_kw),
+                                                        **{"from": start}), timeout=TIMEOUT)
+        out.extend(page.transactions)
+        if not page.has_more:
+            return out
+        start = ch.StartPoint(token=page.next_token)
+
+
+def key(tx) -> tuple:
+    """What a subscriber and FetchHistory must agree on for one transaction."""
+    return (tx.generation, tx.author, tx.context_name,
+            tuple((c.kind, c.entity, c.object_id, tuple(c.changed_properties),
+                   tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in c.values.items())),
+                   tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in c.tombstone.items())))
+                  for c in tx.changes))
+
+
+def details(err: grpc.RpcError, message_type):
+    """The first status detail of `message_type`, or None."""
+    status = rpc_status.from_call(err)
+    for d in (status.details if status else []):
+        if d.Is(message_type.DESCRIPTOR):
+            m = message_type()
+            d.Unpack(m)
+            return m
+    return None
+
+
+def future_token(token: bytes, ahead: int) -> bytes:
+    """The same store and epoch, `ahead` generations later (33 bytes: version, UUID, epoch, generation)."""
+    gen = int.from_bytes(token[25:33], "big") + ahead
+    return token[:25] + gen.to_bytes(8, "big")
+
+
+def model_with_tombstones():
+    m = person_model()
+    for a in m.entities[0].attributes:
+        if a.name == "email":
+            a.keep_on_delete = True
+    return m
+
+
+# -- filters and record shape -----------------------------------------------------------------
+
+def test_filters_entities_authors_values_and_tombstones(client):
+    sid = client.open(model=model_with_tombstones())
+    notes_only = subscribe(client.channel, sid, filter=ch.ChangeFilter(entities=["Note"]))
+    not_mine = subscribe(client.channel, sid, filter=ch.ChangeFilter(exclude_authors=["me"], include_values=True,
+                                                                        include_tombstones=True))
+    try:
+        notes_only.caught_up(); not_mine.caught_up()
+        mine = client.save(sid, inserts=[ob.Insert(temporary_id="a", entity="Person", values={"name": v("A"), "email": v("a@x")})],
+                           author="me")
+        pid = mine.permanent_ids["a"]
+        theirs = client.save(sid, inserts=[ob.Insert(temporary_id="n", entity="Note", values={"title": v("hello")})],
+                             updates=[ob.Update(object_id=pid, values={"age": v(33)})], author="other")
+        gone = client.save(sid, deletes=[ob.Delete(object_id=pid)], author="other")
+
+        txs = not_mine.transactions_through(gone.generation)
+        assert [t.generation for t in txs] == [theirs.generation, gone.generation], "the excluded author's save is skipped"
+        by_kind = {c.kind: c for c in txs[0].changes}
+        assert by_kind[ch.Change.KIND_UPDATE].values["age"] == v(33, kind="int32"), by_kind[ch.Change.KIND_UPDATE]
+        assert by_kind[ch.Change.KIND_INSERT].values["title"].string_value == "hello"
+        assert not by_kind[ch.Change.KIND_UPDATE].values_unavailable
+        tomb = txs[1].changes[0]
+        assert tomb.kind == ch.Change.KIND_DELETE and tomb.tombstone["email"].string_value == "a@x"
+
+        notes = notes_only.transactions_through(theirs.generation)
+        assert [t.generation for t in notes] == [theirs.generation]
+        assert [c.entity for c in notes[0].changes] == ["Note"], "only the filter's entity, the rest of the transaction dropped"
+
+        # FetchHistory: same filters, same records
+        assert [key(t) for t in history(client, sid, mine.token, exclude_authors=["me"], include_values=True,
+                                        include_tombstones=True)] == [key(t) for t in txs]
+    finally:
+        notes_only.cancel(); not_mine.cancel()
+
+
+def test_unknown_filter_entity_is_invalid_and_names_the_field(client, store):
+    with pytest.raises(grpc.RpcError) as e:
+        history(client, store, entities=["Nope"])
+    code, msg, reason, violations, _ = error_of(e.value)
+    assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "UNKNOWN_ENTITY")
+    assert violations[0].field == "filter.entities[0]"
+    s = subscribe(client.channel, store, filter=ch.ChangeFilter(entities=["Nope"]))
+    err = s.ended.get(timeout=TIMEOUT)
+    assert err is not None and error_of(err)[2] == "UNKNOWN_ENTITY"
+
+
+# -- equality with FetchHistory under concurrent writers ------------------------------------------
+
+def test_concurrent_writers_every_subscriber_equals_fetch_history_filtered_the_same_way(client, server):
+    sid = client.open(model=person_model())
+    start = client.current(sid).token
+    filters = [dict(), dict(entities=["Note"]), dict(exclude_authors=["w0"]), dict(include_values=True)]
+    streams = [subscribe(client.channel, sid, filter=ch.ChangeFilter(**f), **{"from": ch.StartPoint(token=start)})
+               for f in filters]
+    writers = [Client(make_channel(server.address)) for _ in range(3)]
+    last = []
+    lock = threading.Lock()
+
+    def write(i, w):
+        import random
+        rnd = random.Random(1700 + i)
+        ids = []
+        for n in range(40):
+            if ids and rnd.random() < 0.3:
+                r = w.save(sid, updates=[ob.Update(object_id=rnd.choice(ids), values={"age": v(rnd.randrange(100))})], author=f"w{i}")
+            else:
+                ins = [ob.Insert(temporary_id="p", entity="Person", values={"name": v(f"w{i}-{n}")})]
+                if rnd.random() < 0.5:
+                    ins.append(ob.Insert(temporary_id="n", entity="Note", values={"title": v(f"t{n}")}))
+                r = w.save(sid, inserts=ins, author=f"w{i}")
+                ids.append(r.permanent_ids["p"])
+            with lock:
+                last.append(r.generation)
+
+    try:
+        for s in streams:
+            s.caught_up()
+        threads = [threading.Thread(target=write, args=(i, w)) for i, w in enumerate(writers)]
+        for t in threads: t.start()
+        for t in threads: t.join(120)
+        end = max(last)
+        for f, s in zip(filters, streams):
+            got = []
+            while not got or got[-1].generation < end:
+                r = s.next()
+                if r.WhichOneof("event") == "transactions":
+                    got.extend(r.transactions.transactions)
+                elif r.WhichOneof("event") == "progress" and r.resume_generation >= end:
+                    break
+            expected = history(client, sid, start, **f)
+            assert [key(t) for t in got] == [key(t) for t in expected], f"filter {f}"
+            assert [t.generation for t in got] == sorted(t.generation for t in got)
+        assert len(history(client, sid, start)) == 120
+    finally:
+        for s in streams: s.cancel()
+        for w in writers: w.channel.close()
+
+
+def test_pinned_fetch_at_t_plus_changes_after_t_equals_fetch_at_current(client):
+    import random
+    rnd = random.Random(42)
+    sid = client.open(model=person_model())
+    ids = client.insert_people(sid, people(20))
+    t = client.current(sid).token
+    baseline = {o.object_id: dict(o.values) for o in client.fetch(sid, "Person", token=t).objects}
+    s = subscribe(client.channel, sid, filter=ch.ChangeFilter(include_values=True), **{"from": ch.StartPoint(token=t)})
+    try:
+        live = list(ids)
+        last = None
+        for n in range(60):
+            op = rnd.random()
+            if op < 0.4:
+                last = client.save(sid, updates=[ob.Update(object_id=rnd.choice(live), values={"age": v(rnd.randrange(1000)),
+                                                                                                 "score": v(rnd.random())})])
+            elif op < 0.7 or len(live) < 5:
+                last = client.save(sid, inserts=[ob.Insert(temporary_id="x", entity="Person", values={"name": v(f"n{n}"), "age": v(n)})])
+                live.append(last.permanent_ids["x"])
+            else:
+                victim = live.pop(rnd.randrange(len(live)))
+                last = client.save(sid, deletes=[ob.Delete(object_id=victim)])
+        view = {k: dict(vals) for k, vals in baseline.items()}
+        for tx in s.transactions_through(last.generation):
+            for c in tx.changes:
+                if c.entity != "Person":
+                    continue
+                if c.kind == ch.Change.KIND_DELETE:
+                    view.pop(c.object_id, None)
+                else:
+                    assert not c.values_unavailable
+                    obj = view.setdefault(c.object_id, {})
+                    for name in c.changed_properties:
+                        if name in c.values:
+                            obj[name] = c.values[name]
+                        else:
+                            obj.pop(name, None)
+        current = {o.object_id: dict(o.values) for o in client.fetch(sid, "Person").objects}
+
+        def norm(d):
+            return {k: {n: x.SerializeToString(deterministic=True) for n, x in vals.items()
+                        if x.WhichOneof("kind") not in (None, "null_value")} for k, vals in d.items()}
+        assert norm(view) == norm(current)
+    finally:
+        s.cancel()
+
+
+# -- tokens and their errors ---------------------------------------------------------------------
+
+def test_expired_foreign_future_and_replaced_tokens_get_their_reasons(client, second, store, admin):
+    stub = changes_stub(client)
+    first = client.current(store).token
+    client.insert_people(store, people(3))
+    mid = client.current(store).token
+    client.insert_people(store, people(2, "r"))
+    r = stub.DeleteHistory(ch.DeleteHistoryRequest(store_id=store, through_token=mid), timeout=TIMEOUT)
+    assert r.oldest_retained_token == mid
+
+    def failure(start, fetch=False):
+        if fetch:
+            with pytest.raises(grpc.RpcError) as e:
+                stub.FetchHistory(ch.FetchHistoryRequest(store_id=store, **{"from": start}), timeout=TIMEOUT)
+            return e.value
+        s = Stream(client.channel, ch.SubscribeRequest(store_id=store, **{"from": start}))
+        err = s.ended.get(timeout=TIMEOUT)
+        assert err is not None and s.events.empty()
+        return err
+
+    for fetch in (False, True):
+        err = failure(ch.StartPoint(token=first), fetch)
+        assert (err.code(), error_of(err)[2]) == (grpc.StatusCode.FAILED_PRECONDITION, "HISTORY_EXPIRED")
+        d = details(err, ch.HistoryExpiredDetails)
+        assert d.oldest_retained_token == mid
+        assert d.current_token == client.current(store).token
+
+        other = second.open(model=person_model())
+        err = failure(ch.StartPoint(token=second.current(other).token), fetch)
+        assert (err.code(), error_of(err)[2]) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_TOKEN")
+
+        err = failure(ch.StartPoint(token=future_token(client.current(store).token, 5)), fetch)
+        assert (err.code(), error_of(err)[2]) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_TOKEN")
+        assert "generation" in err.details()
+
+        err = failure(ch.StartPoint(token=b"\x01garbage"), fetch)
+        assert error_of(err)[2] == "BAD_TOKEN"
+
+    # from the oldest retained: exactly the transactions after the trim
+    assert [t.generation for t in history(client, store)] == [int.from_bytes(mid[25:], "big") + 1]
+
+    # a replaced store: the running subscription ends STORE_REPLACED, the old token is refused
+    before = client.current(store).token
+    live = subscribe(client.channel, store)
+    live.caught_up()
+    source = client.open(model=person_model())
+    client.insert_people(source, people(1))
+    client.stores.ReplaceStore(st.ReplaceStoreRequest(store_id=store, source_store_id=source), timeout=TIMEOUT)
+    err = live.ended.get(timeout=TIMEOUT)
+    assert (err.code(), error_of(err)[2]) == (grpc.StatusCode.FAILED_PRECONDITION, "STORE_REPLACED")
+    assert details(err, ch.ResumeDetails).resume_token == before
+    err = failure(ch.StartPoint(token=before))
+    assert (err.code(), error_of(err)[2]) == (grpc.StatusCode.FAILED_PRECONDITION, "STORE_REPLACED")
+
+    # a destroyed store: the subscription ends NOT_FOUND
+    live = subscribe(client.channel, store)
+    live.caught_up()
+    client.stores.DestroyStore(st.DestroyStoreRequest(store_id=store), timeout=TIMEOUT)
+    err = live.ended.get(timeout=TIMEOUT)
+    assert (err.code(), error_of(err)[2]) == (grpc.StatusCode.NOT_FOUND, "STORE_NOT_FOUND")
+
+    from ubiquity.v1 import admin_pb2
+    assert admin.Ping(admin_pb2.PingRequest(payload=b"ok"), timeout=10).payload == b"ok"
+
+
+def test_bad_requests_are_refused_with_their_fields(client, store):
+    stub = changes_stub(client)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.FetchHistory(ch.FetchHistoryRequest(store_id=store, page_size=5000), timeout=TIMEOUT)
+    assert error_of(e.value)[3][0].field == "page_size"
+    s = subscribe(client.channel, store, coalesce_window_ms=20_000)
+    err = s.ended.get(timeout=TIMEOUT)
+    assert error_of(err)[3][0].field == "coalesce_window_ms"
+    s = subscribe(client.channel, "not-a-uuid")
+    assert error_of(s.ended.get(timeout=TIMEOUT))[2] == "BAD_STORE_ID"
+    with pytest.raises(grpc.RpcError) as e:
+        stub.DeleteHistory(ch.DeleteHistoryRequest(store_id=store, through_token=future_token(client.current(store).token, 3)),
+                           timeout=TIMEOUT)
+    assert error_of(e.value)[2] == "BAD_TOKEN"
