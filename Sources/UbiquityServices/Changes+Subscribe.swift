@@ -64,7 +64,7 @@ struct SubscriptionRunner: Sendable {
         let feed = store.feed
         do {
             while true {
-                if let r = subscription.ending { action = machine.event(.end(r)) }
+                if let r = subscription.ending { action = machine.event(.end(r)) } else { try Task.checkCancellation() }
                 switch action {
                 case .readDisk(let after):
                     let page: HistoryPage
