@@ -472,23 +472,24 @@ def test_subscriber_limits_per_connection(start_server):
         ok.caught_up()
         a.cancel()
         # the slot is free again once the cancelled call is gone
-        def admitted():
-            s = subscribe(c.channel, sid)
-            r = s.next()
-            s.cancel()
-            return r.WhichOneof("event") == "caught_up"
         import ubiq_harness
-        ubiq_harness.wait_until(lambda: s_try(admitted), 15, message="a freed subscription slot")
+        ubiq_harness.wait_until(lambda: admitted(c.channel, sid), 15, message="a freed subscription slot")
         ok.cancel(); b.cancel(); other.channel.close()
     finally:
         c.channel.close()
 
 
-def s_try(f):
+def admitted(channel, sid) -> bool:
+    """Whether a Subscribe on `channel` is admitted now (its first response arrives) rather than
+    refused LIMIT_EXCEEDED."""
+    probe = chg.ChangesStub(channel).Subscribe(ch.SubscribeRequest(store_id=sid), timeout=TIMEOUT)
     try:
-        return f()
-    except (queue.Empty, grpc.RpcError):
+        return next(iter(probe)).WhichOneof("event") == "caught_up"
+    except grpc.RpcError as e:
+        assert error_of(e)[2] == "LIMIT_EXCEEDED"
         return False
+    finally:
+        probe.cancel()
 
 
 # -- slow subscribers, shutdown, kill -9 ----------------------------------------------------------
@@ -513,19 +514,6 @@ def test_a_subscriber_that_never_reads_is_ended_resumably_without_slowing_others
         last = None
         n = 0
 
-        def slow_slot_free():
-            # the stuck connection may hold one subscription: a second is admitted once the
-            # server ended the stuck one
-            probe = chg.ChangesStub(stuck.channel).Subscribe(ch.SubscribeRequest(store_id=sid), timeout=30)
-            try:
-                next(iter(probe))
-                return True
-            except grpc.RpcError as e:
-                assert error_of(e)[2] == "LIMIT_EXCEEDED"
-                return False
-            finally:
-                probe.cancel()
-
         while True:
             for _ in range(10):
                 last = good.save(sid, inserts=[ob.Insert(temporary_id=f"p{i}", entity="Person", values={"name": v(f"{big}{n}-{i}")})
@@ -533,7 +521,9 @@ def test_a_subscriber_that_never_reads_is_ended_resumably_without_slowing_others
                 n += 1
             got = reader.transactions_through(last.generation)
             assert got[-1].generation == last.generation, "the reading subscriber keeps up"
-            if slow_slot_free():
+            # the stuck connection may hold one subscription: a second is admitted once the
+            # server ended the stuck one
+            if admitted(stuck.channel, sid):
                 break
             assert n < 2000, "the stuck subscriber was never ended"
         rss1 = srv.rss_bytes()
