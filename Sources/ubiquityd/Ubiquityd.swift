@@ -78,6 +78,8 @@ struct Ubiquityd: ParsableCommand {
     var contextIdleSeconds = 600.0
     @Option(help: "Longest predicate accepted, in characters.")
     var maxPredicateLength = 16_384
+    @Option(help: "Per streaming call: response bytes queued for a peer that is not reading before the handler waits (a Subscribe's buffer).")
+    var streamSendBufferBytes = ServerConfiguration().streamOutboundHighWater
     @Option(help: "Change feed: open Subscribe calls per store.")
     var maxSubscribersPerStore = FeedLimits().maxSubscribersPerStore
     @Option(help: "Change feed: open Subscribe calls per connection.")
@@ -122,7 +124,8 @@ struct Ubiquityd: ParsableCommand {
         guard maxSubscribersPerStore >= 1, maxSubscribersPerConnection >= 1 else { throw ValidationError("--max-subscribers-per-store and --max-subscribers-per-connection must be at least 1") }
         guard maxSubscriberLag >= 1 else { throw ValidationError("--max-subscriber-lag must be at least 1") }
         guard feedProgressIntervalMs >= 10 else { throw ValidationError("--feed-progress-interval-ms must be at least 10") }
-        guard maxFeedResponseBytes >= 4096, maxFeedResponseBytes <= maxSendMessageBytes else { throw ValidationError("--max-feed-response-bytes must be between 4096 and --max-send-message-bytes") }
+        guard maxFeedResponseBytes >= 4096 else { throw ValidationError("--max-feed-response-bytes must be at least 4096") }
+        guard streamSendBufferBytes >= 1024 else { throw ValidationError("--stream-send-buffer-bytes must be at least 1024") }
         guard feedWindowTransactions >= 1 else { throw ValidationError("--feed-window-transactions must be at least 1") }
     }
 
@@ -148,6 +151,7 @@ struct Ubiquityd: ParsableCommand {
         config.maxHeaderListBytes = maxHeaderListBytes
         config.maxConnections = maxConnections
         config.maxWriteQueueBytes = maxWriteQueueBytes
+        config.streamOutboundHighWater = streamSendBufferBytes
         config.handshakeTimeoutMilliseconds = handshakeTimeoutMs
         config.idleTimeoutMilliseconds = idleTimeoutMs
         config.shutdownGraceSeconds = shutdownGraceSeconds
@@ -179,7 +183,8 @@ struct Ubiquityd: ParsableCommand {
         feedLimits.maxSubscribersPerConnection = maxSubscribersPerConnection
         feedLimits.maxLagGenerations = maxSubscriberLag
         feedLimits.progressIntervalSeconds = Double(feedProgressIntervalMs) / 1000
-        feedLimits.maxResponseBytes = maxFeedResponseBytes
+        // a response never exceeds what the transport may send
+        feedLimits.maxResponseBytes = min(maxFeedResponseBytes, maxSendMessageBytes)
         let backend: Backend
         do {
             backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits, feedLimits: feedLimits)
