@@ -79,6 +79,7 @@ extension StorageError: RPCErrorConvertible {
         var violations: [(String, String, String)] = []
         var conflicts: [ConflictRecord] = []
         var message = self.message
+        var details: [any SwiftProtobuf.Message] = []
         switch self.reason {
         case .busy: (code, reason) = (.unavailable, .busy)
         case .io: (code, reason) = (.unavailable, .ioError)
@@ -89,7 +90,15 @@ extension StorageError: RPCErrorConvertible {
         case .corrupt: (code, reason) = (.dataLoss, .corrupt)
         case .generationExpired: (code, reason) = (.failedPrecondition, .generationExpired)
         case .storeReplaced: (code, reason) = (.failedPrecondition, .storeReplaced)
-        case .historyExpired: (code, reason) = (.failedPrecondition, .historyExpired)
+        case .historyExpired:
+            (code, reason) = (.failedPrecondition, .historyExpired)
+            if let x = historyExpiry {
+                var d = Ubiquity_V1_HistoryExpiredDetails()
+                d.oldestRetainedToken = Data(x.oldestRetained.bytes)
+                d.currentToken = Data(x.current.bytes)
+                d.deletionsAvailable = x.deletionsAvailable
+                details.append(d)
+            }
         case .modelVersionMismatch: (code, reason) = (.failedPrecondition, .modelVersionMismatch)
         case .noModel: (code, reason) = (.failedPrecondition, .noModel)
         case .migrationNotInferable(let why):
@@ -113,7 +122,7 @@ extension StorageError: RPCErrorConvertible {
         case .internalError: (code, reason) = (.internal, .internal)
         case .cancelled: (code, reason) = (.cancelled, .cancelled)
         }
-        return ServiceErrors.build(code, message, reason: reason, violations: violations, conflicts: conflicts, model: model)
+        return ServiceErrors.build(code, message, reason: reason, violations: violations, conflicts: conflicts, model: model, details: details)
     }
 }
 
@@ -155,7 +164,8 @@ enum ServiceErrors {
     /// The status with its `google.rpc.Status` details: ErrorInfo always, BadRequest for
     /// violations, ConflictDetails for conflicts, all within `ErrorBounds`.
     static func build(_ code: StatusCode, _ message: String, reason: ErrorReason, violations: [(String, String, String)] = [],
-                      metadata: [String: String] = [:], conflicts: [ConflictRecord] = [], model: ModelInfo? = nil) -> RPCError {
+                      metadata: [String: String] = [:], conflicts: [ConflictRecord] = [], model: ModelInfo? = nil,
+                      details: [any SwiftProtobuf.Message] = []) -> RPCError {
         var message = StatusTrailers.fitting(message, encodedLimit: ErrorBounds.maxMessageBytes)
         var status = Google_Rpc_Status()
         status.code = Int32(code.rawValue)
@@ -184,6 +194,7 @@ enum ServiceErrors {
             }
             if let a = try? Google_Protobuf_Any(message: cd) { status.details.append(a) }
         }
+        for d in details { if let a = try? Google_Protobuf_Any(message: d) { status.details.append(a) } }
         status.message = message
         let bytes = (try? status.serializedBytes() as [UInt8]) ?? []
         return RPCError(code, message, details: bytes)
