@@ -19,6 +19,8 @@ struct ServiceError: Error, Sendable {
     /// BadRequest field violations: (field, description, reason).
     var violations: [(String, String, String)] = []
     var metadata: [String: String] = [:]
+    /// Further `google.rpc.Status` details (HistoryExpiredDetails, ResumeDetails).
+    var details: [any SwiftProtobuf.Message & Sendable] = []
 
     static func invalid(_ field: String, _ message: String, reason: ErrorReason) -> ServiceError {
         ServiceError(code: .invalidArgument, reason: reason, message: "\(field): \(message)", violations: [(field, message, reason.rawValue)])
@@ -36,7 +38,7 @@ struct ServiceError: Error, Sendable {
 
 extension ServiceError: RPCErrorConvertible {
     var rpcError: RPCError {
-        ServiceErrors.build(code, message, reason: reason, violations: violations, metadata: metadata)
+        ServiceErrors.build(code, message, reason: reason, violations: violations, metadata: metadata, details: details)
     }
 }
 
