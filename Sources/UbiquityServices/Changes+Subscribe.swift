@@ -55,6 +55,7 @@ struct SubscriptionRunner: Sendable {
         /// The generation of the last resume token queued to the client.
         var sent: Int64
         var lastSend = ContinuousClock.now
+        var risk = CursorRiskWatch()
     }
 
     func run() async throws {
@@ -67,6 +68,9 @@ struct SubscriptionRunner: Sendable {
                 if let r = subscription.ending { action = machine.event(.end(r)) }
                 switch action {
                 case .readDisk(let after):
+                    if let warning = await progress.risk.check(position: progress.sent, store: store, interval: limits.progressIntervalSeconds) {
+                        try await send(warning, at: progress.sent, &progress)
+                    }
                     let page: HistoryPage
                     do { page = try await store.history(after: token(after), limit: Self.pageSize) } catch {
                         throw ChangesService.historyError(error, store: store, after: after)

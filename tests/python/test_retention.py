@@ -1,5 +1,7 @@
-"""Retention (issue 17, docs/storage.md "Generations, pins, GC", "History retention"):
-the minimum readable window, end to end through the Stores RPCs.
+"""Retention (issue 17, docs/storage.md "Generations, pins, GC", "History retention",
+"Tombstone index"; docs/changes.md "Retention") against the real ubiquityd over TCP:
+the minimum readable window, history retention by size and generations, the tombstone index
+after HISTORY_EXPIRED (FetchDeletions), and CURSOR_AT_RISK.
 
 GC runs every 256 commits of a store; before the window a plain token (no pin, no context)
 expired after about that many saves of other writers.
@@ -10,9 +12,12 @@ import contextlib
 
 import grpc
 import pytest
+from grpc_status import rpc_status
 
 from conftest import make_channel
 from ubiq_client import Client, error_of, ob, person_model, v, values
+from ubiquity.v1 import changes_pb2 as ch
+from ubiquity.v1 import changes_pb2_grpc as chg
 
 SAVES = 600  # two GC batches and more
 
@@ -81,3 +86,149 @@ def test_the_window_ends(start_server):
                     break
         assert expired is not None, "the token never expired"
         assert expired[2] == "GENERATION_EXPIRED"
+
+
+# --- history retention, tombstone index, cursor at risk ---
+
+def expired_details(err: grpc.RpcError) -> ch.HistoryExpiredDetails:
+    for d in rpc_status.from_call(err).details:
+        if d.Is(ch.HistoryExpiredDetails.DESCRIPTOR):
+            x = ch.HistoryExpiredDetails()
+            d.Unpack(x)
+            return x
+    raise AssertionError("no HistoryExpiredDetails")
+
+
+def fetch_history(changes, sid, token: bytes, page_size=0) -> ch.FetchHistoryResponse:
+    return changes.FetchHistory(ch.FetchHistoryRequest(store_id=sid, page_size=page_size, **{"from": ch.StartPoint(token=token)}),
+                                timeout=30)
+
+
+def all_deletions(changes, sid, token: bytes, entities=(), page_size=2) -> list:
+    out, after = [], token
+    while True:
+        r = changes.FetchDeletions(ch.FetchDeletionsRequest(store_id=sid, after_token=after, entities=entities,
+                                                            page_size=page_size), timeout=30)
+        out += list(r.deletions)
+        after = r.next_token
+        if not r.has_more:
+            return out
+
+
+def snapshot(client: Client, sid: str, token: bytes) -> dict:
+    objs = list(client.fetch(sid, "Person", token=token).objects) + list(client.fetch(sid, "Note", token=token).objects)
+    return {o.object_id: values(o) for o in objs}
+
+
+def test_after_history_expired_a_baseline_and_the_deletions_rebuild_the_cache(start_server):
+    srv = start_server()
+    with client_of(srv) as client:
+        changes = chg.ChangesStub(client.channel)
+        sid = client.open(model=person_model())
+        people = client.insert_people(sid, [{"name": f"P{i}", "age": i} for i in range(10)])
+        notes = client.save(sid, inserts=[
+            ob.Insert(temporary_id=f"n{i}", entity="Note", values={"title": v(f"note {i}")},
+                      relationships={"owner": ob.ObjectRefList(refs=[ob.ObjectRef(object_id=people[i % 2])])})
+            for i in range(4)]).permanent_ids
+        token = client.current(sid).token
+        cache = snapshot(client, sid, token)  # what the client holds at its token
+
+        # while the client is away: deletes (people[0]'s notes go with it: cascade), updates, inserts
+        client.save(sid, deletes=[ob.Delete(object_id=people[0]), ob.Delete(object_id=people[5])])
+        client.save(sid, deletes=[ob.Delete(object_id=people[7])])
+        client.save(sid, updates=[ob.Update(object_id=people[3], values={"age": v(99)})])
+        client.insert_people(sid, [{"name": "New", "age": 1}])
+        current = client.current(sid).token
+        changes.DeleteHistory(ch.DeleteHistoryRequest(store_id=sid, through_token=current), timeout=30)
+
+        with pytest.raises(grpc.RpcError) as e:
+            fetch_history(changes, sid, token)
+        code, message, reason, _, _ = error_of(e.value)
+        assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "HISTORY_EXPIRED")
+        d = expired_details(e.value)
+        assert d.deletions_available and "FetchDeletions" in message
+        assert d.current_token == current and d.oldest_retained_token == current
+
+        deleted = all_deletions(changes, sid, token)
+        gone = {people[0], people[5], people[7], notes["n0"], notes["n2"]}
+        assert {x.object_id for x in deleted} == gone
+        assert len(deleted) == len(gone)
+        assert [x.generation for x in deleted] == sorted(x.generation for x in deleted)
+        assert {x.object_id for x in all_deletions(changes, sid, token, entities=["Note"])} == {notes["n0"], notes["n2"]}
+
+        baseline = snapshot(client, sid, d.current_token)
+        kept = {k: x for k, x in cache.items() if k not in {x.object_id for x in deleted}}
+        kept.update(baseline)  # refresh from the baseline
+        assert kept == baseline, "the cache minus the deletions, refreshed, is the store"
+        assert set(cache) - set(baseline) == gone, "without the deletions these would stay stale"
+
+        # bad input gets its reason and changes nothing
+        with pytest.raises(grpc.RpcError) as e:
+            changes.FetchDeletions(ch.FetchDeletionsRequest(store_id=sid, after_token=b"nope"), timeout=30)
+        assert error_of(e.value)[2] == "BAD_TOKEN"
+        with pytest.raises(grpc.RpcError) as e:
+            changes.FetchDeletions(ch.FetchDeletionsRequest(store_id=sid, after_token=token, page_size=20_000), timeout=30)
+        assert error_of(e.value)[:1] == (grpc.StatusCode.INVALID_ARGUMENT,)
+        with pytest.raises(grpc.RpcError) as e:
+            changes.FetchDeletions(ch.FetchDeletionsRequest(store_id=sid, after_token=token, entities=["Nope"]), timeout=30)
+        assert error_of(e.value)[:1] == (grpc.StatusCode.INVALID_ARGUMENT,)
+        assert len(all_deletions(changes, sid, token)) == len(gone)
+
+
+def test_history_retention_by_size_trims_the_oldest(start_server):
+    srv = start_server(args=["--history-retention-bytes", "20000"])
+    with client_of(srv) as client:
+        changes = chg.ChangesStub(client.channel)
+        sid = client.open(model=person_model())
+        start = client.current(sid).token
+        (ann,) = client.insert_people(sid, [{"name": "v0", "age": 1}])
+        for i in range(300):  # GC runs after 256 commits
+            rename(client, sid, ann, f"renamed {i:04d} " + "x" * 40)
+        with pytest.raises(grpc.RpcError) as e:
+            fetch_history(changes, sid, start)
+        assert error_of(e.value)[2] == "HISTORY_EXPIRED"
+        d = expired_details(e.value)
+        oldest = d.oldest_retained_token
+        kept = []
+        after = oldest
+        while True:
+            r = fetch_history(changes, sid, after, page_size=1000)
+            kept += list(r.transactions)
+            after = r.next_token
+            if not r.has_more:
+                break
+        assert 0 < len(kept) < 300
+        assert kept[-1].token == client.current(sid).token, "the newest stay"
+
+
+def test_a_subscriber_near_the_retention_floor_gets_cursor_at_risk(start_server):
+    srv = start_server(args=["--history-retention-generations", "400"])
+    with client_of(srv) as client:
+        sid = client.open(model=person_model())
+        first = client.current(sid).token
+        (ann,) = client.insert_people(sid, [{"name": "v0", "age": 1}])
+        for i in range(390):  # GC trims nothing yet: fewer than 400 generations
+            rename(client, sid, ann, f"v{i + 1}")
+        # from the oldest position: 10 commits from expiry, with 400 to go for the current one
+        call = chg.ChangesStub(client.channel).Subscribe(
+            ch.SubscribeRequest(store_id=sid, **{"from": ch.StartPoint(token=first)}), timeout=60)
+        events = []
+        for r in call:
+            events.append(r)
+            if r.WhichOneof("event") == "caught_up":
+                break
+        call.cancel()
+        risk = [r for r in events if r.WhichOneof("event") == "cursor_at_risk"]
+        assert len(risk) == 1, [r.WhichOneof("event") for r in events]
+        assert events[0].WhichOneof("event") == "cursor_at_risk", "before anything else"
+        assert risk[0].resume_token == first
+        assert risk[0].cursor_at_risk.oldest_retained_token
+        assert risk[0].cursor_at_risk.expected_expiry.seconds > 0
+        # a subscriber starting at the current position is nowhere near the floor
+        call = chg.ChangesStub(client.channel).Subscribe(
+            ch.SubscribeRequest(store_id=sid, **{"from": ch.StartPoint(now=True)}), timeout=60)
+        for r in call:
+            assert r.WhichOneof("event") != "cursor_at_risk"
+            if r.WhichOneof("event") == "caught_up":
+                break
+        call.cancel()
