@@ -139,7 +139,8 @@ struct Ubiquityd: ParsableCommand {
         guard maxSubscribersPerStore >= 1, maxSubscribersPerConnection >= 1 else { throw ValidationError("--max-subscribers-per-store and --max-subscribers-per-connection must be at least 1") }
         guard maxSubscriberLag >= 1 else { throw ValidationError("--max-subscriber-lag must be at least 1") }
         guard feedProgressIntervalMs >= 10 else { throw ValidationError("--feed-progress-interval-ms must be at least 10") }
-        guard maxFeedResponseBytes >= 4096, maxFeedResponseBytes <= maxSendMessageBytes else { throw ValidationError("--max-feed-response-bytes must be between 4096 and --max-send-message-bytes") }
+        // capped at --max-send-message-bytes where it is used: the default must not refuse a smaller send limit
+        guard maxFeedResponseBytes >= 4096 else { throw ValidationError("--max-feed-response-bytes must be at least 4096") }
         guard feedWindowTransactions >= 1 else { throw ValidationError("--feed-window-transactions must be at least 1") }
     }
 
@@ -201,7 +202,7 @@ struct Ubiquityd: ParsableCommand {
         feedLimits.maxSubscribersPerConnection = maxSubscribersPerConnection
         feedLimits.maxLagGenerations = maxSubscriberLag
         feedLimits.progressIntervalSeconds = Double(feedProgressIntervalMs) / 1000
-        feedLimits.maxResponseBytes = maxFeedResponseBytes
+        feedLimits.maxResponseBytes = min(maxFeedResponseBytes, maxSendMessageBytes)
         let backend: Backend
         do {
             backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits, feedLimits: feedLimits)
