@@ -35,14 +35,23 @@ def rename(client: Client, sid: str, oid: str, name: str) -> None:
     client.save(sid, updates=[ob.Update(object_id=oid, values={"name": v(name)})])
 
 
+def one_person(client: Client) -> tuple[str, str, bytes]:
+    """A new store with one person: (store, person, the token right after the insert)."""
+    sid = client.open(model=person_model())
+    (ann,) = client.insert_people(sid, [{"name": "v0", "age": 1}])
+    return sid, ann, client.current(sid).token
+
+
+def renames(client: Client, sid: str, oid: str, count: int = SAVES) -> None:
+    for i in range(count):
+        rename(client, sid, oid, f"v{i + 1}")
+
+
 def test_a_token_stays_readable_under_write_load_within_the_window(start_server):
     srv = start_server(args=["--min-readable-window-seconds", "3600"])
     with client_of(srv) as client:
-        sid = client.open(model=person_model())
-        (ann,) = client.insert_people(sid, [{"name": "v0", "age": 1}])
-        token = client.current(sid).token
-        for i in range(SAVES):
-            rename(client, sid, ann, f"v{i + 1}")
+        sid, ann, token = one_person(client)
+        renames(client, sid, ann)
         got = client.get(sid, [ann], token=token)
         assert values(got.objects[0])["name"] == "v0"
         assert values(client.get(sid, [ann]).objects[0])["name"] == f"v{SAVES}"
@@ -53,11 +62,8 @@ def test_without_a_window_gc_collects_a_plain_token(start_server):
     # test above exercised GC
     srv = start_server(args=["--min-readable-window-seconds", "0"])
     with client_of(srv) as client:
-        sid = client.open(model=person_model())
-        (ann,) = client.insert_people(sid, [{"name": "v0", "age": 1}])
-        token = client.current(sid).token
-        for i in range(SAVES):
-            rename(client, sid, ann, f"v{i + 1}")
+        sid, ann, token = one_person(client)
+        renames(client, sid, ann)
         with pytest.raises(grpc.RpcError) as e:
             client.get(sid, [ann], token=token)
         code, message, reason, _, _ = error_of(e.value)
@@ -72,9 +78,7 @@ def test_the_window_ends(start_server):
     # generation. Saves run until that happens (bounded); no sleep orders anything.
     srv = start_server(args=["--min-readable-window-seconds", "1"])
     with client_of(srv) as client:
-        sid = client.open(model=person_model())
-        (ann,) = client.insert_people(sid, [{"name": "v0", "age": 1}])
-        token = client.current(sid).token
+        sid, ann, token = one_person(client)
         expired = None
         for i in range(40 * 256):
             rename(client, sid, ann, f"v{i + 1}")
@@ -179,9 +183,8 @@ def test_history_retention_by_size_trims_the_oldest(start_server):
     srv = start_server(args=["--history-retention-bytes", "20000"])
     with client_of(srv) as client:
         changes = chg.ChangesStub(client.channel)
-        sid = client.open(model=person_model())
+        sid, ann, _ = one_person(client)
         start = client.current(sid).token
-        (ann,) = client.insert_people(sid, [{"name": "v0", "age": 1}])
         for i in range(300):  # GC runs after 256 commits
             rename(client, sid, ann, f"renamed {i:04d} " + "x" * 40)
         with pytest.raises(grpc.RpcError) as e:
@@ -204,11 +207,8 @@ def test_history_retention_by_size_trims_the_oldest(start_server):
 def test_a_subscriber_near_the_retention_floor_gets_cursor_at_risk(start_server):
     srv = start_server(args=["--history-retention-generations", "400"])
     with client_of(srv) as client:
-        sid = client.open(model=person_model())
-        first = client.current(sid).token
-        (ann,) = client.insert_people(sid, [{"name": "v0", "age": 1}])
-        for i in range(390):  # GC trims nothing yet: fewer than 400 generations
-            rename(client, sid, ann, f"v{i + 1}")
+        sid, ann, first = one_person(client)
+        renames(client, sid, ann, 390)  # GC trims nothing yet: fewer than 400 generations
         # from the oldest position: 10 commits from expiry, with 400 to go for the current one
         call = chg.ChangesStub(client.channel).Subscribe(
             ch.SubscribeRequest(store_id=sid, **{"from": ch.StartPoint(token=first)}), timeout=60)
