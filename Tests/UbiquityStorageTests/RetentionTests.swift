@@ -242,6 +242,36 @@ final class RetentionTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(got9, [b])
     }
 
+    /// The index rows are the save's own: a delete whose commit fails (an injected write or sync
+    /// failure) leaves neither the deletion nor its tombstone.
+    func testAFailedDeleteSaveLeavesNoTombstone() async throws {
+        let s = try open("faulty") { $0.vfsName = FaultInjection.vfsName; $0.synchronous = .full }
+        var ids: [ObjectID] = []
+        for i in 0..<6 { ids.append(try await insert(s, "Note", ["n": .int(Int64(i)), "text": .string(String(repeating: "a", count: 3000))])) }
+        var failed = 0, succeeded = 0
+        for (k, (nth, sync)) in [(1, false), (1, true), (2, false), (2, true), (3, false)].enumerated() {
+            let before = s.currentToken
+            if sync { FaultInjection.arm(syncNth: nth) } else { FaultInjection.arm(writeNth: nth) }
+            var r = SaveRequest()
+            r.deletes = [DeleteOperation(objectID: ids[k])]
+            do {
+                _ = try await s.save(r)
+                FaultInjection.disarm()
+                succeeded += 1
+                let got = try await s.deletions(after: before).deletions.map(\.objectID)
+                XCTAssertEqual(got, [ids[k]], "round \(k): an acknowledged delete is indexed")
+            } catch is StorageError {
+                FaultInjection.disarm()
+                failed += 1
+                let got = try await s.deletions(after: before).deletions
+                XCTAssertEqual(got, [], "round \(k): nothing of the failed save")
+                let still = try await s.objects([ids[k]])
+                XCTAssertNotNil(still[0], "round \(k): the object is still there")
+            }
+        }
+        XCTAssertGreaterThan(failed, 0, "some armed fault hit a commit (succeeded: \(succeeded))")
+    }
+
     func testAStoreFromBeforeTheIndexGetsItWhenOpened() async throws {
         let sid = UUID()
         var s: Store? = try open(id: sid)

@@ -232,3 +232,30 @@ def test_a_subscriber_near_the_retention_floor_gets_cursor_at_risk(start_server)
             if r.WhichOneof("event") == "caught_up":
                 break
         call.cancel()
+
+
+def test_history_retention_by_age_trims_what_is_older(start_server):
+    # one second of history: once the first transactions are older than that, the next GC batch
+    # (every 256 commits) trims them. Saves run until that happens (bounded); no sleep.
+    srv = start_server(args=["--history-retention-seconds", "1"])
+    with client_of(srv) as client:
+        changes = chg.ChangesStub(client.channel)
+        sid, ann, first = one_person(client)
+        expired = None
+        for i in range(40 * 256):
+            rename(client, sid, ann, f"v{i + 1}")
+            if i % 256 == 255:
+                try:
+                    fetch_history(changes, sid, first, page_size=1)
+                except grpc.RpcError as err:
+                    expired = err
+                    break
+        assert expired is not None, "history was never trimmed"
+        assert error_of(expired)[2] == "HISTORY_EXPIRED"
+        d = expired_details(expired)
+        assert d.deletions_available, "nothing was deleted since the token: the index covers it"
+        assert d.current_token == client.current(sid).token
+        # what is left reads from the oldest retained token on (a save after the trim is there)
+        rename(client, sid, ann, "after the trim")
+        page = fetch_history(changes, sid, d.oldest_retained_token, page_size=1000)
+        assert page.transactions and page.transactions[-1].token == client.current(sid).token
