@@ -20,13 +20,32 @@ extension WriterEngine {
         if ageCutoff != nil || bytes.map({ $0 > maxBytes! }) == true {
             var remaining = bytes ?? 0
             var stopped = false
-            try conn.query("SELECT generation, timestamp, length(changes) FROM ubq_history WHERE generation > ? ORDER BY generation LIMIT ?",
-                           [.integer(historyHorizon), .integer(Int64(max(1, limit)))]) { st in
-                if stopped { return }
-                let g = st.int(0)
-                let old = ageCutoff.map { st.int(1) < $0 } ?? false
-                let big = maxBytes.map { remaining > $0 } ?? false
-                if g <= cut || old || big { cut = max(cut, g); remaining -= st.int(2) } else { stopped = true }
+            var read = 0
+            // what the generation rule trims anyway is not walked
+            var after = cut
+            if cut > historyHorizon, maxBytes != nil,
+               case .integer(let gone) = try conn.scalar("SELECT coalesce(sum(length(changes)), 0) FROM ubq_history WHERE generation > ? AND generation <= ?",
+                                                        [.integer(historyHorizon), .integer(cut)]) {
+                remaining -= gone
+            }
+            // Small chunks, oldest first: usually the first row is kept and the walk ends there
+            // (a statement cannot stop early, and each row read is an old, likely cold, page).
+            // The record's length only when the size rule needs it: `length` reads the text.
+            let sql = "SELECT generation, timestamp\(maxBytes == nil ? ", 0" : ", length(changes)") FROM ubq_history WHERE generation > ? ORDER BY generation LIMIT ?"
+            while !stopped && read < max(1, limit) {
+                let chunk = min(max(1, limit) - read, read == 0 ? 1 : 32)
+                var n = 0
+                try conn.query(sql, [.integer(after), .integer(Int64(chunk))]) { st in
+                    n += 1
+                    after = st.int(0)
+                    if stopped { return }
+                    let g = st.int(0)
+                    let old = ageCutoff.map { st.int(1) < $0 } ?? false
+                    let big = maxBytes.map { remaining > $0 } ?? false
+                    if old || big { cut = max(cut, g); remaining -= st.int(2) } else { stopped = true }
+                }
+                read += n
+                if n < chunk { break }
             }
         }
         cut = min(cut, current)
