@@ -3,7 +3,7 @@
 //   swift build -c release --scratch-path .build-storage-rel --product UbiquityStorageBench
 //   .build-storage-rel/release/UbiquityStorageBench [rows] [dir]
 // Environment: UBQ_BENCH_ONLY=W1|W2|W4|W6 (one section), UBQ_BENCH_SAVES (W2's saves, 200),
-// UBQ_BENCH_WAL_COALESCING=off.
+// UBQ_BENCH_WAL_COALESCING=off, UBQ_BENCH_RETENTION=off.
 import CSQLite
 import Foundation
 import UbiquityStorage
@@ -81,6 +81,14 @@ fullCfg.synchronous = .full
 // UBQ_BENCH_WAL_COALESCING=off: the writer without WAL write coalescing (its A/B, docs/benchmarks.md).
 fullCfg.walWriteCoalescing = ProcessInfo.processInfo.environment["UBQ_BENCH_WAL_COALESCING"] != "off"
 print("WAL write coalescing: \(fullCfg.walWriteCoalescing ? "on" : "off")")
+// UBQ_BENCH_RETENTION=off: no readable window and no history age / size limits (GC then does
+// none of the retention work: the A/B of that work, docs/storage.md "History retention").
+if ProcessInfo.processInfo.environment["UBQ_BENCH_RETENTION"] == "off" {
+    fullCfg.minimumReadableWindowSeconds = 0
+    fullCfg.historyRetentionSeconds = nil
+    fullCfg.historyRetentionBytes = nil
+}
+print("retention work: \(fullCfg.historyRetentionBytes == nil ? "off" : "on")")
 store = try Store.open(path: dir + "/engine.sqlite", id: sid, configuration: fullCfg)
 
 // MARK: 1. read by ID
