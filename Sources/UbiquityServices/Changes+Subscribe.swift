@@ -1,5 +1,6 @@
 import Foundation
 import UbiquityGRPC
+import UbiquityLock
 import UbiquityProtos
 import UbiquityStorage
 
@@ -17,12 +18,16 @@ extension ChangesService {
             throw ServiceError.invalid("coalesce_window_ms", "at most \(Self.maxCoalesceWindowMS) ms", reason: .limitExceeded)
         }
         let (backend, subscriptions) = (self.backend, self.subscriptions)
+        // Leaves the registry only after the store's lease is given back, so a replace or
+        // destroy that waited for the registry to empty finds the store unused.
+        let admitted = Lock<Subscription?>(nil)
+        defer { if let sub = admitted.withLock({ $0 }) { subscriptions.remove(sub) } }
         try await backend.withStore(req.storeID, account: context.account) { store in
             let model = backend.modelIfAny(of: store)
             let selection = try ChangeSelection(req.filter, model: model, field: "filter")
             let start = try Self.start(req.hasFrom ? req.from : nil, defaultsToNow: true, store: store, field: "from")
             let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed)
-            defer { subscriptions.remove(sub) }
+            admitted.withLock { $0 = sub }
             let runner = SubscriptionRunner(store: store, model: model, selection: selection, subscription: sub, writer: writer,
                                             limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,
                                             state: SubscriptionState(start: start, storeGeneration: store.currentToken.generation))
@@ -71,12 +76,16 @@ struct SubscriptionRunner: Sendable {
                     if let warning = await progress.risk.check(position: progress.sent, store: store, interval: limits.progressIntervalSeconds) {
                         try await send(warning, at: progress.sent, &progress)
                     }
+                    // Every generation up to the store's current one before the read is in the
+                    // read's snapshot: an exhausted page covers them all.
+                    let before = store.currentToken.generation
                     let page: HistoryPage
                     do { page = try await store.history(after: token(after), limit: Self.pageSize) } catch {
                         throw ChangesService.historyError(error, store: store, after: after)
                     }
-                    try await deliver(page.transactions, through: page.nextToken.generation, after: after, &progress)
-                    action = machine.event(.diskPage(through: page.nextToken.generation, exhausted: !page.hasMore))
+                    let through = page.hasMore ? page.nextToken.generation : max(page.nextToken.generation, before)
+                    try await deliver(page.transactions, through: through, after: after, &progress)
+                    action = machine.event(.diskPage(through: through, exhausted: !page.hasMore))
                 case .readFeed(let after):
                     switch feed.read(after: after, limit: Self.pageSize) {
                     case .transactions(var txs):
