@@ -71,11 +71,11 @@ struct SubscriptionRunner: Sendable {
         do {
             while true {
                 if let r = subscription.ending { action = machine.event(.end(r)) } else { try Task.checkCancellation() }
+                if action.reads, let warning = await progress.risk.check(position: progress.sent, store: store, interval: limits.progressIntervalSeconds) {
+                    try await send(warning, at: progress.sent, &progress)
+                }
                 switch action {
                 case .readDisk(let after):
-                    if let warning = await progress.risk.check(position: progress.sent, store: store, interval: limits.progressIntervalSeconds) {
-                        try await send(warning, at: progress.sent, &progress)
-                    }
                     // Every generation up to the store's current one before the read is in the
                     // read's snapshot: an exhausted page covers them all.
                     let before = store.currentToken.generation

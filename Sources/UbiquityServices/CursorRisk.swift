@@ -4,9 +4,9 @@ import UbiquityStorage
 
 /// When a subscription's position nears the history retention floor, it gets a `CURSOR_AT_RISK`
 /// event (`CursorAtRisk`) before the position expires (issue 17: every anchor fails only after
-/// the fact). Checked while the subscription reads history from disk — catching up from an old
-/// token or lagging behind the feed's window, the only phases a position can sit near the floor —
-/// at most once per progress interval, and once per position.
+/// the fact). Checked before each read of history (from disk or the feed's window), at most once
+/// per progress interval, and once per position; only a position in the older half of the
+/// retained generations is looked at further (no SQL for a subscriber near the head).
 ///
 /// At risk: the position's estimated expiry (`Store.historyExpiryEstimate`) is due, or comes
 /// within a quarter of the time the current position would last — the position is in the oldest
@@ -31,6 +31,8 @@ struct CursorRiskWatch: Sendable {
         lastCheck = clock
         if warnedFor == position { return nil }
         let status = store.retentionStatus
+        let (oldest, current) = (status.oldestRetained.generation, status.current.generation)
+        guard current > oldest, position - oldest <= (current - oldest) / 2 else { return nil }
         let token = GenerationToken(storeID: status.current.storeID, epoch: status.current.epoch, generation: position)
         guard let expiry = try? await store.historyExpiryEstimate(after: token) else { return nil }
         let currentExpiry = try? await store.historyExpiryEstimate(after: status.current)
@@ -42,5 +44,15 @@ struct CursorRiskWatch: Sendable {
         r.cursorAtRisk.oldestRetainedToken = Data(status.oldestRetained.bytes)
         r.cursorAtRisk.expectedExpiry = .init(date: expiry)
         return (try? r.serializedBytes()) ?? nil
+    }
+}
+
+extension SubscriptionState.Action {
+    /// A read of history: where a position can sit near the retention floor.
+    var reads: Bool {
+        switch self {
+        case .readDisk, .readFeed: true
+        default: false
+        }
     }
 }
