@@ -193,7 +193,7 @@ struct SubscriptionRunner: Sendable {
         if selection.includeValues { values = await ChangeEncoding.readValues(tx, changes: changes, store: store) }
         var parts: [[Ubiquity_V1_Change]] = [[]]
         var size = 0
-        let room = limits.maxResponseBytes - 256
+        let room = max(1024, limits.maxResponseBytes - 256)
         for c in changes {
             let e = ChangeEncoding.change(c, selection: selection, values: values, model: model)
             let n = (try? e.serializedBytes() as [UInt8])?.count ?? 0

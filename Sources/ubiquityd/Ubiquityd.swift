@@ -88,6 +88,8 @@ struct Ubiquityd: ParsableCommand {
     var historyRetentionBytes = StorageConfiguration().historyRetentionBytes ?? 0
     @Option(help: "Tombstone index entries (IDs of deleted objects, FetchDeletions) older than this many seconds are trimmed once their history is gone (default 180 days); 0: keep them all.")
     var tombstoneRetentionSeconds = StorageConfiguration().tombstoneRetentionSeconds ?? 0
+    @Option(help: "Per streaming call: response bytes queued for a peer that is not reading before the handler waits (a Subscribe's buffer).")
+    var streamSendBufferBytes = ServerConfiguration().streamOutboundHighWater
     @Option(help: "Change feed: open Subscribe calls per store.")
     var maxSubscribersPerStore = FeedLimits().maxSubscribersPerStore
     @Option(help: "Change feed: open Subscribe calls per connection.")
@@ -139,8 +141,8 @@ struct Ubiquityd: ParsableCommand {
         guard maxSubscribersPerStore >= 1, maxSubscribersPerConnection >= 1 else { throw ValidationError("--max-subscribers-per-store and --max-subscribers-per-connection must be at least 1") }
         guard maxSubscriberLag >= 1 else { throw ValidationError("--max-subscriber-lag must be at least 1") }
         guard feedProgressIntervalMs >= 10 else { throw ValidationError("--feed-progress-interval-ms must be at least 10") }
-        // capped at --max-send-message-bytes where it is used: the default must not refuse a smaller send limit
         guard maxFeedResponseBytes >= 4096 else { throw ValidationError("--max-feed-response-bytes must be at least 4096") }
+        guard streamSendBufferBytes >= 1024 else { throw ValidationError("--stream-send-buffer-bytes must be at least 1024") }
         guard feedWindowTransactions >= 1 else { throw ValidationError("--feed-window-transactions must be at least 1") }
     }
 
@@ -166,6 +168,7 @@ struct Ubiquityd: ParsableCommand {
         config.maxHeaderListBytes = maxHeaderListBytes
         config.maxConnections = maxConnections
         config.maxWriteQueueBytes = maxWriteQueueBytes
+        config.streamOutboundHighWater = streamSendBufferBytes
         config.handshakeTimeoutMilliseconds = handshakeTimeoutMs
         config.idleTimeoutMilliseconds = idleTimeoutMs
         config.shutdownGraceSeconds = shutdownGraceSeconds
@@ -202,6 +205,7 @@ struct Ubiquityd: ParsableCommand {
         feedLimits.maxSubscribersPerConnection = maxSubscribersPerConnection
         feedLimits.maxLagGenerations = maxSubscriberLag
         feedLimits.progressIntervalSeconds = Double(feedProgressIntervalMs) / 1000
+        // a response never exceeds what the transport may send
         feedLimits.maxResponseBytes = min(maxFeedResponseBytes, maxSendMessageBytes)
         let backend: Backend
         do {

@@ -52,6 +52,9 @@ RSS_SLACK = 128 * MiB * RSS_FACTOR
 MAX_REQUEST = 5 * MiB
 
 FORBIDDEN = (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED)
+# Server-streaming methods that stream until the client leaves (Changes.Subscribe): a case is
+# done at its first response (its caught-up marker) or its error.
+LIVE_STREAMS = {"ubiquity.v1.Changes.Subscribe"}
 
 
 def _methods():
@@ -423,9 +426,12 @@ def _invoke(call, m, data: bytes, deadline: float):
         request = data
     if m.server_streaming:
         n = 0
-        for _ in call(request, timeout=deadline):
+        responses = call(request, timeout=deadline)
+        for _ in responses:
             n += 1
-            if n >= 10_000:
+            if n >= 10_000 or m.full_name in LIVE_STREAMS:
+                # a subscription that answered is in place, and never ends by itself
+                responses.cancel()
                 break
         return n
     return call(request, timeout=deadline)
