@@ -47,6 +47,19 @@ def renames(client: Client, sid: str, oid: str, count: int = SAVES) -> None:
         rename(client, sid, oid, f"v{i + 1}")
 
 
+def renames_until_error(client: Client, sid: str, oid: str, probe) -> grpc.RpcError | None:
+    """Renames until `probe()`, tried after every GC batch (256 commits), fails; its error, or
+    None after 40 batches. Waits for the event, never for time."""
+    for i in range(40 * 256):
+        rename(client, sid, oid, f"v{i + 1}")
+        if i % 256 == 255:
+            try:
+                probe()
+            except grpc.RpcError as err:
+                return err
+    return None
+
+
 def test_a_token_stays_readable_under_write_load_within_the_window(start_server):
     srv = start_server(args=["--min-readable-window-seconds", "3600"])
     with client_of(srv) as client:
@@ -79,17 +92,9 @@ def test_the_window_ends(start_server):
     srv = start_server(args=["--min-readable-window-seconds", "1"])
     with client_of(srv) as client:
         sid, ann, token = one_person(client)
-        expired = None
-        for i in range(40 * 256):
-            rename(client, sid, ann, f"v{i + 1}")
-            if i % 256 == 255:
-                try:
-                    client.get(sid, [ann], token=token)
-                except grpc.RpcError as err:
-                    expired = error_of(err)
-                    break
+        expired = renames_until_error(client, sid, ann, lambda: client.get(sid, [ann], token=token))
         assert expired is not None, "the token never expired"
-        assert expired[2] == "GENERATION_EXPIRED"
+        assert error_of(expired)[2] == "GENERATION_EXPIRED"
 
 
 # --- history retention, tombstone index, cursor at risk ---
@@ -241,15 +246,7 @@ def test_history_retention_by_age_trims_what_is_older(start_server):
     with client_of(srv) as client:
         changes = chg.ChangesStub(client.channel)
         sid, ann, first = one_person(client)
-        expired = None
-        for i in range(40 * 256):
-            rename(client, sid, ann, f"v{i + 1}")
-            if i % 256 == 255:
-                try:
-                    fetch_history(changes, sid, first, page_size=1)
-                except grpc.RpcError as err:
-                    expired = err
-                    break
+        expired = renames_until_error(client, sid, ann, lambda: fetch_history(changes, sid, first, page_size=1))
         assert expired is not None, "history was never trimmed"
         assert error_of(expired)[2] == "HISTORY_EXPIRED"
         d = expired_details(expired)
