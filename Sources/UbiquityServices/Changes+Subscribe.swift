@@ -60,6 +60,7 @@ struct SubscriptionRunner: Sendable {
         /// The generation of the last resume token queued to the client.
         var sent: Int64
         var lastSend = ContinuousClock.now
+        var risk = CursorRiskWatch()
     }
 
     func run() async throws {
@@ -70,6 +71,9 @@ struct SubscriptionRunner: Sendable {
         do {
             while true {
                 if let r = subscription.ending { action = machine.event(.end(r)) } else { try Task.checkCancellation() }
+                if action.reads, let warning = await progress.risk.check(position: progress.sent, store: store, interval: limits.progressIntervalSeconds) {
+                    try await send(warning, at: progress.sent, &progress)
+                }
                 switch action {
                 case .readDisk(let after):
                     // Every generation up to the store's current one before the read is in the

@@ -18,6 +18,7 @@ public struct ChangesService: Sendable {
             t.serverStreamingEncoded("Subscribe", subscribe)
             t.unary("FetchHistory", fetchHistory)
             t.unary("DeleteHistory", deleteHistory)
+            t.unary("FetchDeletions", fetchDeletions)
         }
     }
 
@@ -54,8 +55,10 @@ public struct ChangesService: Sendable {
         var d = Ubiquity_V1_HistoryExpiredDetails()
         d.oldestRetainedToken = Data(oldest.bytes)
         d.currentToken = Data(current.bytes)
+        d.deletionsAvailable = store.deletionsCover(GenerationToken(storeID: store.id, epoch: current.epoch, generation: generation))
+        let deletions = d.deletionsAvailable ? " (deletions_available: FetchDeletions after your token lists what to remove from your cache)" : ""
         var e = ServiceError.precondition(
-            "history after generation \(generation) was trimmed (history is retained after generation \(oldest.generation)): read a baseline at current_token in the HistoryExpiredDetails, then subscribe from it",
+            "history after generation \(generation) was trimmed (history is retained after generation \(oldest.generation)): read a baseline at current_token in the HistoryExpiredDetails\(deletions), then subscribe from it",
             reason: .historyExpired)
         e.details = [d]
         return e

@@ -81,6 +81,7 @@ extension StorageError: RPCErrorConvertible {
         var violations: [(String, String, String)] = []
         var conflicts: [ConflictRecord] = []
         var message = self.message
+        var details: [any SwiftProtobuf.Message] = []
         switch self.reason {
         case .busy: (code, reason) = (.unavailable, .busy)
         case .io: (code, reason) = (.unavailable, .ioError)
@@ -91,7 +92,15 @@ extension StorageError: RPCErrorConvertible {
         case .corrupt: (code, reason) = (.dataLoss, .corrupt)
         case .generationExpired: (code, reason) = (.failedPrecondition, .generationExpired)
         case .storeReplaced: (code, reason) = (.failedPrecondition, .storeReplaced)
-        case .historyExpired: (code, reason) = (.failedPrecondition, .historyExpired)
+        case .historyExpired:
+            (code, reason) = (.failedPrecondition, .historyExpired)
+            if let x = historyExpiry {
+                var d = Ubiquity_V1_HistoryExpiredDetails()
+                d.oldestRetainedToken = Data(x.oldestRetained.bytes)
+                d.currentToken = Data(x.current.bytes)
+                d.deletionsAvailable = x.deletionsAvailable
+                details.append(d)
+            }
         case .modelVersionMismatch: (code, reason) = (.failedPrecondition, .modelVersionMismatch)
         case .noModel: (code, reason) = (.failedPrecondition, .noModel)
         case .migrationNotInferable(let why):
@@ -115,7 +124,7 @@ extension StorageError: RPCErrorConvertible {
         case .internalError: (code, reason) = (.internal, .internal)
         case .cancelled: (code, reason) = (.cancelled, .cancelled)
         }
-        return ServiceErrors.build(code, message, reason: reason, violations: violations, conflicts: conflicts, model: model)
+        return ServiceErrors.build(code, message, reason: reason, violations: violations, conflicts: conflicts, model: model, details: details)
     }
 }
 

@@ -69,6 +69,8 @@ public struct StorageError: Error, Sendable, CustomStringConvertible, Equatable 
     public var sqliteExtendedCode: Int32?
     /// The SQL that failed (never in `description`: it may carry identifiers only, but stays out of logs by default).
     public var sql: String?
+    /// With `.historyExpired`: what the client can do instead (`HistoryExpiredDetails`).
+    public var historyExpiry: HistoryExpiry?
 
     public init(_ reason: Reason, _ message: String, sqliteCode: Int32? = nil, sql: String? = nil) {
         self.reason = reason
@@ -104,6 +106,13 @@ public struct StorageError: Error, Sendable, CustomStringConvertible, Equatable 
     }
 
     public static func invalid(_ msg: String) -> StorageError { StorageError(.invalidArgument, msg) }
+
+    /// `.historyExpired` for a position before `expiry.oldestRetained`.
+    static func historyExpired(_ expiry: HistoryExpiry, _ msg: String) -> StorageError {
+        var e = StorageError(.historyExpired, msg)
+        e.historyExpiry = expiry
+        return e
+    }
     static var noModelYet: StorageError { StorageError(.noModel, "the store has no model yet: call Models.RegisterModel first") }
 
     /// At most this many issues are listed in a validation failure (its message counts them
@@ -168,4 +177,13 @@ public struct ConflictRecord: Codable, Sendable, Equatable {
     public var storeVersion: Int64
     /// For uniqueness clashes: the constraint's properties.
     public var constraint: [String]
+}
+
+/// Why a history position expired and what is left: the oldest position history can be read
+/// after, the current generation (read a baseline at it, then follow from it), and whether the
+/// tombstone index still holds every deletion after the expired position (`Store.deletions`).
+public struct HistoryExpiry: Sendable, Equatable {
+    public var oldestRetained: GenerationToken
+    public var current: GenerationToken
+    public var deletionsAvailable: Bool
 }

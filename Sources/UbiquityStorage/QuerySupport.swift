@@ -196,7 +196,8 @@ extension Store {
                              [.integer(gen), .integer(Int64(Date().timeIntervalSince1970 * 1000))])
                 try conn.exec("COMMIT")
             } catch { if !conn.isAutocommit { try? conn.exec("ROLLBACK") }; throw error }
-            engine.state.withLock { $0.generation = gen }
+            let now = engine.config.clock()
+            engine.state.withLock { $0.generation = gen; $0.window.advanced(from: gen - 1, to: gen, at: now) }
             engine.afterCommit(conn)
             return GenerationToken(storeID: engine.storeID, epoch: epoch, generation: gen)
         }

@@ -127,6 +127,8 @@ final class SaveTxn {
         } else {
             let ch = changeOrder.isEmpty ? newObjectChanges : { movePendingChanges(); return changeOrder.compactMap { changes[$0] } }()
             try insertHistory(HistoryJSON.encodeBytes(ch))
+            // only a save that deleted something looks for its deletes
+            if !deleted.isEmpty { try Tombstones.record(conn, generation: gen, deletedAt: config.wallClock(), ch) }
         }
         if let tx = req.clientTransactionID {
             let enc = JSONEncoder(); enc.outputFormatting = .sortedKeys

@@ -84,6 +84,25 @@ public struct StorageConfiguration: Sendable {
     public var migrationBackupsKept: Int = 3
     /// History transactions older than this many generations behind current are trimmed by GC (nil: keep all).
     public var historyRetentionGenerations: Int64? = nil
+    /// Every generation stays readable at least this long (seconds) after it stops being current:
+    /// GC keeps its row versions meanwhile (SPEC §4.2; 0: only pins and reads in flight keep
+    /// them). 60: a token read a moment ago still works under write load, where GC used to
+    /// collect it after about `gcEveryCommits` commits of other writers.
+    public var minimumReadableWindowSeconds: Double = 60
+    /// History transactions committed longer ago than this (seconds) are trimmed by GC (nil: no
+    /// age limit). 30 days: a device offline for a month still resumes its feed from its token
+    /// (Firestore keeps a week of point-in-time history; CloudKit change tokens are not known to
+    /// expire in practice, so a shorter floor would surprise its users).
+    public var historyRetentionSeconds: Double? = 30 * 86_400
+    /// GC trims the oldest history transactions while the history's change records hold more
+    /// than this many bytes (nil: no size limit). 1 GiB: a bound on disk use by a write-heavy
+    /// store (about 8M one-object saves), far above what a month of interactive use writes.
+    public var historyRetentionBytes: Int64? = 1 << 30
+    /// Tombstone index entries (deleted object IDs, `Store.deletions`) older than this (seconds)
+    /// are trimmed by GC — never while the history still holds their transaction, so the index
+    /// always outlives the full history (nil: keep them all). 180 days: a device offline for
+    /// months learns what was deleted instead of wiping its cache; an entry is ~30 bytes.
+    public var tombstoneRetentionSeconds: Double? = 180 * 86_400
     /// The change feed's in-memory window of recent transactions (`ChangeFeed`): subscribers
     /// within it are served from memory, older positions read `ubq_history` from disk.
     public var changeFeedWindowTransactions: Int = 4096
@@ -94,8 +113,11 @@ public struct StorageConfiguration: Sendable {
     /// The writer connection's WAL frames go out in one write per run of frames instead of two
     /// writes per frame (docs/storage.md "WAL write coalescing"). false: SQLite's own writes.
     public var walWriteCoalescing: Bool = true
-    /// Monotonic seconds, for pin leases (tests inject a manual clock).
+    /// Monotonic seconds, for pin leases and the readable window (tests inject a manual clock).
     public var clock: @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }
+    /// Wall-clock seconds since 1970: tombstone times and the "now" the history's and the
+    /// tombstones' age limits compare with (tests inject a clock that moves ahead of real time).
+    public var wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
     public var logger: Logger = Logger(label: "ubiquity.storage")
     public init() {}
 }
@@ -112,6 +134,10 @@ struct StoreState {
     var epoch: UInt64
     var gcHorizon: Int64
     var historyHorizon: Int64
+    /// The tombstone index holds every deletion after this generation.
+    var tombstoneHorizon: Int64
+    /// When recent generations stopped being current (GC's floor for the readable window).
+    var window: ReadableWindow
     var pins: [UUID: (gen: Int64, expiry: Double)] = [:]
     var activeReads: [Int64: Int] = [:]
     var closed = false
@@ -182,14 +208,19 @@ public final class Store: Sendable {
                 try w.exec("CREATE TABLE IF NOT EXISTS ubq_meta (key TEXT PRIMARY KEY, value ANY) STRICT")
                 try w.exec("CREATE TABLE IF NOT EXISTS ubq_history (generation INTEGER PRIMARY KEY, timestamp REAL NOT NULL, author TEXT, context TEXT, changes BLOB NOT NULL)")
                 try w.exec("CREATE TABLE IF NOT EXISTS ubq_client_tx (id TEXT PRIMARY KEY, generation INTEGER NOT NULL, result BLOB NOT NULL)")
+                let tombstonesExisted = try Tombstones.createTable(w)
                 let existingID = try Meta.get(w, "store_id")
                 if case .text(let s) = existingID {
                     guard UUID(uuidString: s) == id else { throw StorageError(.invalidArgument, "store file belongs to store \(s), not \(id)") }
                 } else {
                     try Meta.set(w, "store_id", .text(id.uuidString))
                     try Meta.set(w, "epoch", .integer(Int64(bitPattern: UInt64.random(in: 1...UInt64.max))))
-                    for k in ["generation", "gc_horizon", "history_horizon"] { try Meta.set(w, k, .integer(0)) }
+                    for k in ["generation", "gc_horizon", "history_horizon", Tombstones.horizonKey] { try Meta.set(w, k, .integer(0)) }
                     try Meta.set(w, "next_pk", .integer(1))
+                }
+                // A store from before the index: deletions up to now were never indexed.
+                if !tombstonesExisted, case .null = try Meta.get(w, Tombstones.horizonKey) {
+                    try Meta.set(w, Tombstones.horizonKey, .integer(try Meta.int(w, "generation")))
                 }
                 var resolved: ResolvedModel?
                 if case .text(let json) = try Meta.get(w, "model_json") {
@@ -202,7 +233,9 @@ public final class Store: Sendable {
                     resolved = r
                 }
                 st = StoreState(model: resolved, generation: try Meta.int(w, "generation"), epoch: UInt64(bitPattern: try Meta.int(w, "epoch")),
-                                gcHorizon: try Meta.int(w, "gc_horizon"), historyHorizon: try Meta.int(w, "history_horizon"))
+                                gcHorizon: try Meta.int(w, "gc_horizon"), historyHorizon: try Meta.int(w, "history_horizon"),
+                                tombstoneHorizon: try Meta.int(w, Tombstones.horizonKey), window: ReadableWindow(seconds: config.minimumReadableWindowSeconds))
+                st.window.reopened(oldest: st.gcHorizon, current: st.generation, at: config.clock())
                 try w.exec("COMMIT")
             } catch { try? w.exec("ROLLBACK"); throw error }
         } catch { w.close(); throw error }
@@ -608,16 +641,17 @@ public final class Store: Sendable {
 
     /// Transactions after `token` (exclusive), oldest first, at most `limit`.
     public func history(after token: GenerationToken?, limit: Int = 100) async throws -> HistoryPage {
-        let (after, epoch, horizon, current) = try state.withLock { s -> (Int64, UInt64, Int64, Int64) in
+        let (after, epoch, current) = try state.withLock { s -> (Int64, UInt64, Int64) in
             if let t = token {
                 guard t.storeID == id else { throw StorageError(.tokenOfAnotherStore(t.storeID), "the token belongs to another store") }
                 guard t.epoch == s.epoch else { throw StorageError(.storeReplaced, "store was replaced since this token was issued") }
             }
-            return (token?.generation ?? s.historyHorizon, s.epoch, s.historyHorizon, s.generation)
+            let after = token?.generation ?? s.historyHorizon
+            if after < s.historyHorizon { throw historyExpired(after: after, s, "history through generation \(s.historyHorizon) was trimmed") }
+            return (after, s.epoch, s.generation)
         }
-        if after < horizon { throw StorageError(.historyExpired, "history before generation \(horizon) was trimmed") }
         let sid = id
-        return try await onReader(use: .fresh) { conn in
+        let page = try await onReader(use: .fresh) { conn in
             var txs: [HistoryTransaction] = []
             try conn.query("SELECT generation, timestamp, author, context, changes FROM ubq_history WHERE generation > ? ORDER BY generation LIMIT ?",
                            [.integer(after), .integer(Int64(max(1, limit)))]) { st in
@@ -627,6 +661,11 @@ public final class Store: Sendable {
             let last = txs.last?.token.generation ?? after
             return HistoryPage(transactions: txs, nextToken: GenerationToken(storeID: sid, epoch: epoch, generation: last), hasMore: last < current && txs.count >= limit)
         }
+        // A trim raises the horizon before it commits: unmoved now, the read missed no row.
+        try state.withLock { s in
+            if after < s.historyHorizon { throw historyExpired(after: after, s, "history through generation \(s.historyHorizon) was trimmed") }
+        }
+        return page
     }
 
     /// Deletes history transactions at or before `token`'s generation.
@@ -693,6 +732,8 @@ public final class Store: Sendable {
             }
             try c.run("DELETE FROM ubq_history WHERE generation > ?", [.integer(gen)])
             try c.run("DELETE FROM ubq_client_tx WHERE generation > ?", [.integer(gen)])
+            try c.run("DELETE FROM ubq_tombstones WHERE generation > ?", [.integer(gen)])
+            try HistorySize.reset(c)
             try Meta.set(c, "generation", .integer(gen))
             try Meta.set(c, "gc_horizon", .integer(gen))
             try c.exec("COMMIT")

@@ -1,14 +1,15 @@
 import Foundation
 
 extension WriterEngine {
-    /// Raises the horizon to min(current, live pins, active reads), then deletes at most `limit`
-    /// versions that ended at or before it, in one short transaction.
+    /// Raises the horizon to min(current, the readable window's floor, live pins, active reads),
+    /// then deletes at most `limit` versions that ended at or before it, and applies the history
+    /// and tombstone retention (`applyRetention`), in one short transaction.
     func gcBatch(_ conn: Connection, limit: Int) throws -> Int {
         guard let model = state.withLock({ $0.model }) else { return 0 }
         let now = config.clock()
         let horizon = state.withLock { s -> Int64 in
             s.pins = s.pins.filter { $0.value.expiry > now }
-            var h = s.generation
+            var h = s.window.floor(current: s.generation, now: now)
             for p in s.pins.values { h = min(h, p.gen) }
             for g in s.activeReads.keys { h = min(h, g) }
             s.gcHorizon = max(s.gcHorizon, h)
@@ -27,10 +28,7 @@ extension WriterEngine {
                 try conn.run("DELETE FROM \(q(j)) WHERE (src, dst, ended_gen) IN (SELECT src, dst, ended_gen FROM \(q(j)) WHERE ended_gen <= ? LIMIT ?)", [.integer(horizon), .integer(Int64(limit - removed))])
                 removed += conn.changes
             }
-            if let keep = config.historyRetentionGenerations {
-                let cut = state.withLock { $0.generation } - keep
-                if cut > state.withLock({ $0.historyHorizon }) { try trimHistoryInTxn(conn, through: cut) }
-            }
+            try applyRetention(conn, limit: limit)
             try conn.exec("COMMIT")
         } catch { if !conn.isAutocommit { try? conn.exec("ROLLBACK") }; throw error }
         return removed
@@ -50,8 +48,9 @@ extension WriterEngine {
         do { try trimHistoryInTxn(conn, through: g); try conn.exec("COMMIT") } catch { if !conn.isAutocommit { try? conn.exec("ROLLBACK") }; throw error }
     }
 
-    private func trimHistoryInTxn(_ conn: Connection, through g: Int64) throws {
+    func trimHistoryInTxn(_ conn: Connection, through g: Int64) throws {
         let cut = min(g, state.withLock { $0.generation })
+        try HistorySize.forget(conn, through: cut)
         try conn.run("DELETE FROM ubq_history WHERE generation <= ?", [.integer(cut)])
         // idempotency records live as long as the history of their save
         try conn.run("DELETE FROM ubq_client_tx WHERE generation <= ?", [.integer(cut)])

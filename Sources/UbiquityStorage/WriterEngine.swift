@@ -85,7 +85,11 @@ final class WriterEngine: Sendable {
             Self.failSaves(&results, of: e, committedThrough: startGen)
             config.logger.warning("group commit failed: \(e)")
         } else if committed > 0 {
-            state.withLock { $0.generation = gen }  // publish before acknowledging (read-your-writes)
+            let now = config.clock()
+            state.withLock { s in  // publish before acknowledging (read-your-writes)
+                s.generation = gen
+                s.window.advanced(from: startGen, to: gen, at: now)
+            }
             owned.commitsSinceGC += committed
         }
         let waits = conn.busyWaits

@@ -2,8 +2,8 @@
 // Build and run (release):
 //   swift build -c release --scratch-path .build-storage-rel --product UbiquityStorageBench
 //   .build-storage-rel/release/UbiquityStorageBench [rows] [dir]
-// Environment: UBQ_BENCH_ONLY=W1|W2|W4 (one section), UBQ_BENCH_SAVES (W2's saves, 200),
-// UBQ_BENCH_WAL_COALESCING=off.
+// Environment: UBQ_BENCH_ONLY=W1|W2|W4|W6 (one section), UBQ_BENCH_SAVES (W2's saves, 200),
+// UBQ_BENCH_WAL_COALESCING=off, UBQ_BENCH_RETENTION=off.
 import CSQLite
 import Foundation
 import UbiquityStorage
@@ -81,6 +81,14 @@ fullCfg.synchronous = .full
 // UBQ_BENCH_WAL_COALESCING=off: the writer without WAL write coalescing (its A/B, docs/benchmarks.md).
 fullCfg.walWriteCoalescing = ProcessInfo.processInfo.environment["UBQ_BENCH_WAL_COALESCING"] != "off"
 print("WAL write coalescing: \(fullCfg.walWriteCoalescing ? "on" : "off")")
+// UBQ_BENCH_RETENTION=off: no readable window and no history age / size limits (GC then does
+// none of the retention work: the A/B of that work, docs/storage.md "History retention").
+if ProcessInfo.processInfo.environment["UBQ_BENCH_RETENTION"] == "off" {
+    fullCfg.minimumReadableWindowSeconds = 0
+    fullCfg.historyRetentionSeconds = nil
+    fullCfg.historyRetentionBytes = nil
+}
+print("retention work: \(fullCfg.historyRetentionBytes == nil ? "off" : "on")")
 store = try Store.open(path: dir + "/engine.sqlite", id: sid, configuration: fullCfg)
 
 // MARK: 1. read by ID
@@ -200,5 +208,40 @@ print("\n== W4-style read by ID at an old pinned generation vs current ==")
     line("read at current again (noise check)", cur2)
     print("pinned cost / current cost: \(fmt(((cur + cur2) / 2) / pinned))x (goal <= 1.2x)")
     s.unpin(pin)
+}
+
+// MARK: 4. delete-heavy saves and the tombstone index's share of them
+if only == nil || only == "W6" {
+print("\n== W6 100-object delete saves (synchronous=FULL) and the tombstone index rows they write ==")
+    let s = store
+    let victims = Array(ids.suffix(saves * 100))
+    let t0 = ContinuousClock.now
+    for k in 0..<saves {
+        var r = SaveRequest()
+        r.deletes = victims[(k * 100)..<((k + 1) * 100)].map { DeleteOperation(objectID: $0) }
+        _ = try await s.save(r)
+    }
+    let engineSave = seconds(ContinuousClock.now - t0) / Double(saves)
+    line("engine save(100 deletes), one at a time (ms per save)", engineSave * 1000, unit: "ms")
+    // The index's own work: the same rows into a table of the same schema, in one transaction
+    // (no commit per save: what a save adds to its transaction, without the fsync it shares).
+    let rawT = Raw(dir + "/tombstones.sqlite", sync: "FULL")
+    rawT.exec("CREATE TABLE ubq_tombstones (generation INTEGER NOT NULL, pk INTEGER NOT NULL, entity TEXT NOT NULL, deleted_at INTEGER NOT NULL, PRIMARY KEY (generation, pk)) WITHOUT ROWID")
+    let st = rawT.prepare("INSERT INTO ubq_tombstones (generation, pk, entity, deleted_at) VALUES (?, ?, ?, ?)")
+    let at = Int64(Date().timeIntervalSince1970)
+    let t1 = ContinuousClock.now
+    rawT.exec("BEGIN")
+    for k in 0..<saves {
+        for j in 0..<100 {
+            sqlite3_bind_int64(st, 1, Int64(k + 1)); sqlite3_bind_int64(st, 2, victims[k * 100 + j].pk)
+            sqlite3_bind_text(st, 3, "Row", -1, ubq_sqlite_transient()); sqlite3_bind_int64(st, 4, at)
+            precondition(sqlite3_step(st) == SQLITE_DONE); sqlite3_reset(st)
+        }
+    }
+    rawT.exec("COMMIT")
+    let rows100 = seconds(ContinuousClock.now - t1) / Double(saves)
+    sqlite3_finalize(st)
+    line("100 tombstone rows, raw SQLite (ms per save's worth)", rows100 * 1000, unit: "ms")
+    print("tombstone rows' share of a 100-delete save: \(fmt(100 * rows100 / engineSave))%")
 }
 store.close()

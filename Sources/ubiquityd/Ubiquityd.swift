@@ -78,6 +78,16 @@ struct Ubiquityd: ParsableCommand {
     var contextIdleSeconds = 600.0
     @Option(help: "Longest predicate accepted, in characters.")
     var maxPredicateLength = 16_384
+    @Option(help: "Seconds every generation stays readable after it stops being current (a token read a moment ago still works under write load); 0: only pins and reads in flight keep old generations.")
+    var minReadableWindowSeconds = StorageConfiguration().minimumReadableWindowSeconds
+    @Option(help: "History transactions more than this many generations behind current are trimmed; 0: no such limit (the default).")
+    var historyRetentionGenerations: Int64 = 0
+    @Option(help: "History transactions older than this many seconds are trimmed (default 30 days); 0: no age limit.")
+    var historyRetentionSeconds = StorageConfiguration().historyRetentionSeconds ?? 0
+    @Option(help: "The oldest history transactions are trimmed while a store's history records hold more than this many bytes (default 1 GiB); 0: no size limit.")
+    var historyRetentionBytes = StorageConfiguration().historyRetentionBytes ?? 0
+    @Option(help: "Tombstone index entries (IDs of deleted objects, FetchDeletions) older than this many seconds are trimmed once their history is gone (default 180 days); 0: keep them all.")
+    var tombstoneRetentionSeconds = StorageConfiguration().tombstoneRetentionSeconds ?? 0
     @Option(help: "Per streaming call: response bytes queued for a peer that is not reading before the handler waits (a Subscribe's buffer).")
     var streamSendBufferBytes = ServerConfiguration().streamOutboundHighWater
     @Option(help: "Change feed: open Subscribe calls per store.")
@@ -121,6 +131,13 @@ struct Ubiquityd: ParsableCommand {
         }
         guard contextIdleSeconds >= 1 else { throw ValidationError("--context-idle-seconds must be at least 1") }
         guard maxPredicateLength >= 16 else { throw ValidationError("--max-predicate-length must be at least 16") }
+        guard (0...86_400).contains(minReadableWindowSeconds) else { throw ValidationError("--min-readable-window-seconds must be 0...86400") }
+        guard historyRetentionGenerations >= 0, historyRetentionSeconds >= 0, historyRetentionBytes >= 0, tombstoneRetentionSeconds >= 0 else {
+            throw ValidationError("--history-retention-generations, --history-retention-seconds, --history-retention-bytes and --tombstone-retention-seconds must be at least 0 (0: no limit)")
+        }
+        if historyRetentionSeconds > 0 && tombstoneRetentionSeconds > 0 && tombstoneRetentionSeconds < historyRetentionSeconds {
+            throw ValidationError("--tombstone-retention-seconds must be at least --history-retention-seconds: the tombstone index outlives the history")
+        }
         guard maxSubscribersPerStore >= 1, maxSubscribersPerConnection >= 1 else { throw ValidationError("--max-subscribers-per-store and --max-subscribers-per-connection must be at least 1") }
         guard maxSubscriberLag >= 1 else { throw ValidationError("--max-subscriber-lag must be at least 1") }
         guard feedProgressIntervalMs >= 10 else { throw ValidationError("--feed-progress-interval-ms must be at least 10") }
@@ -169,6 +186,11 @@ struct Ubiquityd: ParsableCommand {
         storage.writerNice = writerNice
         storage.journalSizeLimitBytes = max(checkpointThresholdMib, checkpointThresholdUnreadMib) << 20
         storage.walHardLimitBytes = max(storage.walHardLimitBytes, 4 * storage.checkpointThresholdBytes)
+        storage.minimumReadableWindowSeconds = minReadableWindowSeconds
+        storage.historyRetentionGenerations = historyRetentionGenerations > 0 ? historyRetentionGenerations : nil
+        storage.historyRetentionSeconds = historyRetentionSeconds > 0 ? historyRetentionSeconds : nil
+        storage.historyRetentionBytes = historyRetentionBytes > 0 ? historyRetentionBytes : nil
+        storage.tombstoneRetentionSeconds = tombstoneRetentionSeconds > 0 ? tombstoneRetentionSeconds : nil
         storage.logger = Logger(label: "ubiquity.storage")
         var serviceLimits = ServiceLimits()
         serviceLimits.maxFetchResults = maxFetchResults

@@ -31,6 +31,7 @@ final class GenerationTests: StorageTestCase, @unchecked Sendable {
         let s = try openTwoReadersWAL(threshold) {
             $0.gcEveryCommits = 50
             $0.gcBatchSize = 200
+            $0.minimumReadableWindowSeconds = 0  // only the pin keeps the old generation
             $0.walRestartMaxReaderWait = 600  // readers wait for the in-flight ones
             $0.walHardLimitBytes = 3 * threshold  // past it the writer waits: the bound is deterministic
         }
@@ -301,7 +302,7 @@ final class GenerationTests: StorageTestCase, @unchecked Sendable {
 
     func testPinsAreLeasesAndGCIsIncremental() async throws {
         let clock = ManualClock()
-        let s = try open { $0.clock = { clock.read() }; $0.gcEveryCommits = 0 }
+        let s = try open { $0.clock = { clock.read() }; $0.gcEveryCommits = 0; $0.minimumReadableWindowSeconds = 0 }
         let id = try await insert(s, "Person", ["name": "v1"])
         let pin = try s.pin(lease: 10)
         for i in 2...30 { _ = try await update(s, id, ["name": .string("v\(i)")]) }

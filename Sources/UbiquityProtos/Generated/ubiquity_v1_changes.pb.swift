@@ -917,7 +917,7 @@ public nonisolated struct Ubiquity_V1_FetchDeletionsRequest: Sendable {
   /// The store.
   public var storeID: String = String()
 
-  /// Deletions after this token (exclusive).
+  /// Deletions after this token (exclusive), or an earlier page's `next_token`.
   public var afterToken: Data = Data()
 
   /// Only these entities (and their sub-entities); empty: every entity.
@@ -940,7 +940,8 @@ public nonisolated struct Ubiquity_V1_FetchDeletionsResponse: Sendable {
   /// Deleted objects, in deletion order.
   public var deletions: [Ubiquity_V1_DeletedObject] = []
 
-  /// Pass as `after_token` for the next page.
+  /// Pass as `after_token` for the next page, unchanged: a generation token, or, when the page
+  /// ended inside one transaction's deletions, that token followed by a position inside it.
   public var nextToken: Data = Data()
 
   /// More deletions exist after `next_token`.
