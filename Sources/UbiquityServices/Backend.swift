@@ -34,20 +34,24 @@ public final class Backend: Sendable {
     public let directory: StoreDirectory
     public let catalog: Catalog
     public let limits: ServiceLimits
+    /// Every running Subscribe (the change feed's limits, endings and sweep).
+    public let subscriptions: Subscriptions
     private let models = Lock<[String: ModelInfo]>([:])
 
     /// Metadata key carrying the model version hash a client was built with (§4.7).
     public static let modelVersionKey = "ubiquity-model-version"
 
     public init(dataDirectory: String, storage: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256,
-                limits: ServiceLimits = ServiceLimits()) throws {
+                limits: ServiceLimits = ServiceLimits(), feedLimits: FeedLimits = FeedLimits()) throws {
         directory = try StoreDirectory(root: dataDirectory, configuration: storage, maxOpenStores: maxOpenStores)
         catalog = try Catalog(path: dataDirectory + "/catalog.sqlite")
         try catalog.ensureAccount(Account.defaultAccount.id)
         self.limits = limits
+        subscriptions = Subscriptions(limits: feedLimits)
     }
 
     public func shutdown() async {
+        subscriptions.shutdown()
         await directory.shutdown()
         catalog.close()
     }

@@ -19,6 +19,8 @@ struct ServiceError: Error, Sendable {
     /// BadRequest field violations: (field, description, reason).
     var violations: [(String, String, String)] = []
     var metadata: [String: String] = [:]
+    /// Further `google.rpc.Status` details (HistoryExpiredDetails, ResumeDetails).
+    var details: [any SwiftProtobuf.Message & Sendable] = []
 
     static func invalid(_ field: String, _ message: String, reason: ErrorReason) -> ServiceError {
         ServiceError(code: .invalidArgument, reason: reason, message: "\(field): \(message)", violations: [(field, message, reason.rawValue)])
@@ -36,7 +38,7 @@ struct ServiceError: Error, Sendable {
 
 extension ServiceError: RPCErrorConvertible {
     var rpcError: RPCError {
-        ServiceErrors.build(code, message, reason: reason, violations: violations, metadata: metadata)
+        ServiceErrors.build(code, message, reason: reason, violations: violations, metadata: metadata, details: details)
     }
 }
 
@@ -155,7 +157,8 @@ enum ServiceErrors {
     /// The status with its `google.rpc.Status` details: ErrorInfo always, BadRequest for
     /// violations, ConflictDetails for conflicts, all within `ErrorBounds`.
     static func build(_ code: StatusCode, _ message: String, reason: ErrorReason, violations: [(String, String, String)] = [],
-                      metadata: [String: String] = [:], conflicts: [ConflictRecord] = [], model: ModelInfo? = nil) -> RPCError {
+                      metadata: [String: String] = [:], conflicts: [ConflictRecord] = [], model: ModelInfo? = nil,
+                      details: [any SwiftProtobuf.Message] = []) -> RPCError {
         var message = StatusTrailers.fitting(message, encodedLimit: ErrorBounds.maxMessageBytes)
         var status = Google_Rpc_Status()
         status.code = Int32(code.rawValue)
@@ -184,6 +187,7 @@ enum ServiceErrors {
             }
             if let a = try? Google_Protobuf_Any(message: cd) { status.details.append(a) }
         }
+        for d in details { if let a = try? Google_Protobuf_Any(message: d) { status.details.append(a) } }
         status.message = message
         let bytes = (try? status.serializedBytes() as [UInt8]) ?? []
         return RPCError(code, message, details: bytes)

@@ -6,6 +6,8 @@ import UbiquityGRPC
 struct ServerContext: Sendable {
     let account: Account
     let metadata: Metadata
+    /// The peer's address, "ip:port": one connection (per-connection limits count by it).
+    let peer: String
     private let cancellation: Cancellation
 
     private enum Cancellation: Sendable {
@@ -16,12 +18,14 @@ struct ServerContext: Sendable {
     init(account: Account, call: ServerCall) {
         self.account = account
         metadata = call.context.metadata
+        peer = call.context.peer
         cancellation = .call(call)
     }
 
     init(account: Account, sync context: SyncCallContext) {
         self.account = account
         metadata = context.metadata
+        peer = context.peer
         cancellation = .sync(context.cancellation)
     }
 
@@ -40,6 +44,14 @@ struct ServerContext: Sendable {
 /// require the message the generic path builds.
 struct Encoded<Message: SwiftProtobuf.Message>: Sendable {
     let bytes: [UInt8]
+}
+
+/// Sends a streaming method's responses already in wire form (typed by the message they encode;
+/// tests decode them with SwiftProtobuf).
+struct EncodedWriter<Message: SwiftProtobuf.Message>: Sendable {
+    let call: ServerCall
+    /// Queues one response; suspends while the peer is not reading (the call's bounded queue).
+    func send(_ bytes: [UInt8]) async throws { try await call.send(bytes) }
 }
 
 /// How a hot method's request is read: a hand-written decoder for its common form, SwiftProtobuf
@@ -135,6 +147,21 @@ struct MethodTable {
         router.serverStreaming(prefix + name) { (request: Req, writer: ResponseWriter<Res>, call) in
             try await Self.converting(queryFields) {
                 try await method(request, writer, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
+            }
+        }
+    }
+
+    /// A server-streaming method that writes its responses in wire form itself (Subscribe: the
+    /// transactions every subscriber of a shape shares are encoded once).
+    mutating func serverStreamingEncoded<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ name: String, _ method: @escaping @Sendable (Req, EncodedWriter<Res>, ServerContext) async throws -> Void
+    ) {
+        let backend = accounts(name)
+        router.register(prefix + name, kind: .serverStreaming) { call in
+            // The transport has checked there is exactly one request message.
+            let request = try Req(requestBytes: try await call.receive() ?? [])
+            try await Self.converting("") {
+                try await method(request, EncodedWriter(call: call), ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
             }
         }
     }

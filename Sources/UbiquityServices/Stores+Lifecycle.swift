@@ -45,6 +45,7 @@ extension StoresService {
     func destroyStore(_ req: Ubiquity_V1_DestroyStoreRequest, context: ServerContext) async throws -> Ubiquity_V1_DestroyStoreResponse {
         let rec = try backend.record(req.storeID, account: context.account)
         await contexts.storeWillChange(rec.id)
+        await backend.subscriptions.storeWillChange(rec.id, .storeDestroyed)
         try await Self.unlessBusy { try await backend.directory.destroy(rec.id) }
         try backend.catalog.removeStore(id: rec.id)
         return Ubiquity_V1_DestroyStoreResponse()
@@ -57,6 +58,7 @@ extension StoresService {
         // Make sure the source file exists and holds everything committed so far.
         _ = try await backend.directory.withStore(source.id, create: true) { try await $0.checkpoint(truncate: false) }
         await contexts.storeWillChange(rec.id)
+        await backend.subscriptions.storeWillChange(rec.id, .storeReplaced)
         try await Self.unlessBusy { try await backend.directory.replace(rec.id, from: backend.directory.path(for: source.id)) }
         return try await backend.directory.withStore(rec.id) { store in
             var res = Ubiquity_V1_ReplaceStoreResponse()

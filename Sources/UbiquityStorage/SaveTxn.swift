@@ -65,6 +65,8 @@ final class SaveTxn {
     /// The save's history record prepared on the caller's thread without its pks
     /// (`PreparedSave.history`); nil: encoded here from the recorded changes.
     let history: PreparedHistory?
+    /// The history row this save wrote, for the change feed once its group commits.
+    var committedRecord: CommittedRecord?
 
     static let live = Int64.max
 
@@ -161,7 +163,10 @@ final class SaveTxn {
         let st = try conn.statement("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, ?, ?)")
         defer { st.reset() }
         conn.statementCount += 1
-        try st.bind([.integer(gen), .integer(Int64(Date().timeIntervalSince1970 * 1000)), req.author.map { .text($0) } ?? .null, req.contextName.map { .text($0) } ?? .null])
+        let ms = Int64(Date().timeIntervalSince1970 * 1000)
+        try st.bind([.integer(gen), .integer(ms), req.author.map { .text($0) } ?? .null, req.contextName.map { .text($0) } ?? .null])
+        // kept for the change feed: a reference to bytes the save already made, no copy
+        committedRecord = CommittedRecord(generation: gen, timestampMS: ms, author: req.author, contextName: req.contextName, changes: json)
         try json.withUnsafeBufferPointer { b in
             // never empty: at least "[]"
             let rc = sqlite3_bind_text(st.stmt, 5, UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), Int32(b.count), ubq_sqlite_static())

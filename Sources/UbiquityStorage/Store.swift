@@ -84,6 +84,11 @@ public struct StorageConfiguration: Sendable {
     public var migrationBackupsKept: Int = 3
     /// History transactions older than this many generations behind current are trimmed by GC (nil: keep all).
     public var historyRetentionGenerations: Int64? = nil
+    /// The change feed's in-memory window of recent transactions (`ChangeFeed`): subscribers
+    /// within it are served from memory, older positions read `ubq_history` from disk.
+    public var changeFeedWindowTransactions: Int = 4096
+    /// The window's bound in history-record bytes.
+    public var changeFeedWindowBytes: Int = 16 << 20
     /// Prepared statements cached per connection.
     public var statementCacheSize: Int = 64
     /// The writer connection's WAL frames go out in one write per run of frames instead of two
@@ -133,6 +138,8 @@ public final class Store: Sendable {
     let writer: WriterThread<WriterJob>
     let writerState: WriterOwned
     let readerGate: ReaderGate
+    /// The store's change feed: committed transactions in memory for every subscriber.
+    public let feed: ChangeFeed
 
     /// Opens (creating if missing) the store file at `path`. If the store has no model yet and
     /// `model` is given, it is installed. An existing store keeps its model (use `migrate`).
@@ -219,7 +226,9 @@ public final class Store: Sendable {
         let rcs = readConnections
         gate.releaseSnapshots = { rcs.releaseSnapshots() }
         readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate)
-        let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate)
+        feed = ChangeFeed(storeID: id, epoch: st.epoch, generation: st.generation,
+                          maxTransactions: config.changeFeedWindowTransactions, maxBytes: config.changeFeedWindowBytes)
+        let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate, feed: feed)
         w.releaseThread()  // the writer thread adopts it
         let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, handler: { conn, jobs in engine.handle(conn, jobs) },
                                              idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
@@ -245,6 +254,7 @@ public final class Store: Sendable {
         readers.shutdown()
         readConnections.close()
         writer.shutdown()
+        feed.close()
         let w = walStats
         config.logger.debug("store \(id) closed: \(w.checkpoints) checkpoints (\(idleCheckpointCount) when idle, \(Int(w.seconds * 1000)) ms, longest \(Int(w.maxSeconds * 1000)) ms), WAL restarts \(w.restarts), skipped \(w.restartsSkipped), reader gate closed \(w.gateClosures) times")
         Store.openPaths.withLock { _ = $0.remove(canonicalPath) }
@@ -257,6 +267,8 @@ public final class Store: Sendable {
     public var currentToken: GenerationToken { state.withLock { GenerationToken(storeID: id, epoch: $0.epoch, generation: $0.generation) } }
     public var modelDefinition: ModelDefinition? { state.withLock { $0.model?.definition } }
     public var modelVersionHash: String? { state.withLock { $0.model?.hash } }
+    /// The oldest position history can be read after (`history(after:)` from it reads all retained history).
+    public var oldestHistoryToken: GenerationToken { state.withLock { GenerationToken(storeID: id, epoch: $0.epoch, generation: $0.historyHorizon) } }
     /// The oldest generation still readable.
     public var oldestReadableGeneration: Int64 { state.withLock { $0.gcHorizon } }
 
@@ -609,9 +621,8 @@ public final class Store: Sendable {
             var txs: [HistoryTransaction] = []
             try conn.query("SELECT generation, timestamp, author, context, changes FROM ubq_history WHERE generation > ? ORDER BY generation LIMIT ?",
                            [.integer(after), .integer(Int64(max(1, limit)))]) { st in
-                let changes = (try? JSONDecoder().decode([HistoryChange].self, from: Data(st.text(4).utf8))) ?? []
-                txs.append(HistoryTransaction(token: GenerationToken(storeID: sid, epoch: epoch, generation: st.int(0)), timestamp: Date(timeIntervalSince1970: Double(st.int(1)) / 1000),
-                                              author: st.isNull(2) ? nil : st.text(2), contextName: st.isNull(3) ? nil : st.text(3), changes: changes))
+                txs.append(HistoryTransaction(decoding: Array(st.text(4).utf8), token: GenerationToken(storeID: sid, epoch: epoch, generation: st.int(0)), timestampMS: st.int(1),
+                                              author: st.isNull(2) ? nil : st.text(2), contextName: st.isNull(3) ? nil : st.text(3)))
             }
             let last = txs.last?.token.generation ?? after
             return HistoryPage(transactions: txs, nextToken: GenerationToken(storeID: sid, epoch: epoch, generation: last), hasMore: last < current && txs.count >= limit)

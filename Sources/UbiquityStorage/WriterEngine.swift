@@ -11,9 +11,10 @@ final class WriterEngine: Sendable {
     let owned: WriterOwned
     let path: String
     let gate: ReaderGate
+    let feed: ChangeFeed
 
-    init(storeID: UUID, config: StorageConfiguration, state: Locked<StoreState>, owned: WriterOwned, path: String, gate: ReaderGate) {
-        self.storeID = storeID; self.config = config; self.state = state; self.owned = owned; self.path = path; self.gate = gate
+    init(storeID: UUID, config: StorageConfiguration, state: Locked<StoreState>, owned: WriterOwned, path: String, gate: ReaderGate, feed: ChangeFeed) {
+        self.storeID = storeID; self.config = config; self.state = state; self.owned = owned; self.path = path; self.gate = gate; self.feed = feed
     }
 
 
@@ -25,6 +26,9 @@ final class WriterEngine: Sendable {
             case .exclusive(_, let body):
                 if !group.isEmpty { runGroup(conn, group); group = [] }
                 body(conn, self)
+                // an exclusive job may move the generation (migration, bulk load) without records
+                let (g, e) = state.withLock { ($0.generation, $0.epoch) }
+                feed.noteGeneration(g, epoch: e)
             }
         }
         if !group.isEmpty { runGroup(conn, group) }
@@ -52,12 +56,14 @@ final class WriterEngine: Sendable {
         // generation), not per save: a save that rolls back to its savepoint leaves it unchanged,
         // as its own writes of `ubq_meta` were undone with it before.
         var nextPK: Int64 = 0
+        var records: [CommittedRecord] = []
         do { nextPK = try Meta.int(conn, "next_pk") } catch { aborted = error }
         saves: for (i, job) in jobs.enumerated() where aborted == nil {
             switch applySave(conn, job, model: model, epoch: epoch, gen: gen, nextPK: nextPK) {
-            case .done(let r, let appliedNextPK):
+            case .done(let r, let appliedNextPK, let record):
                 results[i] = r
                 if let pk = appliedNextPK { gen += 1; committed += 1; nextPK = pk }
+                if let record { records.append(record) }
             case .abortGroup(let cause, let r):
                 results[i] = r
                 aborted = cause
@@ -85,12 +91,16 @@ final class WriterEngine: Sendable {
         let waits = conn.busyWaits
         state.withLock { $0.writerBusyWaits = waits }
         for (i, j) in jobs.enumerated() { j.complete(results[i]!) }
-        if committed > 0 && aborted == nil { afterCommit(conn) }
+        if committed > 0 && aborted == nil {
+            feed.publish(records, epoch: epoch)
+            afterCommit(conn)
+        }
     }
 
     private enum SaveOutcome {
-        /// The save's result; `nextPK` set if it was applied (a new generation), else nil.
-        case done(Result<SaveResult, Error>, nextPK: Int64?)
+        /// The save's result; `nextPK` set if it was applied (a new generation), else nil; its
+        /// history row for the change feed if it wrote one.
+        case done(Result<SaveResult, Error>, nextPK: Int64?, record: CommittedRecord? = nil)
         /// SQLite's failure ends the whole group (the save's own result, if it has one).
         case abortGroup(Error, result: Result<SaveResult, Error>?)
     }
@@ -129,7 +139,7 @@ final class WriterEngine: Sendable {
                 return .done(.success(r), nextPK: nil)
             }
             if savepoint { try conn.run("RELEASE s") }
-            return .done(.success(r), nextPK: txn.nextPK)
+            return .done(.success(r), nextPK: txn.nextPK, record: txn.committedRecord)
         } catch {
             if conn.isAutocommit { return .abortGroup(error, result: .failure(error)) }  // SQLite rolled the whole transaction back
             // Without a savepoint only a rollback of the whole group undoes what the save wrote.

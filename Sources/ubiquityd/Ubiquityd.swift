@@ -78,6 +78,18 @@ struct Ubiquityd: ParsableCommand {
     var contextIdleSeconds = 600.0
     @Option(help: "Longest predicate accepted, in characters.")
     var maxPredicateLength = 16_384
+    @Option(help: "Change feed: open Subscribe calls per store.")
+    var maxSubscribersPerStore = FeedLimits().maxSubscribersPerStore
+    @Option(help: "Change feed: open Subscribe calls per connection.")
+    var maxSubscribersPerConnection = FeedLimits().maxSubscribersPerConnection
+    @Option(help: "Change feed: a subscriber that stopped reading is ended (RESOURCE_EXHAUSTED, with its resume token) once it is this many generations behind its store.")
+    var maxSubscriberLag: Int64 = FeedLimits().maxLagGenerations
+    @Option(help: "Change feed: milliseconds between progress markers to an idle filtered subscriber (and between checks for subscribers that stopped reading).")
+    var feedProgressIntervalMs = Int(FeedLimits().progressIntervalSeconds * 1000)
+    @Option(help: "Change feed: bytes of transactions in one Subscribe response (a larger transaction is sent in parts); at most --max-send-message-bytes.")
+    var maxFeedResponseBytes = FeedLimits().maxResponseBytes
+    @Option(help: "Change feed: recent transactions each open store keeps in memory for its subscribers (older positions read history from disk).")
+    var feedWindowTransactions = StorageConfiguration().changeFeedWindowTransactions
     @Flag(help: "Also serve grpc.testing.TestService (the gRPC interop test service). For tests only.")
     var enableInteropTesting = false
 
@@ -107,6 +119,11 @@ struct Ubiquityd: ParsableCommand {
         }
         guard contextIdleSeconds >= 1 else { throw ValidationError("--context-idle-seconds must be at least 1") }
         guard maxPredicateLength >= 16 else { throw ValidationError("--max-predicate-length must be at least 16") }
+        guard maxSubscribersPerStore >= 1, maxSubscribersPerConnection >= 1 else { throw ValidationError("--max-subscribers-per-store and --max-subscribers-per-connection must be at least 1") }
+        guard maxSubscriberLag >= 1 else { throw ValidationError("--max-subscriber-lag must be at least 1") }
+        guard feedProgressIntervalMs >= 10 else { throw ValidationError("--feed-progress-interval-ms must be at least 10") }
+        guard maxFeedResponseBytes >= 4096, maxFeedResponseBytes <= maxSendMessageBytes else { throw ValidationError("--max-feed-response-bytes must be between 4096 and --max-send-message-bytes") }
+        guard feedWindowTransactions >= 1 else { throw ValidationError("--feed-window-transactions must be at least 1") }
     }
 
     func run() throws {
@@ -156,9 +173,16 @@ struct Ubiquityd: ParsableCommand {
         serviceLimits.maxPendingChangesPerContext = maxPendingChanges
         serviceLimits.contextIdleSeconds = contextIdleSeconds
         serviceLimits.query.maxPredicateLength = maxPredicateLength
+        storage.changeFeedWindowTransactions = feedWindowTransactions
+        var feedLimits = FeedLimits()
+        feedLimits.maxSubscribersPerStore = maxSubscribersPerStore
+        feedLimits.maxSubscribersPerConnection = maxSubscribersPerConnection
+        feedLimits.maxLagGenerations = maxSubscriberLag
+        feedLimits.progressIntervalSeconds = Double(feedProgressIntervalMs) / 1000
+        feedLimits.maxResponseBytes = maxFeedResponseBytes
         let backend: Backend
         do {
-            backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits)
+            backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits, feedLimits: feedLimits)
         } catch let e as StorageError where e.reason == .directoryLocked {
             logger.critical("data directory in use", metadata: ["data_dir": "\(dataDir)", "error": "\(e)"])
             FileHandle.standardError.write(Data("ubiquityd: \(e.message) (one ubiquityd per data directory)\n".utf8))
@@ -177,13 +201,15 @@ struct Ubiquityd: ParsableCommand {
         let counters = ServerCountersBox()
         var router = Router()
         let serviceNames = ServiceNamesBox()
-        let dataServices = ["ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts"]
+        let dataServices = ["ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes"]
         let health = HealthService(services: ["ubiquity.v1.Admin"] + dataServices)
         let contexts = ContextRegistry(limits: serviceLimits)
         ModelsService(backend: backend).register(into: &router)
         StoresService(backend: backend, contexts: contexts).register(into: &router)
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
+        ChangesService(backend: backend).register(into: &router)
+        backend.subscriptions.startSweeper()
         let expiry = contextsService.startExpiry(interval: min(30, max(0.5, contextIdleSeconds / 4)))
         defer { expiry.cancel() }  // before the backend shuts down (defers run last-first)
         AdminService(version: UbiquityVersion.current, counters: counters.counters) {
@@ -214,7 +240,9 @@ struct Ubiquityd: ParsableCommand {
         serviceNames.names = router.services
 
         let server = GRPCServer(configuration: config, router: router, logger: logger, counters: counters.counters)
-        server.onDrain { health.drain() }
+        // Subscriptions never end on their own: end them (UNAVAILABLE + resume token) when the
+        // drain starts, so they do not hold up the graceful shutdown.
+        server.onDrain { health.drain(); backend.subscriptions.shutdown() }
         do {
             try server.start()
             MemoryTrimmer.start()

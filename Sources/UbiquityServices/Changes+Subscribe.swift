@@ -1,0 +1,229 @@
+import Foundation
+import UbiquityGRPC
+import UbiquityProtos
+import UbiquityStorage
+
+// Changes.Subscribe: a subscription's checks and admission here; its loop in `SubscriptionRunner`.
+
+extension ChangesService {
+    /// Longest coalescing window a subscriber may ask for.
+    static let maxCoalesceWindowMS: UInt32 = 10_000
+
+    func subscribe(_ req: Ubiquity_V1_SubscribeRequest, writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>, context: ServerContext) async throws {
+        if req.hasLiveQuery {
+            throw ServiceError.invalid("live_query", "live queries are not served yet: subscribe to the entity's changes (filter.entities) instead", reason: .unsupported)
+        }
+        guard req.coalesceWindowMs <= Self.maxCoalesceWindowMS else {
+            throw ServiceError.invalid("coalesce_window_ms", "at most \(Self.maxCoalesceWindowMS) ms", reason: .limitExceeded)
+        }
+        let (backend, subscriptions) = (self.backend, self.subscriptions)
+        try await backend.withStore(req.storeID, account: context.account) { store in
+            let model = backend.modelIfAny(of: store)
+            let selection = try ChangeSelection(req.filter, model: model, field: "filter")
+            let start = try Self.start(req.hasFrom ? req.from : nil, defaultsToNow: true, store: store, field: "from")
+            let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed)
+            defer { subscriptions.remove(sub) }
+            let runner = SubscriptionRunner(store: store, model: model, selection: selection, subscription: sub, writer: writer,
+                                            limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,
+                                            state: SubscriptionState(start: start, storeGeneration: store.currentToken.generation))
+            // The loop runs in its own task so the registry can cancel it out of a blocked send
+            // (a client that stopped reading) and end the call with its resume token.
+            let task = Task { try await runner.run() }
+            sub.setTask(task)
+            try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+        }
+    }
+}
+
+/// Runs one subscription: executes `SubscriptionState`'s actions against the store's history and
+/// feed, and sends what passes the filter.
+struct SubscriptionRunner: Sendable {
+    let store: Store
+    let model: ModelInfo?
+    let selection: ChangeSelection
+    let subscription: Subscription
+    let writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>
+    let limits: FeedLimits
+    let coalesceNanos: UInt64
+    let state: SubscriptionState
+
+    /// Transactions read per step from disk or the feed.
+    static let pageSize = 256
+
+    /// What the loop carries between steps besides the state machine.
+    private struct Progress {
+        /// The generation of the last resume token queued to the client.
+        var sent: Int64
+        var lastSend = ContinuousClock.now
+    }
+
+    func run() async throws {
+        var machine = state
+        var progress = Progress(sent: machine.position)
+        var action = machine.startAction
+        let feed = store.feed
+        do {
+            while true {
+                if let r = subscription.ending { action = machine.event(.end(r)) }
+                switch action {
+                case .readDisk(let after):
+                    let page: HistoryPage
+                    do { page = try await store.history(after: token(after), limit: Self.pageSize) } catch {
+                        throw ChangesService.historyError(error, store: store, after: after)
+                    }
+                    try await deliver(page.transactions, through: page.nextToken.generation, after: after, &progress)
+                    action = machine.event(.diskPage(through: page.nextToken.generation, exhausted: !page.hasMore))
+                case .readFeed(let after):
+                    switch feed.read(after: after, limit: Self.pageSize) {
+                    case .transactions(var txs):
+                        if coalesceNanos > 0 { txs = await coalesced(txs) }
+                        let through = txs[txs.count - 1].generation
+                        try await deliver(txs.map(\.transaction), shared: txs, through: through, after: after, &progress)
+                        action = machine.event(.feed(.transactions(through: through)))
+                    case .behind: action = machine.event(.feed(.behind))
+                    case .upToDate: action = machine.event(.feed(.upToDate))
+                    case .closed: action = machine.event(.feed(.closed))
+                    }
+                case .sendCaughtUp(let at):
+                    try await send(SubscribeEncoding.marker(field: SubscribeEncoding.caughtUpField, resume: token(at)), at: at, &progress)
+                    action = machine.event(.caughtUpSent)
+                case .wait(let after):
+                    if progress.sent < after && ContinuousClock.now - progress.lastSend >= .seconds(limits.progressIntervalSeconds) {
+                        try await send(SubscribeEncoding.marker(field: SubscribeEncoding.progressField, resume: token(after)), at: after, &progress)
+                    }
+                    await feed.wait(after: after, id: subscription.id)
+                    action = machine.event(.woke)
+                case .end(let reason):
+                    throw ending(reason, resume: progress.sent)
+                }
+            }
+        } catch is CancellationError {
+            if let r = subscription.ending { throw ending(r, resume: progress.sent) }
+            throw CancellationError()
+        }
+    }
+
+    private func token(_ generation: Int64) -> GenerationToken {
+        let t = store.currentToken
+        return GenerationToken(storeID: t.storeID, epoch: t.epoch, generation: generation)
+    }
+
+    /// Waits the coalescing window once, then takes whatever else the feed has by then.
+    private func coalesced(_ first: [FeedTransaction]) async -> [FeedTransaction] {
+        try? await Task.sleep(nanoseconds: coalesceNanos)
+        var txs = first
+        while txs.count < 4 * Self.pageSize, case .transactions(let more) = store.feed.read(after: txs[txs.count - 1].generation, limit: Self.pageSize) {
+            txs += more
+        }
+        return txs
+    }
+
+    /// Sends the transactions that pass the filter, in responses of at most `maxResponseBytes`
+    /// (a larger transaction in parts), the last one ending at `through`. Skipped transactions
+    /// send nothing (the progress marker covers them).
+    private func deliver(_ txs: [HistoryTransaction], shared: [FeedTransaction]? = nil, through: Int64, after: Int64, _ p: inout Progress) async throws {
+        var batch: [[UInt8]] = [], batchBytes = 0, batchEnd = after
+        for (i, tx) in txs.enumerated() {
+            guard let changes = selection.changes(of: tx) else { continue }
+            let encoded = await encode(tx, changes: changes, shared: shared?[i])
+            if SubscribeEncoding.framedSize(encoded.count) > limits.maxResponseBytes {
+                if !batch.isEmpty { try await send(SubscribeEncoding.batch(batch, resume: token(batchEnd)), at: batchEnd, &p); batch = []; batchBytes = 0 }
+                try await sendInParts(tx, changes: changes, before: batchEnd, &p)
+                batchEnd = tx.token.generation
+                continue
+            }
+            if batchBytes + SubscribeEncoding.framedSize(encoded.count) > limits.maxResponseBytes {
+                try await send(SubscribeEncoding.batch(batch, resume: token(batchEnd)), at: batchEnd, &p)
+                batch = []; batchBytes = 0
+            }
+            batch.append(encoded)
+            batchBytes += SubscribeEncoding.framedSize(encoded.count)
+            batchEnd = tx.token.generation
+        }
+        if !batch.isEmpty {
+            // the last response's token also covers the skipped transactions after it
+            try await send(SubscribeEncoding.batch(batch, resume: token(max(batchEnd, through))), at: max(batchEnd, through), &p)
+        }
+        subscription.moved(to: through)
+    }
+
+    /// One transaction's `Transaction` message. The names-only, unfiltered form is encoded once
+    /// per transaction and shared by every subscriber that wants it; values are read once per
+    /// transaction.
+    private func encode(_ tx: HistoryTransaction, changes: [HistoryChange], shared: FeedTransaction?) async -> [UInt8] {
+        if selection.isEverythingNamesOnly, let shared {
+            return shared.cached("names") { Self.serialize(ChangeEncoding.transaction(tx, changes: changes, selection: selection, values: [:], model: model)) }
+        }
+        var values: ChangeEncoding.Values = [:]
+        if selection.includeValues {
+            if let shared, let v = shared.cache.withLock({ $0["values"] }) as? ChangeEncoding.Values {
+                values = v
+            } else {
+                // every change of the transaction, so the cached values serve every filter
+                values = await ChangeEncoding.readValues(tx, changes: tx.changes, store: store)
+                if let shared { shared.cache.withLock { $0["values"] = values } }
+            }
+        }
+        return Self.serialize(ChangeEncoding.transaction(tx, changes: changes, selection: selection, values: values, model: model))
+    }
+
+    static func serialize(_ t: Ubiquity_V1_Transaction) -> [UInt8] { (try? t.serializedBytes()) ?? [] }
+
+    /// A transaction larger than a response: its changes in parts, each part's resume token the
+    /// one before the transaction except the last's (a resume replays the whole transaction).
+    private func sendInParts(_ tx: HistoryTransaction, changes: [HistoryChange], before: Int64, _ p: inout Progress) async throws {
+        var values: ChangeEncoding.Values = [:]
+        if selection.includeValues { values = await ChangeEncoding.readValues(tx, changes: changes, store: store) }
+        var parts: [[Ubiquity_V1_Change]] = [[]]
+        var size = 0
+        let room = limits.maxResponseBytes - 256
+        for c in changes {
+            let e = ChangeEncoding.change(c, selection: selection, values: values, model: model)
+            let n = (try? e.serializedBytes() as [UInt8])?.count ?? 0
+            if size + n + 8 > room && !parts[parts.count - 1].isEmpty { parts.append([]); size = 0 }
+            parts[parts.count - 1].append(e)
+            size += n + 8
+        }
+        for (i, part) in parts.enumerated() {
+            var t = ChangeEncoding.header(tx)
+            t.changes = part
+            t.part.index = UInt32(i)
+            t.part.count = UInt32(parts.count)
+            let last = i == parts.count - 1
+            let resume = last ? tx.token.generation : before
+            try await send(SubscribeEncoding.batch([Self.serialize(t)], resume: token(resume)), at: resume, &p)
+        }
+    }
+
+    private func send(_ bytes: [UInt8], at generation: Int64, _ p: inout Progress) async throws {
+        subscription.willSend()
+        defer { subscription.didSend() }
+        try await writer.send(bytes)
+        p.sent = generation
+        p.lastSend = ContinuousClock.now
+    }
+
+    /// The status an ending sends, with the last resume token queued before it.
+    private func ending(_ reason: SubscriptionState.EndReason, resume: Int64) -> Error {
+        var d = Ubiquity_V1_ResumeDetails()
+        let t = token(resume)
+        d.resumeToken = Data(t.bytes)
+        d.resumeGeneration = t.generation
+        var e: ServiceError
+        switch reason {
+        case .tooFarBehind:
+            e = .exhausted("the subscriber fell more than \(limits.maxLagGenerations) generations behind without reading: resume from the resume_token in the ResumeDetails",
+                           reason: .limitExceeded)
+        case .shutdown:
+            e = ServiceError(code: .unavailable, reason: .storeClosed, message: "the server is shutting down: resume from the resume_token in the ResumeDetails on another connection")
+        case .storeClosed:
+            e = ServiceError(code: .unavailable, reason: .storeClosed, message: "the store closed: resume from the resume_token in the ResumeDetails")
+        case .storeReplaced:
+            e = .precondition("the store was replaced: read a baseline at its current generation, then subscribe from it", reason: .storeReplaced)
+        case .storeDestroyed:
+            e = .notFound("the store was destroyed", reason: .storeNotFound)
+        }
+        e.details = [d]
+        return e
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import UbiquityLock
+import UbiquityStorage
+
+/// Limits of the change feed (SPEC §5), ubiquityd flags with documented defaults (docs/changes.md).
+public struct FeedLimits: Sendable {
+    /// Open subscriptions per store.
+    public var maxSubscribersPerStore = 10_000
+    /// Open subscriptions per connection.
+    public var maxSubscribersPerConnection = 1_000
+    /// A subscriber that stopped reading (blocked in one send for a whole progress interval) and
+    /// is more than this many generations behind its store is ended with RESOURCE_EXHAUSTED and
+    /// its resume token. Its own buffer is the call's bounded send queue; past the store's
+    /// in-memory window it reads history from disk, costing nobody else anything.
+    public var maxLagGenerations: Int64 = 100_000
+    /// How often an idle subscriber whose filter skipped transactions gets a progress marker, and
+    /// how often lag is checked, in seconds.
+    public var progressIntervalSeconds: Double = 5
+    /// Bytes of transactions in one response (several small ones are batched up to it; one
+    /// larger than it is split into parts). At most the transport's send limit.
+    public var maxResponseBytes = 1 << 20
+    public init() {}
+}
+
+/// One running Subscribe call, as the registry sees it: how to stop it and where it is.
+final class Subscription: Sendable {
+    let id: UInt64
+    let storeID: UUID
+    let peer: String
+    let feed: ChangeFeed
+    private struct State {
+        var ending: SubscriptionState.EndReason?
+        var task: Task<Void, any Error>?
+        /// The position (sent or skipped).
+        var position: Int64 = 0
+        /// Responses queued so far, and whether a send is waiting for the client to read.
+        var sends: UInt64 = 0
+        var inSend = false
+        /// `sends` when the last sweep saw this subscription blocked in a send.
+        var sweepSeen: UInt64 = .max
+    }
+    private let state = Lock(State())
+
+    init(id: UInt64, storeID: UUID, peer: String, feed: ChangeFeed) {
+        self.id = id; self.storeID = storeID; self.peer = peer; self.feed = feed
+    }
+
+    var ending: SubscriptionState.EndReason? { state.withLock { $0.ending } }
+    var position: Int64 { state.withLock { $0.position } }
+
+    func setTask(_ t: Task<Void, any Error>) {
+        let cancel = state.withLock { s -> Bool in s.task = t; return s.ending != nil }
+        if cancel { t.cancel() }
+    }
+
+    func moved(to position: Int64) { state.withLock { $0.position = position } }
+    func willSend() { state.withLock { $0.inSend = true } }
+    func didSend() { state.withLock { $0.inSend = false; $0.sends &+= 1 } }
+
+    /// Whether it has been blocked in the same send since the previous sweep (its client is not
+    /// reading), as of this sweep.
+    func blockedSinceLastSweep() -> Bool {
+        state.withLock { s in
+            guard s.inSend else { s.sweepSeen = .max; return false }
+            defer { s.sweepSeen = s.sends }
+            return s.sweepSeen == s.sends
+        }
+    }
+
+    /// Ends it from outside (lag, shutdown, store change): the waiter wakes, a blocked send is
+    /// cancelled, the call ends with the reason's status and its resume token.
+    func end(_ reason: SubscriptionState.EndReason) {
+        let task = state.withLock { s -> Task<Void, any Error>? in
+            guard s.ending == nil else { return nil }
+            s.ending = reason
+            return s.task
+        }
+        feed.wake(id)
+        task?.cancel()
+    }
+}
+
+/// Every running subscription of the server: the per-store and per-connection limits, endings
+/// on shutdown and store changes, and one sweep that sends progress wake-ups and ends
+/// subscribers too far behind (so a client that never reads is ended without any work per save).
+public final class Subscriptions: Sendable {
+    let limits: FeedLimits
+    private struct State {
+        var next: UInt64 = 1
+        var byID: [UInt64: Subscription] = [:]
+        var perStore: [UUID: Int] = [:]
+        var perPeer: [String: Int] = [:]
+        var shutDown = false
+    }
+    private let state = Lock(State())
+    private let sweeper = Lock<Task<Void, Never>?>(nil)
+
+    public init(limits: FeedLimits = FeedLimits()) { self.limits = limits }
+
+    func admit(storeID: UUID, peer: String, feed: ChangeFeed) throws -> Subscription {
+        try state.withLock { s in
+            if s.shutDown { throw ServiceError(code: .unavailable, reason: .storeClosed, message: "the server is shutting down") }
+            if s.perStore[storeID, default: 0] >= limits.maxSubscribersPerStore {
+                throw ServiceError.exhausted("the store has \(limits.maxSubscribersPerStore) subscribers, the most allowed (--max-subscribers-per-store)", reason: .limitExceeded)
+            }
+            if s.perPeer[peer, default: 0] >= limits.maxSubscribersPerConnection {
+                throw ServiceError.exhausted("this connection has \(limits.maxSubscribersPerConnection) subscriptions, the most allowed (--max-subscribers-per-connection): use another connection",
+                                             reason: .limitExceeded)
+            }
+            let sub = Subscription(id: s.next, storeID: storeID, peer: peer, feed: feed)
+            s.next += 1
+            s.byID[sub.id] = sub
+            s.perStore[storeID, default: 0] += 1
+            s.perPeer[peer, default: 0] += 1
+            return sub
+        }
+    }
+
+    func remove(_ sub: Subscription) {
+        state.withLock { s in
+            guard s.byID.removeValue(forKey: sub.id) != nil else { return }
+            s.perStore[sub.storeID]! -= 1
+            if s.perStore[sub.storeID] == 0 { s.perStore[sub.storeID] = nil }
+            s.perPeer[sub.peer]! -= 1
+            if s.perPeer[sub.peer] == 0 { s.perPeer[sub.peer] = nil }
+        }
+        sub.feed.forget(sub.id)
+    }
+
+    /// Open subscriptions (of one store).
+    public func count(store: UUID? = nil) -> Int {
+        state.withLock { s in store.map { s.perStore[$0] ?? 0 } ?? s.byID.count }
+    }
+
+    /// Ends the store's subscriptions (it is being replaced or destroyed) and waits until their
+    /// calls let go of the store, so the file operation does not find it in use.
+    func storeWillChange(_ id: UUID, _ reason: SubscriptionState.EndReason) async {
+        let subs = state.withLock { s in s.byID.values.filter { $0.storeID == id } }
+        subs.forEach { $0.end(reason) }
+        // Each ended call returns within a wake-up; bounded so a stuck one cannot hold the RPC.
+        for _ in 0..<2000 where count(store: id) > 0 {
+            try? await Task.sleep(nanoseconds: 1_000_000)
+        }
+    }
+
+    /// The server is draining: every subscription ends now with UNAVAILABLE and its resume token
+    /// (a subscription never ends on its own, so waiting for it would hold up the shutdown).
+    public func shutdown() {
+        let subs = state.withLock { s -> [Subscription] in
+            s.shutDown = true
+            return Array(s.byID.values)
+        }
+        subs.forEach { $0.end(.shutdown) }
+        sweeper.withLock { $0?.cancel(); $0 = nil }
+    }
+
+    /// Starts the sweep: every `progressIntervalSeconds` each subscription is woken (it sends a
+    /// progress marker if its filter skipped transactions since it last sent) and one too far
+    /// behind its store is ended.
+    public func startSweeper() {
+        let interval = max(0.01, limits.progressIntervalSeconds)
+        let task = Task.detached { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+                guard let self else { return }
+                self.sweep()
+            }
+        }
+        sweeper.withLock { $0 = task }
+    }
+
+    func sweep() {
+        let subs = state.withLock { Array($0.byID.values) }
+        for sub in subs {
+            // Only a subscriber stuck in one send for a whole interval is ended: one reading a
+            // long backlog from disk is behind too, but it is catching up.
+            if sub.blockedSinceLastSweep() && sub.feed.publishedGeneration - sub.position > limits.maxLagGenerations {
+                sub.end(.tooFarBehind)
+            } else {
+                sub.feed.wake(sub.id)
+            }
+        }
+    }
+}
