@@ -103,11 +103,10 @@ struct Watch: AsyncParsableCommand {
         req.filter = options.filter
         req.coalesceWindowMs = coalesceMs
 
-        // The last resume token, read by the Ctrl-C handler on another queue.
-        let resume = Lock<Data?>(req.from.token.isEmpty ? nil : req.from.token)
+        let resume = ResumePoint(req.from.token.isEmpty ? nil : req.from.token)
         let store = options.store
-        func resumeNote() -> String? {
-            resume.withLock { $0 }.map { "# resume: ubiq watch --store \(store) --from \(Hex.encode($0))" }
+        @Sendable func resumeNote() -> String? {
+            resume.token.withLock { $0 }.map { "# resume: ubiq watch --store \(store) --from \(Hex.encode($0))" }
         }
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
@@ -144,7 +143,7 @@ struct Watch: AsyncParsableCommand {
                 case .liveQuery, .none:
                     break
                 }
-                if !r.resumeToken.isEmpty { resume.withLock { $0 = r.resumeToken } }
+                if !r.resumeToken.isEmpty { resume.token.withLock { $0 = r.resumeToken } }
                 if let count, seen >= count { break }
             }
         } catch let e as RPCError {
@@ -153,6 +152,12 @@ struct Watch: AsyncParsableCommand {
         }
         if let note = resumeNote() { Out.note(note) }
     }
+}
+
+/// The last resume token a watch received, read by the Ctrl-C handler on another queue.
+final class ResumePoint: Sendable {
+    let token: Lock<Data?>
+    init(_ token: Data?) { self.token = Lock(token) }
 }
 
 struct History: AsyncParsableCommand {
