@@ -64,7 +64,7 @@ struct SubscriptionRunner: Sendable {
         let feed = store.feed
         do {
             while true {
-                if let r = subscription.ending { action = machine.event(.end(r)) }
+                if let r = subscription.ending { action = machine.event(.end(r)) } else { try Task.checkCancellation() }
                 switch action {
                 case .readDisk(let after):
                     let page: HistoryPage
@@ -156,16 +156,20 @@ struct SubscriptionRunner: Sendable {
         }
         var values: ChangeEncoding.Values = [:]
         if selection.includeValues {
-            if let shared, let v = shared.cache.withLock({ $0["values"] }) as? ChangeEncoding.Values {
-                values = v
+            if let shared, let v = shared.cache.withLock({ $0["values"] }) as? CachedValues {
+                values = v.values
             } else {
                 // every change of the transaction, so the cached values serve every filter
                 values = await ChangeEncoding.readValues(tx, changes: tx.changes, store: store)
-                if let shared { shared.cache.withLock { $0["values"] = values } }
+                if let shared { shared.cache.withLock { $0["values"] = CachedValues(values: values) } }
             }
         }
         return Self.serialize(ChangeEncoding.transaction(tx, changes: changes, selection: selection, values: values, model: model))
     }
+
+    /// A transaction's values in its cache (a struct: a cast of a missing entry to an Optional
+    /// type would succeed as nil).
+    private struct CachedValues: Sendable { let values: ChangeEncoding.Values }
 
     static func serialize(_ t: Ubiquity_V1_Transaction) -> [UInt8] { (try? t.serializedBytes()) ?? [] }
 
@@ -212,10 +216,10 @@ struct SubscriptionRunner: Sendable {
         var e: ServiceError
         switch reason {
         case .tooFarBehind:
-            e = .exhausted("the subscriber fell more than \(limits.maxLagGenerations) generations behind without reading: resume from the resume_token in the ResumeDetails",
-                           reason: .limitExceeded)
+            e = .exhausted("the subscriber stopped reading and fell more than \(limits.maxLagGenerations) generations behind: resume from the resume_token in the ResumeDetails",
+                           reason: .subscriberTooSlow)
         case .shutdown:
-            e = ServiceError(code: .unavailable, reason: .storeClosed, message: "the server is shutting down: resume from the resume_token in the ResumeDetails on another connection")
+            e = ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: resume from the resume_token in the ResumeDetails once it is back")
         case .storeClosed:
             e = ServiceError(code: .unavailable, reason: .storeClosed, message: "the store closed: resume from the resume_token in the ResumeDetails")
         case .storeReplaced:

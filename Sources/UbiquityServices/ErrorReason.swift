@@ -47,8 +47,10 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case storeClosed = "STORE_CLOSED"
     case ioError = "IO_ERROR"
     case dataDirectoryLocked = "DATA_DIRECTORY_LOCKED"
+    case shuttingDown = "SHUTTING_DOWN"
     // others
     case storageFull = "STORAGE_FULL"
+    case subscriberTooSlow = "SUBSCRIBER_TOO_SLOW"
     case corrupt = "CORRUPT"
     case cancelled = "CANCELLED"
     case readOnly = "READ_ONLY"

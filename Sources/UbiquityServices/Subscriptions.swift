@@ -99,7 +99,7 @@ public final class Subscriptions: Sendable {
 
     func admit(storeID: UUID, peer: String, feed: ChangeFeed) throws -> Subscription {
         try state.withLock { s in
-            if s.shutDown { throw ServiceError(code: .unavailable, reason: .storeClosed, message: "the server is shutting down") }
+            if s.shutDown { throw ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: subscribe again once it is back") }
             if s.perStore[storeID, default: 0] >= limits.maxSubscribersPerStore {
                 throw ServiceError.exhausted("the store has \(limits.maxSubscribersPerStore) subscribers, the most allowed (--max-subscribers-per-store)", reason: .limitExceeded)
             }

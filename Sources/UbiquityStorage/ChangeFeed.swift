@@ -183,16 +183,21 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    /// Returns once the feed has something after `generation`, the store closed, or `wake(id)`
-    /// was called (before or during the wait). `id` names the waiter (one per subscriber).
+    /// Returns once the feed has something after `generation`, the store closed, `wake(id)` was
+    /// called (before or during the wait), or the task was cancelled. `id` names the waiter (one
+    /// per subscriber).
     public func wait(after generation: Int64, id: UInt64) async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.poked.remove(id) != nil || s.closed || s.published > generation { return true }
-                s.waiters[id] = c
-                return false
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.poked.remove(id) != nil || s.closed || s.published > generation { return true }
+                    s.waiters[id] = c
+                    return false
+                }
+                if now { c.resume() }
             }
-            if now { c.resume() }
+        } onCancel: {
+            wake(id)
         }
     }
 
