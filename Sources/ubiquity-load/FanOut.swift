@@ -331,6 +331,7 @@ enum FanOut {
                 throw LoadError(message: "connecting to \(o.host):\(o.port) took longer than 30 s")
             }
             if let e = errors.withLock({ $0.first }) { throw LoadError(message: e) }
+            report.rssConnectedKiB = o.serverPID.flatMap(residentKiB)
 
             let subscribedStart = monotonicNanos()
             let caughtUp = DispatchSemaphore(value: 0)

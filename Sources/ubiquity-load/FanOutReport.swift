@@ -30,7 +30,9 @@ struct FanOutReport {
     var subscribeSeconds = 0.0
     var serverCPUSeconds: Double?
     var generatorCPUSeconds = 0.0
+    /// Before connecting; after the connections are up; after every subscription caught up; at the end.
     var rssBeforeKiB: Int?
+    var rssConnectedKiB: Int?
     var rssSubscribedKiB: Int?
     var rssEndKiB: Int?
 
@@ -81,8 +83,15 @@ struct FanOutReport {
         h.totalCount == 0 ? 0 : Double(h.valueAtPercentile(p)) / 1e6
     }
 
+    /// Server memory per subscriber, its share of the connections included.
     var kibPerSubscriber: Double? {
         guard let a = rssBeforeKiB, let b = rssSubscribedKiB, options.subscribers > 0 else { return nil }
+        return Double(b - a) / Double(options.subscribers)
+    }
+
+    /// The subscription alone: RSS growth from connected to subscribed.
+    var kibPerSubscription: Double? {
+        guard let a = rssConnectedKiB, let b = rssSubscribedKiB, options.subscribers > 0 else { return nil }
         return Double(b - a) / Double(options.subscribers)
     }
 
@@ -128,7 +137,8 @@ struct FanOutReport {
             "\"server_cpu_seconds\": \(num(serverCPUSeconds))",
             "\"server_cpu_us_per_delivery\": \(num(serverMicrosPerDelivery, 2))",
             "\"generator_cpu_seconds\": \(num(generatorCPUSeconds))",
-            "\"rss_before_kib\": \(int(rssBeforeKiB))", "\"rss_subscribed_kib\": \(int(rssSubscribedKiB))",
+            "\"rss_before_kib\": \(int(rssBeforeKiB))", "\"rss_connected_kib\": \(int(rssConnectedKiB))",
+            "\"rss_subscribed_kib\": \(int(rssSubscribedKiB))", "\"kib_per_subscription\": \(num(kibPerSubscription, 2))",
             "\"rss_end_kib\": \(int(rssEndKiB))", "\"kib_per_subscriber\": \(num(kibPerSubscriber, 2))",
         ]
         return "{" + fields.joined(separator: ", ") + "}"
@@ -145,8 +155,8 @@ struct FanOutReport {
             "subscribe    all caught up in \(f(subscribeSeconds)) s",
         ]
         if let cpu = serverMicrosPerDelivery { lines.append("server CPU   \(String(format: "%.2f", cpu)) µs per delivery") }
-        if let a = rssBeforeKiB, let b = rssSubscribedKiB, let c = rssEndKiB {
-            lines.append("server RSS   \(a) KiB before, \(b) KiB subscribed, \(c) KiB at the end; \(String(format: "%.2f", kibPerSubscriber ?? 0)) KiB per subscriber")
+        if let a = rssBeforeKiB, let m = rssConnectedKiB, let b = rssSubscribedKiB, let c = rssEndKiB {
+            lines.append("server RSS   \(a) KiB before, \(m) KiB connected, \(b) KiB subscribed, \(c) KiB at the end; \(String(format: "%.2f", kibPerSubscriber ?? 0)) KiB per subscriber with its share of the connections, \(String(format: "%.2f", kibPerSubscription ?? 0)) KiB per subscription alone")
         }
         if let e = saveFirstError { lines.append("save error   \(e)") }
         if let e = subscriberError { lines.append("subscriber   \(e) (\(endedEarly) ended early)") }
