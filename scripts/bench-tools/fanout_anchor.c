@@ -8,9 +8,11 @@
  *   fanout_anchor pg-insert CONNINFO  SUBSCRIBERS RATE SECONDS                INSERT + NOTIFY (one
  *                                                                             durable commit) → LISTEN
  *
- * The publisher sends message i at start + i / RATE (open-loop schedule, one command at a time:
- * when a commit takes longer than 1 / RATE the achieved rate falls, as ANCHORS.md reports for
- * PostgreSQL). Each message carries its sequence number; the publisher records when it started
+ * The publisher sends message i at start + i / RATE. Redis: open loop, like ubiquity-load's
+ * writer (PUBLISH commands are pipelined on one connection; a thread reads the replies, in
+ * order, as the acknowledgements), so a slow reply never lowers the rate. PostgreSQL: one command
+ * at a time (a commit's round trip: when it takes longer than 1 / RATE the achieved rate falls,
+ * as ANCHORS.md reports). Each message carries its sequence number; the publisher records when it started
  * sending it and when the server acknowledged it (the PUBLISH reply, the COMMIT). One epoll
  * thread per reader (FANOUT_READERS, default 2, subscribers round robin) reads the subscriber
  * connections and records each receipt. Latency = receipt − ack
@@ -34,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -170,6 +173,41 @@ static receipt_t receipts_at(size_t k) {
     return (receipt_t){0, UINT32_MAX, 0};
 }
 
+/* Redis's publisher: replies to the pipelined PUBLISHes (":<receivers>\r\n" each), read in order
+ * on their own thread; the i-th reply acknowledges message i. */
+typedef struct { int fd; uint64_t *ack; _Atomic size_t acked; _Atomic int errors; } acks_t;
+
+static void *read_acks(void *arg) {
+    acks_t *a = arg;
+    char buf[65536];
+    int at_line_start = 1;
+    for (;;) {
+        ssize_t n = read(a->fd, buf, sizeof buf);
+        if (n <= 0) return NULL;
+        uint64_t t = now_ns();
+        for (ssize_t k = 0; k < n; k++) {
+            if (at_line_start && buf[k] != ':') atomic_fetch_add(&a->errors, 1);
+            at_line_start = 0;
+            if (buf[k] == '\n') {
+                size_t i = atomic_load_explicit(&a->acked, memory_order_relaxed);
+                a->ack[i] = t;
+                atomic_store_explicit(&a->acked, i + 1, memory_order_release);
+                at_line_start = 1;
+            }
+        }
+    }
+}
+
+static void write_all(int fd, const char *p, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) die("redis write", strerror(errno));
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -264,6 +302,9 @@ int main(int argc, char **argv) {
     long rss_subscribed = server_pid ? rss_kib(server_pid) : -1;
     pthread_t threads[MAX_READERS];
     for (int k = 0; k < reader_count; k++) pthread_create(&threads[k], NULL, reader, &readers[k]);
+    acks_t acks = {.fd = rpub ? rpub->fd : -1, .ack = ack};
+    pthread_t ack_thread;
+    if (kind == REDIS) pthread_create(&ack_thread, NULL, read_acks, &acks);
 
     double cpu_before = cpu_seconds(cpu_pids, cpu_count);
     uint64_t t0 = now_ns(), interval = (uint64_t)(1e9 / rate), end = t0 + (uint64_t)(seconds * 1e9);
@@ -282,9 +323,12 @@ int main(int argc, char **argv) {
         }
         start[i] = now_ns();
         if (kind == REDIS) {
-            redisReply *r = redisCommand(rpub, "PUBLISH w5 %llu", (unsigned long long)i);
-            if (!r || r->type != REDIS_REPLY_INTEGER) errors++;
-            if (r) freeReplyObject(r);
+            char seq[32];
+            int len = snprintf(seq, sizeof seq, "%zu", i);
+            int n = snprintf(command, sizeof command, "*3\r\n$7\r\nPUBLISH\r\n$2\r\nw5\r\n$%d\r\n%s\r\n", len, seq);
+            write_all(rpub->fd, command, (size_t)n);
+            sent = i + 1;
+            continue;
         } else {
             if (kind == PG_NOTIFY)
                 snprintf(command, sizeof command, "NOTIFY w5, '%zu'", i);
@@ -298,6 +342,16 @@ int main(int argc, char **argv) {
         sent = i + 1;
     }
     uint64_t pub_end = now_ns();
+    if (kind == REDIS) {  /* every PUBLISH acknowledged (or 10 s) before the drain */
+        uint64_t until = now_ns() + 10000000000ull;
+        while (atomic_load_explicit(&acks.acked, memory_order_acquire) < sent && now_ns() < until) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        errors += atomic_load(&acks.errors) + (int)(sent - atomic_load(&acks.acked));
+        shutdown(rpub->fd, SHUT_RDWR);
+        pthread_join(ack_thread, NULL);
+    }
 
     /* Drain: every subscriber gets up to 10 s to receive the last message. */
     size_t expected = sent * (size_t)subscribers;
