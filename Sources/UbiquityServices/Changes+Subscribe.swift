@@ -67,12 +67,16 @@ struct SubscriptionRunner: Sendable {
                 if let r = subscription.ending { action = machine.event(.end(r)) } else { try Task.checkCancellation() }
                 switch action {
                 case .readDisk(let after):
+                    // Every generation up to the store's current one before the read is in the
+                    // read's snapshot: an exhausted page covers them all.
+                    let before = store.currentToken.generation
                     let page: HistoryPage
                     do { page = try await store.history(after: token(after), limit: Self.pageSize) } catch {
                         throw ChangesService.historyError(error, store: store, after: after)
                     }
-                    try await deliver(page.transactions, through: page.nextToken.generation, after: after, &progress)
-                    action = machine.event(.diskPage(through: page.nextToken.generation, exhausted: !page.hasMore))
+                    let through = page.hasMore ? page.nextToken.generation : max(page.nextToken.generation, before)
+                    try await deliver(page.transactions, through: through, after: after, &progress)
+                    action = machine.event(.diskPage(through: through, exhausted: !page.hasMore))
                 case .readFeed(let after):
                     switch feed.read(after: after, limit: Self.pageSize) {
                     case .transactions(var txs):

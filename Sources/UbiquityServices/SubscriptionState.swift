@@ -49,7 +49,9 @@ struct SubscriptionState: Equatable {
     enum FeedAnswer: Equatable { case transactions(through: Int64), behind, upToDate, closed }
 
     enum Event: Equatable {
-        /// A page of history was read from disk and sent; `exhausted`: no more on disk.
+        /// A page of history was read from disk and sent, covering every generation through
+        /// `through` (when `exhausted`, through the store's generation when the read began:
+        /// generations without a history record have nothing to send).
         case diskPage(through: Int64, exhausted: Bool)
         case feed(FeedAnswer)
         /// The caught-up marker went out.
@@ -70,8 +72,9 @@ struct SubscriptionState: Equatable {
         backlogEnd = storeGeneration
     }
 
-    /// The first action.
-    var startAction: Action { .readDisk(after: position) }
+    /// The first action: the feed's window (no SQLite for a subscriber that starts inside it,
+    /// such as every one from `now`); it says `.behind` for an older start.
+    var startAction: Action { .readFeed(after: position) }
 
     var isEnded: Bool { if case .ended = phase { return true } else { return false } }
 
@@ -94,7 +97,8 @@ struct SubscriptionState: Equatable {
             return .readDisk(after: position)
         case .feed(.upToDate):
             phase = .live
-            if !caughtUpSent { return .sendCaughtUp(thenReadFeedAfter: position) }
+            if !caughtUpSent && position >= backlogEnd { return .sendCaughtUp(thenReadFeedAfter: position) }
+            // (below the backlog's end: its last records are still on their way to the feed)
             return .wait(after: position)
         case .feed(.closed):
             phase = .ended(.storeClosed)

@@ -6,7 +6,8 @@ import XCTest
 final class SubscriptionStateTests: XCTestCase {
     func testBacklogFromDiskThenCaughtUpOnceThenLiveWaits() {
         var s = SubscriptionState(start: 10, storeGeneration: 20)
-        XCTAssertEqual(s.startAction, .readDisk(after: 10))
+        XCTAssertEqual(s.startAction, .readFeed(after: 10))
+        XCTAssertEqual(s.event(.feed(.behind)), .readDisk(after: 10))
         XCTAssertEqual(s.event(.diskPage(through: 15, exhausted: false)), .readDisk(after: 15))
         XCTAssertEqual(s.phase, .catchingUp)
         XCTAssertEqual(s.event(.diskPage(through: 20, exhausted: true)), .sendCaughtUp(thenReadFeedAfter: 20))
@@ -31,7 +32,15 @@ final class SubscriptionStateTests: XCTestCase {
         XCTAssertEqual(s.event(.feed(.transactions(through: 5))), .sendCaughtUp(thenReadFeedAfter: 5))
         var t = SubscriptionState(start: 0, storeGeneration: 5)
         _ = t.event(.diskPage(through: 3, exhausted: true))
-        XCTAssertEqual(t.event(.feed(.upToDate)), .sendCaughtUp(thenReadFeedAfter: 3))
+        XCTAssertEqual(t.event(.feed(.upToDate)), .wait(after: 3), "not caught up before the backlog's end")
+        XCTAssertEqual(t.event(.woke), .readFeed(after: 3))
+        XCTAssertEqual(t.event(.feed(.transactions(through: 5))), .sendCaughtUp(thenReadFeedAfter: 5))
+    }
+
+    func testFromNowStartsInTheFeedWithoutADiskRead() {
+        var s = SubscriptionState(start: 9, storeGeneration: 9)
+        XCTAssertEqual(s.startAction, .readFeed(after: 9))
+        XCTAssertEqual(s.event(.feed(.upToDate)), .sendCaughtUp(thenReadFeedAfter: 9))
     }
 
     func testFallingOutOfTheWindowLagsOnDiskAndComesBackLiveWithoutASecondCaughtUp() {
