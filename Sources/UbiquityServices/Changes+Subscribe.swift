@@ -1,5 +1,6 @@
 import Foundation
 import UbiquityGRPC
+import UbiquityLock
 import UbiquityProtos
 import UbiquityStorage
 
@@ -17,12 +18,16 @@ extension ChangesService {
             throw ServiceError.invalid("coalesce_window_ms", "at most \(Self.maxCoalesceWindowMS) ms", reason: .limitExceeded)
         }
         let (backend, subscriptions) = (self.backend, self.subscriptions)
+        // Leaves the registry only after the store's lease is given back, so a replace or
+        // destroy that waited for the registry to empty finds the store unused.
+        let admitted = Lock<Subscription?>(nil)
+        defer { if let sub = admitted.withLock({ $0 }) { subscriptions.remove(sub) } }
         try await backend.withStore(req.storeID, account: context.account) { store in
             let model = backend.modelIfAny(of: store)
             let selection = try ChangeSelection(req.filter, model: model, field: "filter")
             let start = try Self.start(req.hasFrom ? req.from : nil, defaultsToNow: true, store: store, field: "from")
             let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed)
-            defer { subscriptions.remove(sub) }
+            admitted.withLock { $0 = sub }
             let runner = SubscriptionRunner(store: store, model: model, selection: selection, subscription: sub, writer: writer,
                                             limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,
                                             state: SubscriptionState(start: start, storeGeneration: store.currentToken.generation))

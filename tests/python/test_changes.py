@@ -7,13 +7,17 @@ marker, a transaction's generation), never for time.
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import random
+import signal
 import threading
 
 import grpc
 import pytest
 from grpc_status import rpc_status
 
+import ubiq_harness
 from conftest import make_channel
 from ubiq_client import Client, error_of, ob, person_model, st, v
 from ubiquity.v1 import changes_pb2 as ch
@@ -68,6 +72,17 @@ class Stream:
     def cancel(self):
         self.call.cancel()
         self.thread.join(TIMEOUT)
+
+
+@contextlib.contextmanager
+def own_server(start_server, *args):
+    """A ubiquityd of the test's own started with `args`, and a client of it."""
+    srv = start_server(args=list(args))
+    c = Client(make_channel(srv.address))
+    try:
+        yield srv, c
+    finally:
+        c.channel.close()
 
 
 def subscribe(channel, sid, **kw) -> Stream:
@@ -231,7 +246,6 @@ def test_concurrent_writers_every_subscriber_equals_fetch_history_filtered_the_s
     lock = threading.Lock()
 
     def write(i, w):
-        import random
         rnd = random.Random(1700 + i)
         ids = []
         for n in range(40):
@@ -271,7 +285,6 @@ def test_concurrent_writers_every_subscriber_equals_fetch_history_filtered_the_s
 
 
 def test_pinned_fetch_at_t_plus_changes_after_t_equals_fetch_at_current(client):
-    import random
     rnd = random.Random(42)
     sid = client.open(model=person_model())
     ids = client.insert_people(sid, people(20))
@@ -402,9 +415,7 @@ def test_bad_requests_are_refused_with_their_fields(client, store):
 # -- markers, parts, limits -------------------------------------------------------------------
 
 def test_progress_markers_advance_an_idle_filtered_subscriber(start_server):
-    srv = start_server(args=["--feed-progress-interval-ms", "50"])
-    c = Client(make_channel(srv.address))
-    try:
+    with own_server(start_server, "--feed-progress-interval-ms", "50") as (srv, c):
         sid = c.open(model=person_model())
         s = subscribe(c.channel, sid, filter=ch.ChangeFilter(entities=["Note"]))
         s.caught_up()
@@ -416,14 +427,10 @@ def test_progress_markers_advance_an_idle_filtered_subscriber(start_server):
         again = subscribe(c.channel, sid, **{"from": ch.StartPoint(token=events[-1].resume_token)})
         assert [e.WhichOneof("event") for e in again.caught_up()] == ["caught_up"]
         again.cancel(); s.cancel()
-    finally:
-        c.channel.close()
 
 
 def test_a_transaction_larger_than_a_response_comes_in_parts(start_server):
-    srv = start_server(args=["--max-feed-response-bytes", "4096"])
-    c = Client(make_channel(srv.address))
-    try:
+    with own_server(start_server, "--max-feed-response-bytes", "4096") as (srv, c):
         sid = c.open(model=person_model())
         before = c.current(sid).token
         s = subscribe(c.channel, sid)
@@ -453,14 +460,10 @@ def test_a_transaction_larger_than_a_response_comes_in_parts(start_server):
         assert key(merged) == key(history(c, sid, before)[0])
         assert whole.changes[0].object_id == small[0]
         s.cancel()
-    finally:
-        c.channel.close()
 
 
 def test_subscriber_limits_per_connection(start_server):
-    srv = start_server(args=["--max-subscribers-per-connection", "2"])
-    c = Client(make_channel(srv.address))
-    try:
+    with own_server(start_server, "--max-subscribers-per-connection", "2") as (srv, c):
         sid = c.open(model=person_model())
         a, b = subscribe(c.channel, sid), subscribe(c.channel, sid)
         a.caught_up(); b.caught_up()
@@ -472,11 +475,8 @@ def test_subscriber_limits_per_connection(start_server):
         ok.caught_up()
         a.cancel()
         # the slot is free again once the cancelled call is gone
-        import ubiq_harness
         ubiq_harness.wait_until(lambda: admitted(c.channel, sid), 15, message="a freed subscription slot")
         ok.cancel(); b.cancel(); other.channel.close()
-    finally:
-        c.channel.close()
 
 
 def admitted(channel, sid) -> bool:
@@ -495,7 +495,6 @@ def admitted(channel, sid) -> bool:
 # -- slow subscribers, shutdown, kill -9 ----------------------------------------------------------
 
 def test_a_subscriber_that_never_reads_is_ended_resumably_without_slowing_others(start_server):
-    import ubiq_harness
     srv = start_server(args=["--max-subscriber-lag", "20", "--feed-progress-interval-ms", "50",
                              "--max-subscribers-per-connection", "1", "--max-write-queue-bytes", "262144"])
     # the stuck client: no BDP probing, so its flow-control window stays at 64 KiB
@@ -555,7 +554,6 @@ def test_a_subscriber_that_never_reads_is_ended_resumably_without_slowing_others
 
 
 def test_shutdown_ends_subscriptions_promptly_with_their_resume_token(start_server):
-    import signal
     srv = start_server(args=["--shutdown-grace-seconds", "30"])
     c = Client(make_channel(srv.address))
     try:
@@ -615,7 +613,6 @@ def test_kill_9_during_saves_subscribers_resume_and_miss_nothing_acknowledged(st
     w = Client(make_channel(srv.address))
     writer = threading.Thread(target=write, args=(w,), daemon=True)
     writer.start()
-    import ubiq_harness
     ubiq_harness.wait_until(lambda: len(acked) >= 50 and len(seen["all"]) >= 20, 60, message="saves and deliveries under way")
     srv.kill()
     writer.join(30); stop.set()
@@ -661,8 +658,7 @@ def test_a_small_window_backlog_and_lagging_subscribers_read_disk_and_miss_nothi
 
         def write():
             for i in range(80):
-                acked.append(w.insert_people(w_sid, people(1, f"l{i}")))
-        w_sid = sid
+                acked.append(w.insert_people(sid, people(1, f"l{i}")))
         t = threading.Thread(target=write)
         t.start()
         t.join(120)
