@@ -126,8 +126,14 @@ struct Watch: AsyncParsableCommand {
             for try await r in s.stream("Changes/Subscribe", req, Ubiquity_V1_SubscribeResponse.self, timeout: nil) {
                 switch r.event {
                 case .transactions(let batch):
-                    for t in batch.transactions {
-                        for line in ChangeLines.lines(t, values: options.values) { Out.line(line) }
+                    // Lines and token move together under the lock the Ctrl-C handler takes: it
+                    // never prints a token from before lines already printed (a resume would
+                    // repeat them) nor one past lines not yet printed (a gap).
+                    resume.token.withLock { token in
+                        for t in batch.transactions {
+                            for line in ChangeLines.lines(t, values: options.values) { Out.line(line) }
+                        }
+                        if !r.resumeToken.isEmpty { token = r.resumeToken }
                     }
                     seen += batch.transactions.count
                 case .caughtUp:
