@@ -93,7 +93,7 @@ let package = Package(
         .executableTarget(
             name: "ubiq",
             dependencies: [
-                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityProtos",
+                "UbiquityGRPCClient", "UbiquityGRPC", "UbiquityProtos", "UbiquityLock",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),

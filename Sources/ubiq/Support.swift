@@ -51,8 +51,11 @@ struct Session {
         }
     }
 
-    func stream<Req: Message, Res: Message>(_ method: String, _ request: Req, _ type: Res.Type) -> AsyncThrowingStream<Res, Error> {
-        channel.serverStreaming("/ubiquity.v1." + method, request, as: type, metadata: metadata, timeout: options.timeout)
+    /// `timeout: nil` for a stream that lasts until the user stops it (`ubiq watch`).
+    func stream<Req: Message, Res: Message>(_ method: String, _ request: Req, _ type: Res.Type,
+                                            timeout: Double?? = .none) -> AsyncThrowingStream<Res, Error> {
+        channel.serverStreaming("/ubiquity.v1." + method, request, as: type, metadata: metadata,
+                                timeout: timeout ?? options.timeout)
     }
 
     /// The store's ID by name (opened, created if `create`).

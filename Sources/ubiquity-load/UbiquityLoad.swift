@@ -19,6 +19,8 @@ enum WorkloadKind: String, ExpressibleByArgument, CaseIterable {
     case pinnedFetch = "pinned-fetch"
     case save100
     case mixed
+    /// W5: Changes.Subscribe streams and one paced writer (--subscribers, --rate).
+    case fanout
     /// Not measured: (re)creates the store and inserts --objects objects with BatchInsert.
     case prepare
 }
@@ -82,6 +84,18 @@ struct UbiquityLoad: ParsableCommand {
     @Option(help: "Give up after this many seconds in total, whatever is still running (default: duration + 60, or 300).")
     var maxSeconds: Double?
 
+    @Option(help: "fanout: Subscribe streams, spread over --connections.")
+    var subscribers = 100
+
+    @Option(help: "fanout: saves per second of the writer (one object each).")
+    var rate = 1000.0
+
+    @Option(help: "fanout: seconds subscribers get to receive the last save after the writer stops.")
+    var drainSeconds = 10.0
+
+    @Option(help: "fanout: the server's process ID on this machine (its RSS and CPU are read from /proc).")
+    var serverPid: Int32?
+
     @Flag(help: "Print one JSON object for the run instead of the text report.")
     var json = false
 
@@ -94,6 +108,10 @@ struct UbiquityLoad: ParsableCommand {
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
         guard parseTarget() != nil else { throw ValidationError("--target must be host:port") }
         guard objects >= 0 else { throw ValidationError("--objects must not be negative") }
+        if workload == .fanout {
+            guard subscribers >= 0, rate > 0, drainSeconds > 0 else { throw ValidationError("--subscribers must not be negative; --rate and --drain-seconds must be positive") }
+            return
+        }
         if objects == 0 && ![.ping, .prepare, .save100].contains(workload) {
             throw ValidationError("--objects 0 (an empty store) suits only save100 and prepare: \(workload.rawValue) reads prepared objects")
         }
@@ -119,6 +137,18 @@ struct UbiquityLoad: ParsableCommand {
                                 p999: 0, max: 0, errors: 0, errorsByStatus: [], cpuSeconds: 0, timedOut: false,
                                 note: "\(objects) objects into store \"\(store)\" with BatchInsert (\(batch) per call); throughput is objects/s")
             print(json ? report.json() : report.text())
+            return
+        }
+        if workload == .fanout {
+            let options = FanOutOptions(host: host, port: port, authority: authority, store: store == "bench" ? "w5" : store,
+                                        subscribers: subscribers, connections: connections, threads: threads, rate: rate,
+                                        durationSeconds: duration ?? 10, drainSeconds: drainSeconds, serverPID: serverPid,
+                                        system: system)
+            do {
+                try FanOut.run(options, json: json)
+            } catch let e as RPCError {
+                throw LoadError(message: "fanout: \(e.code): \(e.message)")
+            }
             return
         }
         let plan: WorkloadPlan

@@ -110,8 +110,8 @@ enum Workloads {
             let bytes: [UInt8] = try req.serializedBytes()
             return WorkloadPlan(requests: [PreparedRequest(path: "/ubiquity.v1.Admin/Ping", authority: authority,
                                                            message: bytes, timeout: timeout)])
-        case .prepare:
-            throw ValidationError("prepare is not a measured workload")
+        case .prepare, .fanout:
+            throw ValidationError("\(kind.rawValue) has its own driver")
         case .pointFetch, .save100, .mixed, .predicateFetch, .pinnedFetch:
             break
         }
@@ -192,7 +192,7 @@ enum Workloads {
             let token = try blocking { try await StoreSetup.pin(host: host, port: port, store: store) }
             return WorkloadPlan(requests: try predicateFetches(at: token), background: try saves(16),
                                 note: "Fetch age == $age at a pinned generation while saves of 100 run on another connection")
-        case .ping, .prepare:
+        case .ping, .prepare, .fanout:
             fatalError("handled above")
         }
     }

@@ -13,9 +13,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-WORKLOADS = ["ping", "point-fetch", "save100", "predicate-fetch", "pinned-fetch"]
+WORKLOADS = ["ping", "point-fetch", "save100", "predicate-fetch", "pinned-fetch", "fanout"]
 TITLES = {"ping": "W0 ping", "point-fetch": "W1 point fetch", "save100": "W2 100-object save",
-          "predicate-fetch": "W3 predicate fetch", "pinned-fetch": "W4 pinned fetch"}
+          "predicate-fetch": "W3 predicate fetch", "pinned-fetch": "W4 pinned fetch",
+          "fanout": "W5 fan-out (saves/s; p99 from ack)"}
 
 
 def main() -> None:

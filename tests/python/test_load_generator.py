@@ -156,3 +156,54 @@ def test_save100_into_an_empty_store(start_server, load_binary):
     refused = _run(load_binary, *common, "--workload", "point-fetch", "-n", "1")
     assert refused.returncode != 0
     assert "--objects 0" in refused.stderr and "point-fetch" in refused.stderr, refused.stderr
+
+
+def _history_generations(address: str, store_name: str, author: str) -> list[int]:
+    """Generations of `author`'s transactions in the store's history (FetchHistory, paged)."""
+    from ubiquity.v1 import changes_pb2, changes_pb2_grpc, stores_pb2, stores_pb2_grpc
+    ch = make_channel(address)
+    try:
+        store = stores_pb2_grpc.StoresStub(ch).OpenStore(
+            stores_pb2.OpenStoreRequest(name=store_name, must_exist=True), timeout=10).store
+        changes = changes_pb2_grpc.ChangesStub(ch)
+        req = changes_pb2.FetchHistoryRequest(store_id=store.store_id, page_size=1000)
+        getattr(req, "from").oldest = True
+        out = []
+        while True:
+            page = changes.FetchHistory(req, timeout=30)
+            out += [t.generation for t in page.transactions if t.author == author]
+            if not page.has_more:
+                return out
+            getattr(req, "from").token = page.next_token
+    finally:
+        ch.close()
+
+
+@pytest.mark.timeout(300)
+def test_fanout_receives_every_save_on_every_subscription(start_server, load_binary):
+    """W5's driver: every acknowledged save reaches every subscription exactly once, so the
+    benchmark's latency figures are about real deliveries; its saves are real transactions."""
+    srv = start_server()
+    subscribers, connections = 12, 3
+    proc = _run(load_binary, "--target", srv.address, "--workload", "fanout", "--store", "w5-test",
+                "--subscribers", str(subscribers), "-c", str(connections), "--threads", "2",
+                "--rate", "200", "--duration", "1", "--server-pid", str(srv.proc.pid), "--json", "--quiet",
+                timeout=240)
+    assert proc.returncode == 0, f"ubiquity-load exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["workload"] == "fanout" and report["subscribers"] == subscribers, report
+    saves = report["saves"]
+    assert saves >= 50 and report["save_errors"] == 0 and report["saves_without_generation"] == 0, report
+    assert report["expected_deliveries"] == saves * subscribers, report
+    assert report["deliveries"] == saves * subscribers and report["missing"] == 0, report
+    assert report["duplicates"] == 0 and report["ended_early"] == 0 and report["malformed"] == 0, report
+    assert report["drain_timed_out"] is False, report
+    assert 0 <= report["p50_ms"] <= report["p99_ms"] <= report["p999_ms"], report
+    assert report["from_start_p50_ms"] >= report["p50_ms"], report
+    # Read from /proc of the real server process.
+    assert report["rss_before_kib"] > 0 and report["rss_subscribed_kib"] > 0, report
+    assert report["server_cpu_seconds"] is not None, report
+
+    # Each acknowledged save is one transaction in the store's history, by the writer.
+    generations = _history_generations(srv.address, "w5-test", "ubiquity-load-writer")
+    assert len(generations) == saves and len(set(generations)) == saves, (len(generations), saves)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
+import threading
 import uuid
 
 import pytest
@@ -19,7 +22,10 @@ def ubiq(server):
     assert binary.is_file(), f"{binary} missing: `swift build` builds it"
     env = dict(os.environ, UBIQ_SERVER=server.address)
 
-    def run(*args, ok=True):
+    def run(*args, ok=True, background=False):
+        if background:  # a long-running command (watch): the caller reads its output as it comes
+            return subprocess.Popen([str(binary), *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
         p = subprocess.run([str(binary), *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
         if ok:
             assert p.returncode == 0, f"ubiq {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
@@ -72,3 +78,109 @@ def test_cli_errors_are_clear_and_change_nothing(ubiq):
     bad = ubiq("fetch", "--store", f"missing-{uuid.uuid4().hex}", "--entity", "Person", ok=False)
     assert "NOT_FOUND" in bad.stderr
     assert "generation 0" in ubiq("generation", "--store", store).stdout
+
+
+class Lines:
+    """A running process's stdout and stderr lines, as they arrive (reader threads; a test waits
+    for the line it needs, with a bound against hangs)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.out: queue.Queue[str] = queue.Queue()
+        self.err: queue.Queue[str] = queue.Queue()
+        self.err_seen: list[str] = []
+        for pipe, q in ((proc.stdout, self.out), (proc.stderr, self.err)):
+            threading.Thread(target=lambda pipe=pipe, q=q: [q.put(line.rstrip("\n")) for line in pipe],
+                             daemon=True).start()
+
+    def next_out(self, timeout=30) -> str:
+        try:
+            return self.out.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no output line within {timeout} s; stderr so far: {self.err_seen}")
+
+    def err_until(self, prefix: str, timeout=30) -> str:
+        while True:
+            try:
+                line = self.err.get(timeout=timeout)
+            except queue.Empty:
+                pytest.fail(f"no stderr line starting {prefix!r} within {timeout} s; stderr so far: {self.err_seen}")
+            self.err_seen.append(line)
+            if line.startswith(prefix):
+                return line
+
+
+def change(line: str) -> dict:
+    """One `ubiq watch` / `ubiq history` line: generation, time, author, kind, entity, object ID,
+    changed properties (and values)."""
+    parts = line.split("  ")
+    assert len(parts) >= 7, line
+    return {"generation": int(parts[0]), "time": parts[1], "author": parts[2], "kind": parts[3], "entity": parts[4],
+            "id": parts[5], "properties": parts[6].split(","), "rest": parts[7:]}
+
+
+def notes_store(ubiq) -> str:
+    store = f"feed-{uuid.uuid4().hex[:8]}"
+    ubiq("store", "open", store)
+    ubiq("model", "register", "--store", store, "examples/notes-model.json")
+    return store
+
+
+def test_watch_prints_a_change_and_resumes_from_its_token_without_gap(ubiq):
+    store = notes_store(ubiq)
+    watch = Lines(ubiq("watch", "--store", store, background=True))
+    try:
+        watch.err_until("# caught up")
+        ann = ubiq("insert", "--store", store, "--entity", "Person",
+                   "--json", '{"name": "Ann", "age": 31}').stdout.split()[0]
+        c = change(watch.next_out())
+        assert (c["kind"], c["entity"], c["id"], c["author"]) == ("insert", "Person", ann, "ubiq"), c
+        assert {"name", "age"} <= set(c["properties"]), c
+        assert c["time"].endswith("Z") and c["time"][:4].isdigit(), c
+        watch.proc.send_signal(signal.SIGINT)
+        resume = watch.err_until("# resume: ")
+        assert watch.proc.wait(timeout=30) == 130
+    finally:
+        if watch.proc.poll() is None:
+            watch.proc.kill()
+            watch.proc.wait()
+    command = resume[len("# resume: "):].split()
+    assert command[:5] == ["ubiq", "watch", "--store", store, "--from"], resume
+    token = command[5]
+
+    # Saved while nobody watched: the resumed watch prints exactly these, in order, and not Ann's insert.
+    bob = ubiq("insert", "--store", store, "--entity", "Person", "--json", '{"name": "Bob", "age": 40}').stdout.split()[0]
+    ubiq("update", "--store", store, "--json", '{"age": 32}', ann)
+    out = ubiq("watch", "--store", store, "--from", token, "--count", "2", "--values").stdout.strip().splitlines()
+    got = [change(line) for line in out]
+    assert [(g["kind"], g["id"]) for g in got] == [("insert", bob), ("update", ann)], out
+    assert got[1]["generation"] == got[0]["generation"] + 1 == c["generation"] + 2, out
+    assert got[1]["properties"] == ["age"] and json.loads(got[1]["rest"][0]) == {"age": 32}, out
+    assert json.loads(got[0]["rest"][0])["name"] == "Bob", out
+
+
+def test_watch_rejects_a_bad_token_clearly(ubiq):
+    store = notes_store(ubiq)
+    bad = ubiq("watch", "--store", store, "--from", "zz", ok=False)
+    assert bad.returncode != 0 and "not a hex token" in bad.stderr
+    bad = ubiq("watch", "--store", store, "--from", "00" * 16, ok=False)
+    assert bad.returncode != 0 and "INVALID_ARGUMENT" in bad.stderr, bad.stderr
+
+
+def test_history_pages_through_every_transaction(ubiq):
+    store = notes_store(ubiq)
+    ids = [ubiq("insert", "--store", store, "--entity", "Person", "--json", f'{{"name": "p{i}", "age": {i}}}')
+           .stdout.split()[0] for i in range(5)]
+    full = ubiq("history", "--store", store, "--page-size", "2")
+    lines = [change(line) for line in full.stdout.strip().splitlines()]
+    assert [(c["kind"], c["id"]) for c in lines] == [("insert", i) for i in ids], full.stdout
+    assert "5 transactions in 3 pages" in full.stderr, full.stderr
+
+    first = ubiq("history", "--store", store, "--limit", "3", "--page-size", "2")
+    assert [change(line)["id"] for line in first.stdout.strip().splitlines()] == ids[:3], first.stdout
+    note = next(line for line in first.stderr.splitlines() if line.startswith("# next: "))
+    rest = ubiq(*note[len("# next: ubiq "):].split())
+    assert [change(line)["id"] for line in rest.stdout.strip().splitlines()] == ids[3:], rest.stdout
+
+    none = ubiq("history", "--store", store, "--entity", "Note")
+    assert none.stdout.strip() == "" and "0 transactions" in none.stderr, (none.stdout, none.stderr)
