@@ -1,0 +1,411 @@
+/// A stream's life as a value: each state holds exactly what is valid in it, the connection
+/// reports events, and the returned action says what to do to nghttp2, the call or its job.
+/// No nghttp2 and no loop here: unit-tested alone (`StreamStateMachineTests`). Loop thread only,
+/// like its stream. The shape is grpc-swift's `GRPCStreamStateMachine` and Hummingbird's
+/// connection manager; `ConnectionLifecycle` is the connection's counterpart.
+///
+///     receivingHeaders ──admitted──▶ receivingRequest ──requestEnded──▶ handling ──▶ answered ──▶ closed
+///            │                             │   (client streaming: at admission)   │
+///            └── rejected / stalled ───────┴── failed / deadline (sync) ──────────┘
+///
+/// The request side and the response side run together once the handler started (a
+/// client-streaming call answers while it still receives), so `handling` carries both. Before
+/// that only an ending answer (Trailers-Only) can go out, which is why `receivingRequest` has
+/// no response side. Buffers a stream reuses across calls (its `RequestHead`, its
+/// `MessageDeframer`) stay on `StreamState`: they are storage, not state.
+struct StreamStateMachine {
+    /// What an admitted call runs on until its handler starts.
+    enum Admitted {
+        /// `.task`: request messages go to the call as they arrive.
+        case task(ServerCall)
+        /// `.inline` / `.blocking`: the one request message is kept here until END_STREAM.
+        case sync(request: [UInt8], deadline: ContinuousClock.Instant?)
+    }
+
+    /// Where a started handler's answer comes from.
+    enum Runner {
+        /// The handler's `Task` fills the call's output queue.
+        case task(ServerCall)
+        /// A synchronous handler is running: inline on this thread right now (`job` nil), or a
+        /// `.blocking` job queued or running on a worker.
+        case sync(job: BlockingJob?)
+        /// A synchronous handler's reply, read out by nghttp2's data provider.
+        case reply(SyncReply)
+    }
+
+    enum Response: Equatable {
+        case notStarted
+        /// Response HEADERS and a data provider are submitted.
+        case streaming
+        /// nghttp2 asked for DATA the handler did not have yet (NGHTTP2_ERR_DEFERRED).
+        case deferred
+    }
+
+    struct Handling {
+        let method: MethodDescriptor
+        var runner: Runner
+        /// Request DATA is still read (false once the request failed: the rest is discarded).
+        var readsRequest: Bool
+        var response: Response
+    }
+
+    /// What a stream that already answered must still settle when it closes.
+    enum Leftover {
+        case nothing
+        /// Request bytes whose flow-control credit the call may still hold back.
+        case task(ServerCall)
+        /// A `.blocking` job whose handler may still run (cancelled, or its outcome on its way).
+        case job(BlockingJob)
+    }
+
+    enum State {
+        /// The request's header block is arriving; nothing is decided yet.
+        case receivingHeaders
+        /// Admitted (`RequestHead.admit`): the request is arriving and no handler runs yet
+        /// (unary and server-streaming calls start at END_STREAM).
+        case receivingRequest(MethodDescriptor, Admitted)
+        /// The handler started, or a `.task` call is being ended by the transport; its answer
+        /// goes out through the one response path.
+        case handling(Handling)
+        /// The status went out (Trailers-Only or trailers) or could not be sent: nothing more is
+        /// read or sent; nghttp2 closes the stream when both sides are done.
+        case answered(Leftover)
+        /// nghttp2 closed the stream (or the connection closed).
+        case closed
+    }
+
+    enum Event {
+        /// The header block passed `RequestHead.admit`.
+        case admitted(MethodDescriptor, Admitted)
+        /// The header block was refused: answer Trailers-Only with this status.
+        case rejected(RPCError, httpStatus: Int)
+        /// A synchronous call's request message (a `.task` call's go to its `ServerCall`).
+        case requestMessage([UInt8])
+        /// END_STREAM, after a complete request.
+        case requestEnded
+        /// The request broke a rule (a bad message, it stopped arriving): nothing more is read,
+        /// and the call ends with this status.
+        case requestFailed(RPCError)
+        /// A `.blocking` handler was queued on the worker pool.
+        case jobQueued(BlockingJob)
+        /// A synchronous handler's outcome (inline: at once; `.blocking`: from its worker).
+        case syncFinished(Result<SyncUnaryReply, RPCError>)
+        /// A `.task` call whose response has not started has news: output, a status, or headers
+        /// it wants sent now.
+        case callUpdated(wantsHeaders: Bool, status: RPCError?, pending: Int, metadata: Metadata)
+        /// A `.task` call whose response started has more output (or its status).
+        case outputReady
+        /// nghttp2 refused the response HEADERS.
+        case responseNotStarted
+        /// The data provider found no output (it returned NGHTTP2_ERR_DEFERRED).
+        case responseDeferred
+        /// The data provider handed out the last bytes and the status: trailers follow.
+        case responseFinished
+        /// The `grpc-timeout` deadline passed.
+        case deadlineExpired
+        /// nghttp2 closed the stream (`reason` .reset) or the connection is closing.
+        case closed(CancelReason)
+    }
+
+    /// What a closing stream asks of the connection.
+    struct Release {
+        /// The call or job to cancel (the stream ended before it answered).
+        var cancel: Cancel?
+        /// A `.task` call whose held-back flow-control credit goes back to the connection.
+        var creditFrom: ServerCall?
+        /// No job can still post an outcome to this stream: its object may serve another one.
+        var reusable: Bool
+    }
+
+    enum Cancel {
+        case call(ServerCall, CancelReason)
+        case job(BlockingJob)
+    }
+
+    enum Action {
+        case none
+        /// Answer with HEADERS + END_STREAM carrying the status (gRPC's Trailers-Only).
+        case respondTrailersOnly(RPCError, httpStatus: Int)
+        /// Cancel the `.blocking` job (the deadline passed), then answer Trailers-Only.
+        case cancelJobAndRespond(BlockingJob, RPCError)
+        /// Submit response HEADERS (with the call's initial metadata, if any) and a data provider.
+        case startResponse(Metadata?)
+        /// Tell nghttp2 the deferred stream has DATA again.
+        case resumeData
+        /// Submit the trailers carrying the status the data provider returned.
+        case submitTrailers
+        /// Start the handler's `Task`; `halfClosed`: the request is complete (tell the call first).
+        case startTask(ServerCall, RawHandler, halfClosed: Bool)
+        /// Run the synchronous handler (inline) or queue it (`.blocking`), then report
+        /// `syncFinished` / `jobQueued`.
+        case runSync(MethodDescriptor, request: [UInt8], deadline: ContinuousClock.Instant?)
+        /// The client half-closed a running client-streaming call.
+        case finishInbound(ServerCall)
+        /// End the `.task` call from the transport with this status, then report `callUpdated`.
+        case failCall(ServerCall, RPCError)
+        /// Cancel the `.task` call; `overrideStatus`: it ends with the reason's status (report
+        /// `callUpdated` after), else its answer is dropped.
+        case cancelCall(ServerCall, CancelReason, overrideStatus: Bool)
+        /// The stream is gone: settle what it leaves behind.
+        case release(Release)
+    }
+
+    private(set) var state = State.receivingHeaders
+
+    // MARK: queries the connection asks between events
+
+    /// The admitted method (nil before admission and once answered).
+    var method: MethodDescriptor? {
+        switch state {
+        case .receivingRequest(let m, _): return m
+        case .handling(let h): return h.method
+        case .receivingHeaders, .answered, .closed: return nil
+        }
+    }
+
+    /// The `.task` call, while it may still take request messages or produce output.
+    var call: ServerCall? {
+        switch state {
+        case .receivingRequest(_, .task(let c)): return c
+        case .handling(let h):
+            if case .task(let c) = h.runner { return c }
+            return nil
+        default: return nil
+        }
+    }
+
+    /// Request DATA is read (otherwise it is discarded and its credit given back at once).
+    var readsRequest: Bool {
+        switch state {
+        case .receivingRequest: return true
+        case .handling(let h): return h.readsRequest
+        case .receivingHeaders, .answered, .closed: return false
+        }
+    }
+
+    /// Nothing started and nothing answered: a request that stops arriving now is failed.
+    var awaitsRequest: Bool {
+        switch state {
+        case .receivingHeaders, .receivingRequest: return true
+        case .handling, .answered, .closed: return false
+        }
+    }
+
+    /// A `.task` call whose response has not started: its news must be looked at (`callUpdated`
+    /// needs the call's view, a lock); once it started, only `outputReady` matters.
+    var wantsCallView: Bool {
+        if case .handling(let h) = state, case .task = h.runner { return h.response == .notStarted }
+        return false
+    }
+
+    /// Request header fields are kept (after the response started they are trailers, not read).
+    var keepsHeaderFields: Bool {
+        switch state {
+        case .receivingHeaders, .receivingRequest: return true
+        case .handling(let h): return h.response == .notStarted
+        case .answered, .closed: return false
+        }
+    }
+
+    /// The status went out (or the stream is gone): later news is ignored.
+    var isAnswered: Bool {
+        switch state {
+        case .answered, .closed: return true
+        case .receivingHeaders, .receivingRequest, .handling: return false
+        }
+    }
+
+    var isClosed: Bool {
+        if case .closed = state { return true }
+        return false
+    }
+
+    // MARK: transitions
+
+    mutating func event(_ event: Event) -> Action {
+        switch state {
+        case .receivingHeaders:
+            return receivingHeaders(event)
+        case .receivingRequest(let method, let admitted):
+            return receivingRequest(method, admitted, event)
+        case .handling(var h):
+            // Taken out of the enum while it changes (so a reply's buffer stays uniquely
+            // referenced); `receivingHeaders` marks "unchanged", as no transition leads there.
+            state = .receivingHeaders
+            let action = handling(&h, event)
+            if case .receivingHeaders = state { state = .handling(h) }
+            return action
+        case .answered(let leftover):
+            return answered(leftover, event)
+        case .closed:
+            return .none
+        }
+    }
+
+    private mutating func receivingHeaders(_ event: Event) -> Action {
+        switch event {
+        case .admitted(let method, let admitted):
+            state = .receivingRequest(method, admitted)
+            // A client-streaming handler reads the request as it arrives: it starts now.
+            if method.kind.clientStreams, case .task(let call) = admitted {
+                state = .handling(Handling(method: method, runner: .task(call), readsRequest: true, response: .notStarted))
+                return .startTask(call, method.handler, halfClosed: false)
+            }
+            return .none
+        case .rejected(let status, let httpStatus):
+            state = .answered(.nothing)
+            return .respondTrailersOnly(status, httpStatus: httpStatus)
+        case .requestFailed(let status):
+            state = .answered(.nothing)
+            return .respondTrailersOnly(status, httpStatus: 200)
+        case .closed:
+            state = .closed
+            return .release(Release(cancel: nil, creditFrom: nil, reusable: true))
+        default:
+            return .none
+        }
+    }
+
+    private mutating func receivingRequest(_ method: MethodDescriptor, _ admitted: Admitted, _ event: Event) -> Action {
+        switch (event, admitted) {
+        case (.requestMessage(let message), .sync(_, let deadline)):
+            state = .receivingRequest(method, .sync(request: message, deadline: deadline))
+            return .none
+        case (.requestEnded, .task(let call)):
+            state = .handling(Handling(method: method, runner: .task(call), readsRequest: true, response: .notStarted))
+            return .startTask(call, method.handler, halfClosed: true)
+        case (.requestEnded, .sync(let request, let deadline)):
+            state = .handling(Handling(method: method, runner: .sync(job: nil), readsRequest: true, response: .notStarted))
+            return .runSync(method, request: request, deadline: deadline)
+        case (.requestFailed(let status), .task(let call)):
+            state = .handling(Handling(method: method, runner: .task(call), readsRequest: false, response: .notStarted))
+            return .failCall(call, status)
+        case (.requestFailed(let status), .sync):
+            state = .answered(.nothing)
+            return .respondTrailersOnly(status, httpStatus: 200)
+        case (.deadlineExpired, .task(let call)):
+            state = .handling(Handling(method: method, runner: .task(call), readsRequest: true, response: .notStarted))
+            return .cancelCall(call, .deadline, overrideStatus: true)
+        case (.deadlineExpired, .sync):
+            state = .answered(.nothing)
+            return .respondTrailersOnly(CancelReason.deadline.status, httpStatus: 200)
+        case (.closed(let reason), .task(let call)):
+            state = .closed
+            return .release(Release(cancel: .call(call, reason), creditFrom: call, reusable: true))
+        case (.closed, .sync):
+            state = .closed
+            return .release(Release(cancel: nil, creditFrom: nil, reusable: true))
+        default:
+            return .none
+        }
+    }
+
+    /// `state` is `.receivingHeaders` while this runs; it becomes `h` unless this sets another.
+    private mutating func handling(_ h: inout Handling, _ event: Event) -> Action {
+        switch (event, h.runner) {
+        case (.requestEnded, .task(let call)) where h.readsRequest:
+            return .finishInbound(call)
+        case (.requestFailed(let status), .task(let call)) where h.readsRequest:
+            h.readsRequest = false
+            return .failCall(call, status)
+        case (.jobQueued(let job), .sync(nil)):
+            h.runner = .sync(job: job)
+            return .none
+        case (.syncFinished(.success(let reply)), .sync):
+            h.runner = .reply(SyncReply(message: reply.message, status: RPCError(.ok, metadata: reply.trailingMetadata)))
+            h.response = .streaming
+            return .startResponse(nil)
+        case (.syncFinished(.failure(let status)), .sync):
+            state = .answered(.nothing)
+            return .respondTrailersOnly(status, httpStatus: 200)
+        case (.callUpdated(let wantsHeaders, let status, let pending, let metadata), .task(let call)):
+            switch h.response {
+            case .notStarted:
+                if pending == 0 && !wantsHeaders {
+                    // Nothing sent yet and the call is over: Trailers-Only.
+                    guard let status else { return .none }
+                    state = .answered(.task(call))
+                    return .respondTrailersOnly(status, httpStatus: 200)
+                }
+                h.response = .streaming
+                return .startResponse(metadata)
+            case .deferred:
+                h.response = .streaming
+                return .resumeData
+            case .streaming:
+                return .none
+            }
+        case (.outputReady, .task) where h.response == .deferred:
+            h.response = .streaming
+            return .resumeData
+        case (.responseNotStarted, .task(let call)):
+            state = .answered(.task(call))
+            return .cancelCall(call, .protocolError, overrideStatus: false)
+        case (.responseNotStarted, _):
+            state = .answered(.nothing)
+            return .none
+        case (.responseDeferred, _) where h.response == .streaming:
+            h.response = .deferred
+            return .none
+        case (.responseFinished, .task(let call)):
+            state = .answered(.task(call))
+            return .submitTrailers
+        case (.responseFinished, _):
+            state = .answered(.nothing)
+            return .submitTrailers
+        case (.deadlineExpired, .task(let call)):
+            return .cancelCall(call, .deadline, overrideStatus: true)
+        case (.deadlineExpired, .sync(let job?)):
+            state = .answered(.job(job))
+            return .cancelJobAndRespond(job, CancelReason.deadline.status)
+        case (.deadlineExpired, .reply):
+            state = .answered(.nothing)
+            return .respondTrailersOnly(CancelReason.deadline.status, httpStatus: 200)
+        case (.closed(let reason), .task(let call)):
+            state = .closed
+            return .release(Release(cancel: .call(call, reason), creditFrom: call, reusable: true))
+        case (.closed, .sync(let job)):
+            state = .closed
+            return .release(Release(cancel: job.map { .job($0) }, creditFrom: nil, reusable: job == nil))
+        case (.closed, .reply):
+            state = .closed
+            return .release(Release(cancel: nil, creditFrom: nil, reusable: true))
+        default:
+            return .none
+        }
+    }
+
+    private mutating func answered(_ leftover: Leftover, _ event: Event) -> Action {
+        switch (event, leftover) {
+        case (.syncFinished, .job):
+            // The job's outcome came after the answer (a deadline): nothing is left to wait for.
+            state = .answered(.nothing)
+            return .none
+        case (.closed, .task(let call)):
+            state = .closed
+            return .release(Release(cancel: nil, creditFrom: call, reusable: true))
+        case (.closed, .job):
+            state = .closed
+            return .release(Release(cancel: nil, creditFrom: nil, reusable: false))
+        case (.closed, .nothing):
+            state = .closed
+            return .release(Release(cancel: nil, creditFrom: nil, reusable: true))
+        default:
+            return .none
+        }
+    }
+
+    // MARK: the data provider
+
+    /// Copies a synchronous reply's next bytes into `buf` (nghttp2's data provider); the status
+    /// comes with the last of them. A `.task` call's output is read from its `ServerCall`.
+    mutating func takeReply(into buf: UnsafeMutablePointer<UInt8>, length: Int) -> (count: Int, status: RPCError?) {
+        guard case .handling(var h) = state, case .reply(var reply) = h.runner else { return (0, nil) }
+        state = .receivingHeaders
+        h.runner = .sync(job: nil)
+        let result = reply.take(into: buf, length: length)
+        h.runner = .reply(reply)
+        state = .handling(h)
+        return result
+    }
+}
