@@ -18,11 +18,11 @@ extension HTTP2Connection {
     }
 
     /// Runs or queues a synchronous unary handler with its single request message.
-    func runSync(_ stream: StreamState, _ method: MethodDescriptor, request: [UInt8], deadline: ContinuousClock.Instant?) {
+    func runSync(_ stream: StreamState, _ method: MethodDescriptor, request: [UInt8]) {
         let handler = method.syncHandler!
         if method.execution == .inline {
             // Rule 4's exception: pure, bounded CPU work, run right here on the loop thread.
-            let context = SyncCallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: deadline,
+            let context = SyncCallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: stream.deadline,
                                           peer: tcp.peerDescription, cancellation: .never)
             do {
                 completeSync(stream, .success(try handler(request, context)))
@@ -38,7 +38,7 @@ extension HTTP2Connection {
         // Queued here and handed to the pool once per read (submitPendingJobs): one lock of the
         // pool's queue for all the calls a read completed.
         let job = BlockingJob(handler: handler, request: request, path: stream.head.path, metadata: stream.head.metadata,
-                              deadline: deadline, peer: tcp.peerDescription, loop: loop,
+                              deadline: stream.deadline, peer: tcp.peerDescription, loop: loop,
                               target: LoopBound((self, stream), loop: loop))
         _ = stream.machine.event(.jobQueued(job))
         pendingJobs.append(job)
@@ -68,12 +68,19 @@ extension HTTP2Connection {
     /// A synchronous call's outcome goes out the way an async handler's `finish(message:)` or
     /// throw does: response headers, DATA and trailers, or Trailers-Only for an error.
     private func completeSync(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, RPCError>) {
-        if case .success(let reply) = outcome, reply.message.count > config.maxSendMessageBytes {
-            let tooLarge = RPCError(.resourceExhausted,
-                "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes")
-            return perform(stream, stream.machine.event(.syncFinished(.failure(tooLarge))))
+        switch outcome {
+        case .failure(let status):
+            perform(stream, stream.machine.event(.syncFailed(status)))
+        case .success(let reply) where reply.message.count > config.maxSendMessageBytes:
+            perform(stream, stream.machine.event(.syncFailed(RPCError(.resourceExhausted,
+                "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes"))))
+        case .success(let reply):
+            stream.reply = SyncReply(message: reply.message, status: RPCError(.ok, metadata: reply.trailingMetadata))
+            let action = stream.machine.event(.syncReplied)
+            // Ignored: the call was answered meanwhile (its deadline); nobody reads the reply.
+            if case .none = action { stream.reply = SyncReply() }
+            perform(stream, action)
         }
-        perform(stream, stream.machine.event(.syncFinished(outcome)))
     }
 
     // MARK: deadline
@@ -98,7 +105,7 @@ extension HTTP2Connection {
     // MARK: CallOwner (loop thread)
 
     func callNeedsService(_ call: ServerCall) {
-        guard let stream = stream(call.streamID), stream.machine.call === call else { return }
+        guard let stream = stream(call.streamID), stream.machine.summary.hasTaskCall, stream.machine.call === call else { return }
         service(stream, call)
         sendPending()
     }

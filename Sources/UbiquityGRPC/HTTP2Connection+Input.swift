@@ -26,7 +26,7 @@ extension HTTP2Connection {
         guard let stream = stream(streamID) else { return true }
         // Request trailers (after our response started) only count toward the size limit.
         return stream.head.add(name: name, value: value, maxHeaderListBytes: config.maxHeaderListBytes,
-                               keep: stream.machine.keepsHeaderFields, strings: &headerStrings)
+                               keep: stream.machine.summary.keepsHeaderFields, strings: &headerStrings)
     }
 
     func requestHeadersComplete(_ stream: StreamState) {
@@ -37,6 +37,7 @@ extension HTTP2Connection {
             perform(stream, stream.machine.event(.rejected(rejection.status, httpStatus: rejection.httpStatus)))
         case .admit(let method, let timeoutNanos):
             let deadline = timeoutNanos.map { ContinuousClock.now.advanced(by: .nanoseconds($0)) }
+            stream.deadline = deadline
             let admitted: StreamStateMachine.Admitted
             if method.execution == .task {
                 let context = CallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: deadline,
@@ -46,7 +47,7 @@ extension HTTP2Connection {
                                             inboundHighWater: config.streamInboundHighWater,
                                             maxSendMessageBytes: config.maxSendMessageBytes))
             } else {
-                admitted = .sync(request: [], deadline: deadline)
+                admitted = .sync
             }
             if let nanos = timeoutNanos { startDeadlineTimer(stream, nanos: nanos) }
             perform(stream, stream.machine.event(.admitted(method, admitted)))
@@ -66,18 +67,18 @@ extension HTTP2Connection {
 
     func dataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
         guard let session else { return }
-        guard let stream = stream(streamID), stream.machine.readsRequest, let method = stream.machine.method else {
+        guard let stream = stream(streamID), stream.machine.summary.readsRequest, let kind = stream.machine.summary.kind else {
             // Nobody will read it: give the flow-control credit back right away.
             nghttp2_session_consume(session, streamID, data.count)
             return
         }
         stream.lastInput = loop.now
         var consumeNow = data.count
-        let call = stream.machine.call
+        let call = stream.machine.summary.hasTaskCall ? stream.machine.call : nil
         let failure = stream.deframer.feed(UnsafeRawBufferPointer(data), maxMessageBytes: config.maxReceiveMessageBytes,
-                                           singleMessage: !method.kind.clientStreams) { message, wireBytes in
+                                           singleMessage: !kind.clientStreams) { message, wireBytes in
             guard let call else {
-                _ = stream.machine.event(.requestMessage(message)) // a synchronous call: kept until END_STREAM
+                stream.request = message // a synchronous call: kept until END_STREAM
                 return
             }
             if !call.deliver(message, wireBytes: wireBytes) {
@@ -88,7 +89,7 @@ extension HTTP2Connection {
             }
         }
         if let failure {
-            failStream(stream, failure.status(kind: method.kind, maxMessageBytes: config.maxReceiveMessageBytes))
+            failStream(stream, failure.status(kind: kind, maxMessageBytes: config.maxReceiveMessageBytes))
         }
         if consumeNow > 0 { nghttp2_session_consume(session, streamID, consumeNow) }
     }
@@ -97,16 +98,17 @@ extension HTTP2Connection {
     /// ends with `status`.
     func failStream(_ stream: StreamState, _ status: RPCError) {
         stream.deframer.discard()
+        stream.request = []
         perform(stream, stream.machine.event(.requestFailed(status)))
     }
 
     func endOfRequest(_ stream: StreamState) {
-        guard stream.machine.readsRequest, let method = stream.machine.method else { return }
+        guard stream.machine.summary.readsRequest, let kind = stream.machine.summary.kind else { return }
         if let failure = stream.deframer.finish(singleMessage: false) {
-            return failStream(stream, failure.status(kind: method.kind, maxMessageBytes: config.maxReceiveMessageBytes))
+            return failStream(stream, failure.status(kind: kind, maxMessageBytes: config.maxReceiveMessageBytes))
         }
-        if !method.kind.clientStreams, let failure = stream.deframer.finish(singleMessage: true) {
-            return failStream(stream, failure.status(kind: method.kind, maxMessageBytes: config.maxReceiveMessageBytes))
+        if !kind.clientStreams, let failure = stream.deframer.finish(singleMessage: true) {
+            return failStream(stream, failure.status(kind: kind, maxMessageBytes: config.maxReceiveMessageBytes))
         }
         perform(stream, stream.machine.event(.requestEnded))
     }

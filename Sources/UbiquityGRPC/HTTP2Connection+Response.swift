@@ -29,7 +29,7 @@ extension HTTP2Connection {
 
     /// A `.task` call has news (output, a status, wanted headers): start or resume its response.
     func service(_ stream: StreamState, _ call: ServerCall) {
-        if stream.machine.wantsCallView {
+        if stream.machine.summary.wantsCallView {
             let view = call.loopView()
             perform(stream, stream.machine.event(.callUpdated(wantsHeaders: view.wantsHeaders, status: view.status,
                                                               pending: view.pending, metadata: view.metadata)))
@@ -83,10 +83,10 @@ extension HTTP2Connection {
         guard let stream = stream(streamID) else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
-        let (n, status) = if let call = stream.machine.call {
+        let (n, status) = if stream.machine.summary.hasTaskCall, let call = stream.machine.call {
             call.takeOutbound(into: buf, length: length)
         } else {
-            stream.machine.takeReply(into: buf, length: length)
+            stream.reply.take(into: buf, length: length)
         }
         if let status {
             if case .submitTrailers = stream.machine.event(.responseFinished) { endResponse(stream, status, flags: flags) }

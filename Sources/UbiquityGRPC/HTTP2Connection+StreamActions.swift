@@ -23,8 +23,10 @@ extension HTTP2Connection {
         case .startTask(let call, let handler, let halfClosed):
             if halfClosed { call.finishInbound() }
             startTask(call, handler)
-        case .runSync(let method, let request, let deadline):
-            runSync(stream, method, request: request, deadline: deadline)
+        case .runSync(let method):
+            var request: [UInt8] = []
+            swap(&request, &stream.request)
+            runSync(stream, method, request: request)
         case .finishInbound(let call):
             call.finishInbound()
         case .failCall(let call, let status):

@@ -277,7 +277,7 @@ final class HTTP2Connection: CallOwner {
         let limit = config.handshakeTimeoutMilliseconds
         guard limit > 0 else { return }
         let stalled = streams.all.filter { s in
-            s.machine.awaitsRequest && now >= s.lastInput && now - s.lastInput >= limit
+            s.machine.summary.awaitsRequest && now >= s.lastInput && now - s.lastInput >= limit
         }
         guard !stalled.isEmpty else { return }
         for stream in stalled {

@@ -13,8 +13,17 @@ final class StreamState {
     @exclusivity(unchecked) var machine = StreamStateMachine()
     @exclusivity(unchecked) var head = RequestHead()
     @exclusivity(unchecked) var deframer = MessageDeframer()
+    /// A synchronous call's request message, kept from its DATA until END_STREAM starts the
+    /// handler (`StreamStateMachine.Admitted.sync` says why it is here).
+    @exclusivity(unchecked) var request: [UInt8] = []
+    /// A synchronous call's reply, read out by nghttp2's data provider (valid while the
+    /// machine's runner is `.reply`; `StreamStateMachine.Runner.reply` says why it is here).
+    @exclusivity(unchecked) var reply = SyncReply()
     /// The `grpc-timeout` deadline timer.
     @exclusivity(unchecked) var timer: LoopTimer?
+    /// The request's deadline (its `grpc-timeout`), set at admission; a synchronous handler
+    /// gets it in its context (a `.task` call has it in its `CallContext`).
+    @exclusivity(unchecked) var deadline: ContinuousClock.Instant?
     /// When request bytes last arrived (its HEADERS, then each DATA chunk), loop milliseconds:
     /// a request that stops arriving before it is complete is failed (`failStalledRequests`).
     @exclusivity(unchecked) var lastInput: UInt64 = 0
@@ -39,6 +48,9 @@ final class StreamState {
         machine = StreamStateMachine()
         head.reset()
         deframer.reset()
+        deadline = nil
+        request = []
+        reply = SyncReply()
     }
 }
 

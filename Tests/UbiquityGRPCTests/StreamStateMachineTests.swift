@@ -45,7 +45,7 @@ final class StreamStateMachineTests: XCTestCase {
         case .resumeData: return "resumeData"
         case .submitTrailers: return "submitTrailers"
         case .startTask(_, _, let halfClosed): return halfClosed ? "startTask(halfClosed)" : "startTask"
-        case .runSync(_, let request, _): return "runSync(\(request.count) bytes)"
+        case .runSync: return "runSync"
         case .finishInbound: return "finishInbound"
         case .failCall(_, let s): return "failCall(\(s.code.rawValue))"
         case .cancelCall(_, let reason, let override): return "cancelCall(\(reason)\(override ? ",status" : ""))"
@@ -117,15 +117,15 @@ final class StreamStateMachineTests: XCTestCase {
                 events: [.admitted(unary, .task(call())), .requestEnded, news(wantsHeaders: true), news(pending: 1)],
                 actions: ["-", "startTask(halfClosed)", "startResponse(metadata)", "-"],
                 end: "handling(task,streaming)"),
-            Row(name: "inline Ping: the request message kept until END_STREAM",
-                events: [.admitted(inline, .sync(request: [], deadline: nil)), .requestMessage([1, 2, 3]), .requestEnded,
-                         .syncFinished(.success(SyncUnaryReply([9]))), .responseFinished, .closed(.reset)],
-                actions: ["-", "-", "runSync(3 bytes)", "startResponse", "submitTrailers", "release(reuse)"],
+            Row(name: "inline Ping: the handler runs at END_STREAM",
+                events: [.admitted(inline, .sync), .requestEnded,
+                         .syncReplied, .responseFinished, .closed(.reset)],
+                actions: ["-", "runSync", "startResponse", "submitTrailers", "release(reuse)"],
                 end: "closed"),
             Row(name: "a sync handler's error answers Trailers-Only",
-                events: [.admitted(inline, .sync(request: [], deadline: nil)), .requestEnded,
-                         .syncFinished(.failure(RPCError(.invalidArgument))), .responseFinished],
-                actions: ["-", "runSync(0 bytes)", "trailersOnly(3)", "-"],
+                events: [.admitted(inline, .sync), .requestEnded,
+                         .syncFailed(RPCError(.invalidArgument)), .responseFinished],
+                actions: ["-", "runSync", "trailersOnly(3)", "-"],
                 end: "answered"),
             Row(name: "rejected at the headers",
                 events: [.rejected(RPCError(.unimplemented), httpStatus: 200), .admitted(unary, .task(call())), .requestEnded,
@@ -145,7 +145,7 @@ final class StreamStateMachineTests: XCTestCase {
                 actions: ["-", "failCall(13)", "trailersOnly(13)", "-"],
                 end: "answered(task)"),
             Row(name: "a bad message on a sync call",
-                events: [.admitted(inline, .sync(request: [], deadline: nil)), .requestFailed(bad), .requestEnded],
+                events: [.admitted(inline, .sync), .requestFailed(bad), .requestEnded],
                 actions: ["-", "trailersOnly(13)", "-"],
                 end: "answered"),
             Row(name: "client streaming starts at the headers and fails while answering",
@@ -168,23 +168,23 @@ final class StreamStateMachineTests: XCTestCase {
                           "resumeData", "submitTrailers"],
                 end: "answered(task)"),
             Row(name: "deadline before a sync handler started",
-                events: [.admitted(blocking, .sync(request: [], deadline: nil)), .deadlineExpired, .requestEnded],
+                events: [.admitted(blocking, .sync), .deadlineExpired, .requestEnded],
                 actions: ["-", "trailersOnly(4)", "-"],
                 end: "answered"),
             Row(name: "deadline while a .blocking job runs; its late outcome frees the stream for reuse",
-                events: [.admitted(blocking, .sync(request: [], deadline: nil)), .requestEnded, .jobQueued(aJob), .deadlineExpired,
-                         .syncFinished(.success(SyncUnaryReply([1]))), .closed(.reset)],
-                actions: ["-", "runSync(0 bytes)", "-", "cancelJob+trailersOnly(4)", "-", "release(reuse)"],
+                events: [.admitted(blocking, .sync), .requestEnded, .jobQueued(aJob), .deadlineExpired,
+                         .syncReplied, .closed(.reset)],
+                actions: ["-", "runSync", "-", "cancelJob+trailersOnly(4)", "-", "release(reuse)"],
                 end: "closed"),
             Row(name: "a stream closed while its job may still answer is not reused",
-                events: [.admitted(blocking, .sync(request: [], deadline: nil)), .requestEnded, .jobQueued(aJob), .deadlineExpired,
+                events: [.admitted(blocking, .sync), .requestEnded, .jobQueued(aJob), .deadlineExpired,
                          .closed(.reset)],
-                actions: ["-", "runSync(0 bytes)", "-", "cancelJob+trailersOnly(4)", "release(free)"],
+                actions: ["-", "runSync", "-", "cancelJob+trailersOnly(4)", "release(free)"],
                 end: "closed"),
             Row(name: "reset while a .blocking job runs",
-                events: [.admitted(blocking, .sync(request: [], deadline: nil)), .requestEnded, .jobQueued(aJob), .closed(.reset),
-                         .syncFinished(.success(SyncUnaryReply([1])))],
-                actions: ["-", "runSync(0 bytes)", "-", "release(cancel job,free)", "-"],
+                events: [.admitted(blocking, .sync), .requestEnded, .jobQueued(aJob), .closed(.reset),
+                         .syncReplied],
+                actions: ["-", "runSync", "-", "release(cancel job,free)", "-"],
                 end: "closed"),
             Row(name: "reset before the handler started",
                 events: [.admitted(unary, .task(call())), .closed(.reset), .requestEnded],
@@ -199,9 +199,9 @@ final class StreamStateMachineTests: XCTestCase {
                 actions: ["-", "startTask(halfClosed)", "startResponse(metadata)", "cancelCall(protocolError)", "-"],
                 end: "answered(task)"),
             Row(name: "a sync reply's HEADERS refused",
-                events: [.admitted(inline, .sync(request: [], deadline: nil)), .requestEnded, .syncFinished(.success(SyncUnaryReply([]))),
+                events: [.admitted(inline, .sync), .requestEnded, .syncReplied,
                          .responseNotStarted],
-                actions: ["-", "runSync(0 bytes)", "startResponse", "-"],
+                actions: ["-", "runSync", "startResponse", "-"],
                 end: "answered"),
             Row(name: "a closed stream ignores everything",
                 events: [.closed(.reset), .admitted(unary, .task(call())), .rejected(ok, httpStatus: 200), .closed(.reset)],
@@ -219,24 +219,24 @@ final class StreamStateMachineTests: XCTestCase {
 
     func testUnaryCallQueries() {
         var s = Machine()
-        XCTAssertFalse(s.readsRequest, "no DATA before the headers are admitted")
-        XCTAssertTrue(s.awaitsRequest)
-        XCTAssertTrue(s.keepsHeaderFields)
+        XCTAssertFalse(s.summary.readsRequest, "no DATA before the headers are admitted")
+        XCTAssertTrue(s.summary.awaitsRequest)
+        XCTAssertTrue(s.summary.keepsHeaderFields)
         let c = call()
         _ = s.event(.admitted(method(.unary), .task(c)))
-        XCTAssertTrue(s.readsRequest)
+        XCTAssertTrue(s.summary.readsRequest)
         XCTAssertTrue(s.call === c)
-        XCTAssertTrue(s.awaitsRequest, "admitted, but the handler waits for END_STREAM")
+        XCTAssertTrue(s.summary.awaitsRequest, "admitted, but the handler waits for END_STREAM")
         _ = s.event(.requestEnded)
-        XCTAssertFalse(s.awaitsRequest, "a running handler is not a stalled request")
-        XCTAssertTrue(s.wantsCallView)
+        XCTAssertFalse(s.summary.awaitsRequest, "a running handler is not a stalled request")
+        XCTAssertTrue(s.summary.wantsCallView)
         _ = s.event(news(pending: 1))
-        XCTAssertFalse(s.wantsCallView, "after the response started only output matters")
-        XCTAssertFalse(s.keepsHeaderFields, "header fields after the response started are trailers")
-        XCTAssertFalse(s.isAnswered)
+        XCTAssertFalse(s.summary.wantsCallView, "after the response started only output matters")
+        XCTAssertFalse(s.summary.keepsHeaderFields, "header fields after the response started are trailers")
+        XCTAssertFalse(s.summary.isAnswered)
         _ = s.event(.responseFinished)
-        XCTAssertTrue(s.isAnswered)
-        XCTAssertFalse(s.readsRequest, "an answered stream discards what still arrives")
+        XCTAssertTrue(s.summary.isAnswered)
+        XCTAssertFalse(s.summary.readsRequest, "an answered stream discards what still arrives")
         XCTAssertNil(s.call, "an answered call gets no more news")
         XCTAssertEqual(describe(s.event(.responseFinished)), "-", "a status goes out once")
         XCTAssertEqual(describe(s.event(news(pending: 1))), "-")
@@ -245,34 +245,34 @@ final class StreamStateMachineTests: XCTestCase {
     func testRejectedAtTheHeaders() {
         var s = Machine()
         _ = s.event(.rejected(RPCError(.unimplemented), httpStatus: 200))
-        XCTAssertFalse(s.readsRequest)
-        XCTAssertFalse(s.awaitsRequest)
-        XCTAssertNil(s.method)
+        XCTAssertFalse(s.summary.readsRequest)
+        XCTAssertFalse(s.summary.awaitsRequest)
+        XCTAssertNil(s.summary.kind)
     }
 
     func testClientStreamingReadsWhileAnsweringUntilItFails() {
         var s = Machine()
         _ = s.event(.admitted(method(.clientStreaming), .task(call())))
         _ = s.event(news(pending: 1))
-        XCTAssertTrue(s.readsRequest, "still receiving while the response streams")
+        XCTAssertTrue(s.summary.readsRequest, "still receiving while the response streams")
         _ = s.event(.requestFailed(RPCError(.internal)))
-        XCTAssertFalse(s.readsRequest)
-        XCTAssertFalse(s.isAnswered, "the failed call's status still goes out")
+        XCTAssertFalse(s.summary.readsRequest)
+        XCTAssertFalse(s.summary.isAnswered, "the failed call's status still goes out")
     }
 
-    func testASyncReplyIsReadOutByTheDataProvider() {
-        var s = Machine()
-        _ = s.event(.admitted(method(.unary, .inline), .sync(request: [], deadline: nil)))
-        _ = s.event(.requestEnded)
-        _ = s.event(.syncFinished(.success(SyncUnaryReply([7, 8, 9], trailingMetadata: Metadata()))))
+    func testASyncReplyIsHandedOutPrefixFirstAndItsStatusWithTheLastBytes() {
+        var reply = SyncReply(message: [7, 8, 9], status: RPCError(.ok))
         var out = [UInt8](repeating: 0, count: 16)
-        let first = out.withUnsafeMutableBufferPointer { s.takeReply(into: $0.baseAddress!, length: 6) }
+        let first = out.withUnsafeMutableBufferPointer { reply.take(into: $0.baseAddress!, length: 6) }
         XCTAssertEqual(first.count, 6)
         XCTAssertNil(first.status, "the status comes with the last bytes")
-        let second = out.withUnsafeMutableBufferPointer { s.takeReply(into: $0.baseAddress! + 6, length: 10) }
+        let second = out.withUnsafeMutableBufferPointer { reply.take(into: $0.baseAddress! + 6, length: 10) }
         XCTAssertEqual(second.count, 2)
         XCTAssertEqual(second.status?.code, .ok)
         XCTAssertEqual(Array(out[0..<8]), [0, 0, 0, 0, 3, 7, 8, 9], "the gRPC prefix, then the message")
+        let after = out.withUnsafeMutableBufferPointer { reply.take(into: $0.baseAddress!, length: 16) }
+        XCTAssertEqual(after.count, 0)
+        XCTAssertNil(after.status, "the status goes out once")
     }
 }
 
