@@ -31,9 +31,14 @@ final class StreamStateMachineTests: XCTestCase {
         .callUpdated(wantsHeaders: wantsHeaders, status: status, pending: pending, metadata: Metadata())
     }
 
-    /// Runs `events` from a fresh stream and returns each action, described.
-    private func run(_ events: [Machine.Event], _ machine: inout Machine) -> [String] {
-        events.map { describe(machine.event($0)) }
+    /// Runs `events` from a fresh stream and returns each action, described. After each event
+    /// the summary the transitions keep must be the one the state defines.
+    private func run(_ events: [Machine.Event], _ machine: inout Machine, _ name: String) -> [String] {
+        events.map { event in
+            let action = describe(machine.event(event))
+            XCTAssertEqual(machine.summary, Machine.Summary(of: machine.state), "\(name): summary after \(action)")
+            return action
+        }
     }
 
     private func describe(_ action: Machine.Action) -> String {
@@ -210,7 +215,7 @@ final class StreamStateMachineTests: XCTestCase {
         ]
         for row in rows {
             var m = Machine()
-            XCTAssertEqual(run(row.events, &m), row.actions, row.name)
+            XCTAssertEqual(run(row.events, &m, row.name), row.actions, row.name)
             XCTAssertEqual(phase(m), row.end, row.name)
         }
     }
