@@ -31,8 +31,13 @@ extension HTTP2Connection {
     func service(_ stream: StreamState, _ call: ServerCall) {
         if stream.machine.summary.wantsCallView {
             let view = call.loopView()
-            perform(stream, stream.machine.event(.callUpdated(wantsHeaders: view.wantsHeaders, status: view.status,
-                                                              pending: view.pending, metadata: view.metadata)))
+            let action = stream.machine.event(.callUpdated(pending: view.pending, wantsHeaders: view.wantsHeaders,
+                                                           ended: view.status != nil))
+            switch action {
+            case .startResponse: startResponse(stream, metadata: view.metadata)
+            case .respondWithCallStatus: respondTrailersOnly(stream, view.status!)
+            default: perform(stream, action)
+            }
         } else {
             perform(stream, stream.machine.event(.outputReady))
         }

@@ -12,8 +12,12 @@ extension HTTP2Connection {
         case .cancelJobAndRespond(let job, let status):
             _ = job.cancel()
             respondTrailersOnly(stream, status)
-        case .startResponse(let metadata):
-            startResponse(stream, metadata: metadata)
+        case .startResponse:
+            // A synchronous reply's; a `.task` call's response starts in `service`, which has
+            // the call's initial metadata.
+            startResponse(stream, metadata: nil)
+        case .respondWithCallStatus:
+            assertionFailure("service(_:_:) answers with the call's status: it holds the view")
         case .resumeData:
             if let session { nghttp2_session_resume_data(session, stream.id) }
         case .submitTrailers:

@@ -28,7 +28,7 @@ final class StreamStateMachineTests: XCTestCase {
     }
 
     private func news(pending: Int = 0, status: RPCError? = nil, wantsHeaders: Bool = false) -> Machine.Event {
-        .callUpdated(wantsHeaders: wantsHeaders, status: status, pending: pending, metadata: Metadata())
+        .callUpdated(pending: pending, wantsHeaders: wantsHeaders, ended: status != nil)
     }
 
     /// Runs `events` from a fresh stream and returns each action, described. After each event
@@ -46,7 +46,8 @@ final class StreamStateMachineTests: XCTestCase {
         case .none: return "-"
         case .respondTrailersOnly(let s, let http): return "trailersOnly(\(s.code.rawValue)\(http == 200 ? "" : ",http \(http)"))"
         case .cancelJobAndRespond(_, let s): return "cancelJob+trailersOnly(\(s.code.rawValue))"
-        case .startResponse(let m): return m == nil ? "startResponse" : "startResponse(metadata)"
+        case .startResponse: return "startResponse"
+        case .respondWithCallStatus: return "trailersOnly(call's status)"
         case .resumeData: return "resumeData"
         case .submitTrailers: return "submitTrailers"
         case .startTask(_, _, let halfClosed): return halfClosed ? "startTask(halfClosed)" : "startTask"
@@ -107,12 +108,12 @@ final class StreamStateMachineTests: XCTestCase {
             Row(name: "unary .task call, response deferred once",
                 events: [.admitted(unary, .task(call())), .requestEnded, news(pending: 10), .responseDeferred,
                          news(pending: 5), .responseFinished, .closed(.reset)],
-                actions: ["-", "startTask(halfClosed)", "startResponse(metadata)", "-", "resumeData", "submitTrailers",
+                actions: ["-", "startTask(halfClosed)", "startResponse", "-", "resumeData", "submitTrailers",
                           "release(credit,reuse)"],
                 end: "closed"),
             Row(name: "a .task call that ends with nothing sent answers Trailers-Only",
                 events: [.admitted(unary, .task(call())), .requestEnded, news(status: RPCError(.notFound)), news(pending: 3)],
-                actions: ["-", "startTask(halfClosed)", "trailersOnly(5)", "-"],
+                actions: ["-", "startTask(halfClosed)", "trailersOnly(call's status)", "-"],
                 end: "answered(task)"),
             Row(name: "news without output or status waits",
                 events: [.admitted(unary, .task(call())), .requestEnded, news()],
@@ -120,7 +121,7 @@ final class StreamStateMachineTests: XCTestCase {
                 end: "handling(task,notStarted)"),
             Row(name: "headers wanted before any message start the response",
                 events: [.admitted(unary, .task(call())), .requestEnded, news(wantsHeaders: true), news(pending: 1)],
-                actions: ["-", "startTask(halfClosed)", "startResponse(metadata)", "-"],
+                actions: ["-", "startTask(halfClosed)", "startResponse", "-"],
                 end: "handling(task,streaming)"),
             Row(name: "inline Ping: the handler runs at END_STREAM",
                 events: [.admitted(inline, .sync), .requestEnded,
@@ -147,7 +148,7 @@ final class StreamStateMachineTests: XCTestCase {
                 end: "answered"),
             Row(name: "a bad message before a .task handler started",
                 events: [.admitted(unary, .task(call())), .requestFailed(bad), news(status: bad), .requestEnded],
-                actions: ["-", "failCall(13)", "trailersOnly(13)", "-"],
+                actions: ["-", "failCall(13)", "trailersOnly(call's status)", "-"],
                 end: "answered(task)"),
             Row(name: "a bad message on a sync call",
                 events: [.admitted(inline, .sync), .requestFailed(bad), .requestEnded],
@@ -156,7 +157,7 @@ final class StreamStateMachineTests: XCTestCase {
             Row(name: "client streaming starts at the headers and fails while answering",
                 events: [.admitted(clientStreaming, .task(call())), news(pending: 4), .requestFailed(bad), .requestFailed(bad),
                          .requestEnded, .responseFinished],
-                actions: ["startTask", "startResponse(metadata)", "failCall(13)", "-", "-", "submitTrailers"],
+                actions: ["startTask", "startResponse", "failCall(13)", "-", "-", "submitTrailers"],
                 end: "answered(task)"),
             Row(name: "client streaming half-closes while running",
                 events: [.admitted(clientStreaming, .task(call())), .requestEnded, .requestEnded],
@@ -164,12 +165,12 @@ final class StreamStateMachineTests: XCTestCase {
                 end: "handling(task,notStarted)"),
             Row(name: "deadline before a .task handler started",
                 events: [.admitted(unary, .task(call())), .deadlineExpired, news(status: RPCError(.deadlineExceeded)), .requestEnded],
-                actions: ["-", "cancelCall(deadline,status)", "trailersOnly(4)", "-"],
+                actions: ["-", "cancelCall(deadline,status)", "trailersOnly(call's status)", "-"],
                 end: "answered(task)"),
             Row(name: "deadline while a .task handler streams",
                 events: [.admitted(unary, .task(call())), .requestEnded, news(pending: 2), .responseDeferred, .deadlineExpired,
                          news(pending: 0, status: RPCError(.deadlineExceeded)), .responseFinished],
-                actions: ["-", "startTask(halfClosed)", "startResponse(metadata)", "-", "cancelCall(deadline,status)",
+                actions: ["-", "startTask(halfClosed)", "startResponse", "-", "cancelCall(deadline,status)",
                           "resumeData", "submitTrailers"],
                 end: "answered(task)"),
             Row(name: "deadline before a sync handler started",
@@ -197,11 +198,11 @@ final class StreamStateMachineTests: XCTestCase {
                 end: "closed"),
             Row(name: "the connection closes under a running call",
                 events: [.admitted(unary, .task(call())), .requestEnded, news(pending: 1), .closed(.connectionClosed)],
-                actions: ["-", "startTask(halfClosed)", "startResponse(metadata)", "release(cancel call connectionClosed,credit,reuse)"],
+                actions: ["-", "startTask(halfClosed)", "startResponse", "release(cancel call connectionClosed,credit,reuse)"],
                 end: "closed"),
             Row(name: "response HEADERS refused",
                 events: [.admitted(unary, .task(call())), .requestEnded, news(pending: 1), .responseNotStarted, .responseFinished],
-                actions: ["-", "startTask(halfClosed)", "startResponse(metadata)", "cancelCall(protocolError)", "-"],
+                actions: ["-", "startTask(halfClosed)", "startResponse", "cancelCall(protocolError)", "-"],
                 end: "answered(task)"),
             Row(name: "a sync reply's HEADERS refused",
                 events: [.admitted(inline, .sync), .requestEnded, .syncReplied,
