@@ -24,6 +24,7 @@ final class WriterEngine: Sendable {
             case .save(let s): group.append(s)
             case .exclusive(_, let body):
                 if !group.isEmpty { runGroup(conn, group); group = [] }
+                endFence()  // its checkpoints must reach the WAL's end
                 body(conn, self)
             }
         }

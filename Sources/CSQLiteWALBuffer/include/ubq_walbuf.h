@@ -12,4 +12,9 @@
  * registered or a second named base is asked for. Not thread-safe: call under a lock. */
 const char *ubq_walbuf_register(const char *base);
 
+/* Writes back every dirty page of the open file `fd` and waits until they are on the device
+ * (sync_file_range: no device cache flush, no metadata). 0 on success, else errno. Blocks: the
+ * writer hands it to its writeback thread, never calls it itself. */
+int ubq_writeback_file(int fd);
+
 #endif

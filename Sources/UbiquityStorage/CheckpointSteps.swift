@@ -1,0 +1,124 @@
+internal import CSQLite
+internal import CSQLiteWALBuffer
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import Synchronization
+import UbiquityLock
+
+/// The fence of the stepped checkpoint (docs/storage.md rule 5, "Checkpoints in steps"): a
+/// read-only connection of the writer's whose read transaction, begun after one commit, keeps
+/// the next PASSIVE checkpoint from copying past that commit's frames (SQLite never backfills
+/// past a live reader's read mark). A checkpoint that stops short of the WAL's end does not sync
+/// the database file, so the copy step costs the writer no disk wait. Like every reader it opens
+/// read-only and never checkpoints (`NO_CKPT_ON_CLOSE`): only the writer connection writes or
+/// checkpoints (SPEC §4.8). Opened, used and closed on the writer thread only.
+final class CheckpointFence {
+    private let path: String
+    private let config: StorageConfiguration
+    private var conn: Connection?
+    /// The fence holds a read transaction.
+    private(set) var isHeld = false
+
+    init(path: String, config: StorageConfiguration) { self.path = path; self.config = config }
+
+    /// Begins the read transaction at the WAL as it is now, ending the one it held.
+    func begin() {
+        end()
+        do {
+            let c = try connection()
+            try c.exec("BEGIN")
+            // A deferred BEGIN takes its snapshot at the first read.
+            _ = try c.scalar("PRAGMA schema_version")
+            isHeld = true
+        } catch {
+            config.logger.debug("checkpoint fence not begun: \(error)")
+            if let c = conn, !c.isAutocommit { try? c.exec("ROLLBACK") }
+        }
+    }
+
+    /// Ends the read transaction (before any checkpoint that must reach the WAL's end, and before
+    /// every exclusive job: a fence would stop a RESTART or TRUNCATE checkpoint).
+    func end() {
+        guard isHeld, let c = conn else { return }
+        isHeld = false
+        if (try? c.exec("COMMIT")) == nil, !c.isAutocommit { try? c.exec("ROLLBACK") }
+    }
+
+    func close() {
+        end()
+        conn?.close()
+        conn = nil
+    }
+
+    private func connection() throws -> Connection {
+        if let c = conn { return c }
+        let c = try Connection(path: path, readOnly: true, vfs: config.vfsName, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: 4)
+        c.noCheckpointOnClose()
+        try c.exec("PRAGMA query_only=1")
+        conn = c
+        return c
+    }
+}
+
+/// Writes the database file's dirty pages to the device on its own thread (`ubq-writeback`),
+/// after a copy step, so that the sync at the end of the checkpoint — on the writer thread, with
+/// saves waiting — finds almost nothing left to write (docs/benchmarks.md, issue 22: that sync
+/// was 7-33 ms, mostly in the block layer's writeback throttling). It uses its own read-only
+/// descriptor of the file; only the kernel's page cache is shared, so SQLite's files and locks
+/// are untouched. The descriptor is closed only after the writer connection has closed:
+/// closing any descriptor of a file drops the process's POSIX locks on it, SQLite's included.
+/// Made lazily by the writer thread at its first copy step; `shutdown` runs once the writer
+/// thread has exited.
+final class DatabaseWriteback: Sendable {
+    private let fd: Int32
+    private let queue = JobQueue<Void>()
+    private let thread: NamedThread
+    /// Writebacks asked for and not finished (in a class: the thread's closure shares it).
+    private final class Pending: Sendable { let count = Atomic<Int>(0) }
+    private let pending = Pending()
+
+    /// `record`: called on the writeback thread with each writeback's seconds.
+    init?(path: String, logger: Logger, record: @escaping @Sendable (Double) -> Void) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            logger.warning("database writeback off: cannot open \(path): errno \(errno)")
+            return nil
+        }
+        self.fd = fd
+        let pending = self.pending
+        let queue = self.queue
+        thread = NamedThread(name: "ubq-writeback") {
+            while true {
+                if queue.pop(max: 1).isEmpty { break }
+                let t0 = DispatchTime.now().uptimeNanoseconds
+                let err = ubq_writeback_file(fd)
+                let dt = DispatchTime.now().uptimeNanoseconds - t0
+                // A failure only means SQLite's own sync at the end of the checkpoint writes the
+                // pages itself, as it did before the steps.
+                if err != 0 { logger.debug("database writeback: errno \(err)") }
+                record(Double(dt) / 1e9)
+                pending.count.subtract(1, ordering: .releasing)
+            }
+        }
+    }
+
+    /// Asks for a writeback of every page dirty now.
+    func start() {
+        pending.count.add(1, ordering: .relaxed)
+        if !queue.push(()) { pending.count.subtract(1, ordering: .relaxed) }
+    }
+
+    /// No writeback asked for is still running.
+    var isDone: Bool { pending.count.load(ordering: .acquiring) == 0 }
+
+    /// Joins the thread (after its writeback in flight) and closes the descriptor. Only after the
+    /// writer connection has closed (see above).
+    func shutdown() {
+        queue.close()
+        thread.join()
+        Glibc.close(fd)
+    }
+}
