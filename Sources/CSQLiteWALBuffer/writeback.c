@@ -17,3 +17,11 @@ int ubq_writeback_file(int fd) {
     } while (rc != 0 && errno == EINTR);
     return rc == 0 ? 0 : errno;
 }
+
+int ubq_writeback_start(int fd) {
+    int rc;
+    do {
+        rc = sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    } while (rc != 0 && errno == EINTR);
+    return rc == 0 ? 0 : errno;
+}

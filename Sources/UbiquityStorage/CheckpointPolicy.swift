@@ -26,6 +26,12 @@ struct CheckpointPolicy: Equatable, Sendable {
         var hardLimit: Int
         /// Idle time after a commit that left a long WAL before the idle checkpoint (0: never).
         var idleSeconds: Double
+        /// Copy steps before the last one: each copies what the commits during the previous
+        /// one's writeback wrote, so the last step has less to copy and sync. 2: in W2 the
+        /// writer's checkpoint time per restart was 82 ms with 1 round, 63 with 2, 100 with 3
+        /// (79 whole; docs/benchmarks.md "Issue 22"). Not a flag: nothing an operator knows
+        /// tells a better value.
+        var copyRounds = 2
     }
 
     /// What a checkpoint does if it could not restart the WAL on its own (readers kept read marks in it).
@@ -70,6 +76,8 @@ struct CheckpointPolicy: Equatable, Sendable {
     /// The WAL's content after the previous commit: the next commit's growth is guessed from the
     /// last one's, to begin the fence one commit before the threshold.
     private(set) var lastWALBytes = 0
+    /// Copy steps run in this checkpoint so far.
+    private(set) var copies = 0
 
     init(limits: Limits) { self.limits = limits }
 
@@ -97,9 +105,14 @@ struct CheckpointPolicy: Equatable, Sendable {
         if phase != .filling && walBytes > threshold + threshold / 2 { return finish(walBytes) }
         switch phase {
         case .writingBack:
-            return writebackDone ? finish(walBytes) : .none
-        case .fenced where fenced && walBytes > threshold:
+            guard writebackDone else { return .none }
+            guard copies < limits.copyRounds else { return finish(walBytes) }
+            // Another round: the commits during the writeback dirtied pages again.
+            phase = .fenced
+            return .fence
+        case .fenced where fenced && (walBytes > threshold || copies > 0):
             phase = .writingBack
+            copies += 1
             return .copy
         case .fenced, .filling:
             // Below the threshold, begin the fence only when the next commit, as large as this
@@ -117,6 +130,7 @@ struct CheckpointPolicy: Equatable, Sendable {
     /// limit the writer waits for them.
     private mutating func finish(_ walBytes: Int) -> Action {
         phase = .filling
+        copies = 0
         if walBytes <= 2 * limits.threshold { return .checkpoint(fallback: .none) }
         return .checkpoint(fallback: walBytes > limits.hardLimit ? .closeGateOrWaitForReaders : .closeGate)
     }
@@ -140,6 +154,7 @@ struct CheckpointPolicy: Equatable, Sendable {
         guard idleCheckpointDue else { return .none }
         idleCheckpointDue = false
         phase = .filling
+        copies = 0
         return .checkpoint(fallback: .none)
     }
 }

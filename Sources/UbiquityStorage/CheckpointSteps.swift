@@ -63,24 +63,32 @@ final class CheckpointFence {
     }
 }
 
-/// Writes the database file's dirty pages to the device on its own thread (`ubq-writeback`),
-/// after a copy step, so that the sync at the end of the checkpoint — on the writer thread, with
-/// saves waiting — finds almost nothing left to write (docs/benchmarks.md, issue 22: that sync
-/// was 7-33 ms, mostly in the block layer's writeback throttling). It uses its own read-only
-/// descriptor of the file; only the kernel's page cache is shared, so SQLite's files and locks
-/// are untouched. The descriptor is closed only after the writer connection has closed:
-/// closing any descriptor of a file drops the process's POSIX locks on it, SQLite's included.
-/// Made lazily by the writer thread at its first copy step; `shutdown` runs once the writer
-/// thread has exited.
+/// Writes the database file's dirty pages to the device on its own thread (`ubq-writeback`)
+/// while and after a copy step, so that the sync at the end of the checkpoint — on the writer
+/// thread, with saves waiting — finds almost nothing left to write (docs/benchmarks.md, issue
+/// 22: that sync was 7-33 ms, mostly in the block layer's writeback throttling). While the
+/// writer copies, the thread submits what is dirty every millisecond (so the device works during
+/// the copy, not after it); once the copy is done it submits the rest and waits for all of it.
+/// It uses its own read-only descriptor of the file; only the kernel's page cache is shared, so
+/// SQLite's files and locks are untouched. The descriptor is closed only after the writer
+/// connection has closed: closing any descriptor of a file drops the process's POSIX locks on
+/// it, SQLite's included. Made lazily by the writer thread at its first copy step; `shutdown`
+/// runs once the writer thread has exited.
 final class DatabaseWriteback: Sendable {
     private let fd: Int32
     private let queue = JobQueue<Void>()
     private let thread: NamedThread
-    /// Writebacks asked for and not finished (in a class: the thread's closure shares it).
-    private final class Pending: Sendable { let count = Atomic<Int>(0) }
-    private let pending = Pending()
+    /// Shared with the thread's closure (a class: atomics cannot be captured).
+    private final class Shared: Sendable {
+        /// Writebacks asked for and not finished.
+        let pending = Atomic<Int>(0)
+        /// The writer is copying pages into the file.
+        let copying = Atomic<Bool>(false)
+    }
+    private let shared = Shared()
 
-    /// `record`: called on the writeback thread with each writeback's seconds.
+    /// `record`: called on the writeback thread with each writeback's seconds (from the copy's
+    /// start to the last page on the device).
     init?(path: String, logger: Logger, record: @escaping @Sendable (Double) -> Void) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
@@ -88,35 +96,43 @@ final class DatabaseWriteback: Sendable {
             return nil
         }
         self.fd = fd
-        let pending = self.pending
+        let shared = self.shared
         let queue = self.queue
-        thread = NamedThread(name: "ubq-writeback") {
+        thread = NamedThread(name: "ubq-writeback", stackSize: 256 << 10) {
             while true {
                 if queue.pop(max: 1).isEmpty { break }
                 let t0 = DispatchTime.now().uptimeNanoseconds
-                let err = ubq_writeback_file(fd)
-                let dt = DispatchTime.now().uptimeNanoseconds - t0
-                // A failure only means SQLite's own sync at the end of the checkpoint writes the
+                // Errors only mean SQLite's own sync at the end of the checkpoint writes the
                 // pages itself, as it did before the steps.
+                while shared.copying.load(ordering: .acquiring) {
+                    _ = ubq_writeback_start(fd)
+                    usleep(1000)
+                }
+                let err = ubq_writeback_file(fd)
                 if err != 0 { logger.debug("database writeback: errno \(err)") }
-                record(Double(dt) / 1e9)
-                pending.count.subtract(1, ordering: .releasing)
+                record(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
+                shared.pending.subtract(1, ordering: .releasing)
             }
         }
     }
 
-    /// Asks for a writeback of every page dirty now.
-    func start() {
-        pending.count.add(1, ordering: .relaxed)
-        if !queue.push(()) { pending.count.subtract(1, ordering: .relaxed) }
+    /// The writer begins a copy step: write back from now on, until `copied()` and then all of it.
+    func copying() {
+        shared.copying.store(true, ordering: .releasing)
+        shared.pending.add(1, ordering: .relaxed)
+        if !queue.push(()) { shared.pending.subtract(1, ordering: .relaxed) }
     }
 
+    /// The copy step is done: the thread writes back what is left and waits for it.
+    func copied() { shared.copying.store(false, ordering: .releasing) }
+
     /// No writeback asked for is still running.
-    var isDone: Bool { pending.count.load(ordering: .acquiring) == 0 }
+    var isDone: Bool { shared.pending.load(ordering: .acquiring) == 0 }
 
     /// Joins the thread (after its writeback in flight) and closes the descriptor. Only after the
     /// writer connection has closed (see above).
     func shutdown() {
+        shared.copying.store(false, ordering: .releasing)
         queue.close()
         thread.join()
         Glibc.close(fd)

@@ -59,16 +59,17 @@ extension WriterEngine {
     /// writeback thread.
     private func copyToFence(_ conn: Connection) {
         let t0 = DispatchTime.now().uptimeNanoseconds
-        let r = conn.checkpoint(.passive)
-        if r.rc != SQLITE_OK { config.logger.debug("checkpoint copy step: rc \(r.rc)") }
-        owned.fence?.end()
         if owned.writeback == nil {
             let state = self.state
             owned.writeback = DatabaseWriteback(path: path, logger: config.logger) { dt in
                 state.withLock { $0.writebacks += 1; $0.writebackSeconds += dt; $0.writebackMaxSeconds = max($0.writebackMaxSeconds, dt) }
             }
         }
-        owned.writeback?.start()
+        owned.writeback?.copying()
+        let r = conn.checkpoint(.passive)
+        owned.writeback?.copied()
+        if r.rc != SQLITE_OK { config.logger.debug("checkpoint copy step: rc \(r.rc)") }
+        owned.fence?.end()
         let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
         let toTheEnd = r.rc == SQLITE_OK && r.log > 0 && r.done == r.log
         state.withLock {

@@ -4,8 +4,8 @@ import XCTest
 /// The checkpoint policy on its own: numbers in, actions out, no database.
 final class CheckpointPolicyTests: XCTestCase {
     private let mib = 1 << 20
-    private func policy(threshold: Int = 32, withoutReaders: Int = 128, hardLimit: Int = 128, idle: Double = 0.1) -> CheckpointPolicy {
-        CheckpointPolicy(limits: .init(threshold: threshold * mib, thresholdWithoutReaders: withoutReaders * mib, hardLimit: hardLimit * mib, idleSeconds: idle))
+    private func policy(threshold: Int = 32, withoutReaders: Int = 128, hardLimit: Int = 128, idle: Double = 0.1, rounds: Int = 2) -> CheckpointPolicy {
+        CheckpointPolicy(limits: .init(threshold: threshold * mib, thresholdWithoutReaders: withoutReaders * mib, hardLimit: hardLimit * mib, idleSeconds: idle, copyRounds: rounds))
     }
 
     /// Feeds commits leaving these WAL sizes (MiB) with readers present; the actions, in order.
@@ -27,8 +27,14 @@ final class CheckpointPolicyTests: XCTestCase {
         XCTAssertEqual(run(&p, [33]), [.copy], "past the threshold behind a fence: copy up to it")
         XCTAssertEqual(p.phase, .writingBack)
         XCTAssertEqual(run(&p, [34, 35], writebackDone: false), [.none, .none], "nothing while the writeback runs")
-        XCTAssertEqual(run(&p, [36]), [.checkpoint(fallback: .none)], "writeback done: the rest, with the sync and the restart")
+        XCTAssertEqual(run(&p, [36]), [.fence], "writeback done: a second round for what the commits meanwhile wrote")
+        XCTAssertEqual(run(&p, [37]), [.copy])
+        XCTAssertEqual(run(&p, [38], writebackDone: false), [.none])
+        XCTAssertEqual(run(&p, [39]), [.checkpoint(fallback: .none)], "then the rest, with the sync and the restart")
         XCTAssertEqual(p.phase, .filling)
+        XCTAssertEqual(run(&p, [1, 2]), [.none, .none], "the next checkpoint starts from the first round")
+        var one = policy(rounds: 1)
+        XCTAssertEqual(run(&one, [30, 33, 34]), [.fence, .copy, .checkpoint(fallback: .none)], "one round: the rest after its writeback")
     }
 
     func testAFenceBelowTheThresholdMovesUpUntilTheWALCrossesIt() {
@@ -63,7 +69,7 @@ final class CheckpointPolicyTests: XCTestCase {
     }
 
     func testTheLastStepsFallbackFollowsTheWALsLength() {
-        var p = policy()
+        var p = policy(rounds: 1)
         XCTAssertEqual(run(&p, [30, 33, 34]), [.fence, .copy, .checkpoint(fallback: .none)])
         XCTAssertEqual(run(&p, [60, 64]), [.fence, .checkpoint(fallback: .none)], "exactly twice the threshold")
         p = policy(threshold: 32, withoutReaders: 64, hardLimit: 100)
@@ -77,7 +83,7 @@ final class CheckpointPolicyTests: XCTestCase {
         p.walRestarted(readerEntries: 7)
         XCTAssertEqual(run(&p, [60, 90, 100], readers: 7), [.none, .none, .none], "no read since the restart: 128 counts")
         XCTAssertNotNil(p.idleWait, "a WAL past the threshold is left for the idle checkpoint")
-        XCTAssertEqual(run(&p, [120, 129, 130], readers: 7), [.fence, .copy, .checkpoint(fallback: .closeGateOrWaitForReaders)])
+        XCTAssertEqual(run(&p, [120, 129, 130, 131, 132], readers: 7), [.fence, .copy, .fence, .copy, .checkpoint(fallback: .closeGateOrWaitForReaders)])
         var q = policy()
         q.walRestarted(readerEntries: 7)
         XCTAssertEqual(run(&q, [20, 24], readers: 7), [.none, .none])
@@ -91,7 +97,7 @@ final class CheckpointPolicyTests: XCTestCase {
     }
 
     func testARestartForgetsTheLastCommitsSize() {
-        var p = policy()
+        var p = policy(rounds: 1)
         XCTAssertEqual(run(&p, [30, 33, 34]), [.fence, .copy, .checkpoint(fallback: .none)])
         p.walRestarted(readerEntries: 0)  // a read since: the 32 MiB threshold
         XCTAssertEqual(run(&p, [20]), [.fence], "growth counts from the restart (20 MiB in one commit), not from 34")

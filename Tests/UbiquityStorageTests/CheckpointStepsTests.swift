@@ -14,7 +14,7 @@ final class CheckpointStepsTests: StorageTestCase, @unchecked Sendable {
         }
     }
 
-    /// Every restart is preceded by a copy step that the fence stopped short of the WAL's end (a
+    /// Every restart is preceded by its copy steps (rounds), each of which the fence stopped short of the WAL's end (a
     /// fence that did not hold would let the copy reach the end and sync the database file on the
     /// writer, as before the steps); the pages it copied get written back; nothing is lost.
     func testCheckpointsCopyBehindAFenceThenRestart() async throws {
@@ -33,7 +33,9 @@ final class CheckpointStepsTests: StorageTestCase, @unchecked Sendable {
         try await saveUntil(restarts: 4)
         let st = s.walStats, steps = s.checkpointStepStats
         XCTAssertEqual(st.restarts, 4, "(\(st), \(steps))")
-        XCTAssertEqual(steps.copies - copiesBefore, 3, "a copy step before each restart (\(steps))")
+        // At least the first round before each restart (a later round may give way to the whole
+        // checkpoint when the WAL reaches 1.5x its threshold before a writeback is done).
+        XCTAssertGreaterThanOrEqual(steps.copies - copiesBefore, 3, "copy steps before each restart (\(steps))")
         XCTAssertEqual(steps.copiesToTheEnd, 0, "the fence kept every copy short of the WAL's end (\(steps))")
         XCTAssertEqual(st.gateClosures, 0)
         // The writeback thread reports each writeback when done: an event, polled (bounded).

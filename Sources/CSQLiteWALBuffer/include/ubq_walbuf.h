@@ -17,4 +17,8 @@ const char *ubq_walbuf_register(const char *base);
  * writer hands it to its writeback thread, never calls it itself. */
 int ubq_writeback_file(int fd);
 
+/* Submits every dirty page of `fd` for writeback without waiting for it (sync_file_range
+ * SYNC_FILE_RANGE_WRITE; it may still block while the device's queue is full). */
+int ubq_writeback_start(int fd);
+
 #endif
