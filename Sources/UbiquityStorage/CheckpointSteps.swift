@@ -99,6 +99,9 @@ final class DatabaseWriteback: Sendable {
         let shared = self.shared
         let queue = self.queue
         thread = NamedThread(name: "ubq-writeback", stackSize: 256 << 10) {
+            // The writer thread starts it: without this it would run at the writer's nice value
+            // (docs/threading.md rule 14: only the writer thread has its own).
+            ThreadPriority.prepareStoreThread(nice: 0)
             while true {
                 if queue.pop(max: 1).isEmpty { break }
                 let t0 = DispatchTime.now().uptimeNanoseconds
