@@ -17,6 +17,27 @@ enum LiveMembership: Equatable {
         case (false, false): .unaffected
         }
     }
+
+    /// A transaction's effect on the result set, in the order of its changes.
+    struct Effect: Equatable {
+        var entered: [ObjectID] = [], changed: [ObjectID] = [], left: [ObjectID] = []
+        var isEmpty: Bool { entered.isEmpty && changed.isEmpty && left.isEmpty }
+    }
+
+    /// `touched`: the transaction's objects (each once); `before` / `after`: those of them that
+    /// existed and matched at G-1 / G.
+    static func effect(of touched: [ObjectID], before: Set<ObjectID>, after: Set<ObjectID>) -> Effect {
+        var e = Effect()
+        for id in touched {
+            switch decide(before: before.contains(id), after: after.contains(id)) {
+            case .entered: e.entered.append(id)
+            case .changed: e.changed.append(id)
+            case .left: e.left.append(id)
+            case .unaffected: break
+            }
+        }
+        return e
+    }
 }
 
 /// A subscription's live query (`SubscribeRequest.live_query`), checked once at subscribe time:
@@ -54,20 +75,18 @@ struct LiveQueryView: Sendable {
         var ids: [ObjectID] = []
         var seen = Set<ObjectID>()
         for c in changes where seen.insert(c.objectID).inserted { ids.append(c.objectID) }
+        // an insert did not exist before, a delete does not after: neither side is read for them
+        let existedBefore = changes.filter { $0.kind != .insert }.map(\.objectID)
+        let existsAfter = changes.filter { $0.kind != .delete }.map(\.objectID)
         let previous = GenerationToken(storeID: tx.token.storeID, epoch: tx.token.epoch, generation: tx.token.generation - 1)
-        let before = try await matches(ids, at: previous, store: store)
-        let after = try await matches(ids, at: tx.token, store: store)
+        let before = try await matches(existedBefore, at: previous, store: store)
+        let after = try await matches(existsAfter, at: tx.token, store: store)
+        let effect = LiveMembership.effect(of: ids, before: Set(before.keys), after: Set(after.keys))
+        if effect.isEmpty { return nil }
         var u = Ubiquity_V1_LiveQueryUpdate()
-        for id in ids {
-            let now = after[id]
-            switch LiveMembership.decide(before: before[id] != nil, after: now != nil) {
-            case .entered: u.entered.append(object(id, now))
-            case .changed: u.changed.append(object(id, now))
-            case .left: u.leftObjectIds.append(id.uri)
-            case .unaffected: break
-            }
-        }
-        if u.entered.isEmpty && u.changed.isEmpty && u.leftObjectIds.isEmpty { return nil }
+        u.entered = effect.entered.map { object($0, after[$0]) }
+        u.changed = effect.changed.map { object($0, after[$0]) }
+        u.leftObjectIds = effect.left.map(\.uri)
         u.token = Data(tx.token.bytes)
         u.generation = tx.token.generation
         return u
@@ -83,18 +102,20 @@ struct LiveQueryView: Sendable {
     /// The objects of `ids` that exist and match at `token`, with their state there. The objects
     /// are read in one batch, then whatever their key paths reach in further batches.
     private func matches(_ ids: [ObjectID], at token: GenerationToken, store: Store) async throws -> [ObjectID: ObjectSnapshot] {
+        if ids.isEmpty { return [:] }
         var known: [ObjectID: ObjectSnapshot?] = [:]
         var wanted = ids
         for _ in 0...Self.maxResolveRounds {
             let found = try await read(wanted, at: token, store: store)
             for (id, o) in zip(wanted, found) { known[id] = o }
             var missing: [ObjectID] = []
+            var missingSet = Set<ObjectID>()
             var out: [ObjectID: ObjectSnapshot] = [:]
             for id in ids {
                 guard let o = known[id] ?? nil else { continue }
                 let ok = try predicate?.evaluate(o) { r in
                     if let k = known[r] { return k }
-                    if !missing.contains(r) { missing.append(r) }
+                    if missingSet.insert(r).inserted { missing.append(r) }
                     return nil
                 } ?? true
                 if ok { out[id] = o }

@@ -162,3 +162,27 @@ def test_live_query_with_filter_entities_is_refused(client, store):
                                                       filter=ch.ChangeFilter(entities=["Person"])))
     code, message, reason, _, _ = error_of(call.ended.get(timeout=30))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and reason == "INVALID_ARGUMENT" and "filter.entities" in message
+
+
+def test_a_key_path_through_a_relationship_is_read_at_each_side(client, store):
+    old, young = client.insert_people(store, [{"name": "old", "age": 40}, {"name": "young", "age": 10}])
+
+    def note(tid, owner):
+        return ob.Insert(temporary_id=tid, entity="Note", values={"title": v(tid)},
+                         relationships={"owner": ob.ObjectRefList(refs=[ob.ObjectRef(object_id=owner)])})
+
+    s = live(client.channel, store, predicate="owner.age >= 30", arguments={}, entity="Note", include_values=False)
+    try:
+        s.caught_up()
+        r1 = client.save(store, inserts=[note("n1", old), note("n2", young)])
+        n1, n2 = r1.permanent_ids["n1"], r1.permanent_ids["n2"]
+        r2 = client.save(store, updates=[ob.Update(object_id=n2, relationships={"owner": ob.ObjectRefList(refs=[ob.ObjectRef(object_id=old)])})])
+        r3 = client.save(store, deletes=[ob.Delete(object_id=old)])  # cascades to both notes
+        got = [r.live_query for r in s.until(lambda r: r.resume_generation >= r3.generation)
+               if r.WhichOneof("event") == "live_query"]
+        assert [u.generation for u in got] == [r1.generation, r2.generation, r3.generation]
+        assert [o.object_id for o in got[0].entered] == [n1]
+        assert [o.object_id for o in got[1].entered] == [n2]
+        assert sorted(got[2].left_object_ids) == sorted([n1, n2])
+    finally:
+        s.cancel()
