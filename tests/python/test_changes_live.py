@@ -15,6 +15,7 @@ import pytest
 from test_changes import Stream
 from ubiq_client import error_of, ob, person_model, v
 from ubiquity.v1 import changes_pb2 as ch
+from ubiquity.v1 import models_pb2 as md
 
 PREDICATE = "age >= $lo AND age < $hi"
 ARGS = {"lo": ob.Argument(value=v(20)), "hi": ob.Argument(value=v(60))}
@@ -184,5 +185,27 @@ def test_a_key_path_through_a_relationship_is_read_at_each_side(client, store):
         assert [o.object_id for o in got[0].entered] == [n1]
         assert [o.object_id for o in got[1].entered] == [n2]
         assert sorted(got[2].left_object_ids) == sorted([n1, n2])
+    finally:
+        s.cancel()
+
+
+def test_sub_entities_belong_to_their_parents_live_query(client):
+    a = md.Attribute(name="legs", type=md.ATTRIBUTE_TYPE_INT32)
+    model = md.Model(version_identifier="animals", entities=[
+        md.Entity(name="Animal", attributes=[a]),
+        md.Entity(name="Dog", parent="Animal", attributes=[md.Attribute(name="breed", type=md.ATTRIBUTE_TYPE_STRING)]),
+        md.Entity(name="Rock", attributes=[md.Attribute(name="weight", type=md.ATTRIBUTE_TYPE_INT32)]),
+    ])
+    sid = client.open(model=model)
+    s = live(client.channel, sid, predicate="legs == 4", arguments={}, entity="Animal")
+    try:
+        s.caught_up()
+        r = client.save(sid, inserts=[ob.Insert(temporary_id="d", entity="Dog", values={"legs": v(4), "breed": v("lab")}),
+                                      ob.Insert(temporary_id="b", entity="Animal", values={"legs": v(2)}),
+                                      ob.Insert(temporary_id="r", entity="Rock", values={"weight": v(4)})])
+        got = [x.live_query for x in s.until(lambda x: x.resume_generation >= r.generation) if x.WhichOneof("event") == "live_query"]
+        assert len(got) == 1
+        assert [o.object_id for o in got[0].entered] == [r.permanent_ids["d"]]
+        assert got[0].entered[0].object.entity == "Dog" and got[0].entered[0].object.values["breed"] == v("lab")
     finally:
         s.cancel()
