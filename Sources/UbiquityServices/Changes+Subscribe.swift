@@ -11,8 +11,8 @@ extension ChangesService {
     static let maxCoalesceWindowMS: UInt32 = 10_000
 
     func subscribe(_ req: Ubiquity_V1_SubscribeRequest, writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>, context: ServerContext) async throws {
-        if req.hasLiveQuery {
-            throw ServiceError.invalid("live_query", "live queries are not served yet: subscribe to the entity's changes (filter.entities) instead", reason: .unsupported)
+        if req.hasLiveQuery && !req.filter.entities.isEmpty {
+            throw ServiceError.invalid("filter.entities", "a live query names its entity in live_query.entity: leave filter.entities empty", reason: .invalidArgument)
         }
         guard req.coalesceWindowMs <= Self.maxCoalesceWindowMS else {
             throw ServiceError.invalid("coalesce_window_ms", "at most \(Self.maxCoalesceWindowMS) ms", reason: .limitExceeded)
@@ -24,11 +24,18 @@ extension ChangesService {
         defer { if let sub = admitted.withLock({ $0 }) { subscriptions.remove(sub) } }
         try await backend.withStore(req.storeID, account: context.account) { store in
             let model = backend.modelIfAny(of: store)
-            let selection = try ChangeSelection(req.filter, model: model, field: "filter")
+            var filter = req.filter
+            var live: LiveQueryView?
+            if req.hasLiveQuery {
+                live = try LiveQueryView(req.liveQuery, includeValues: filter.includeValues, model: model)
+                // the feed's own entity filter (sub-entities included) picks the transactions to evaluate
+                filter.entities = [req.liveQuery.entity]
+            }
+            let selection = try ChangeSelection(filter, model: model, field: "filter")
             let start = try Self.start(req.hasFrom ? req.from : nil, defaultsToNow: true, store: store, field: "from")
             let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed)
             admitted.withLock { $0 = sub }
-            let runner = SubscriptionRunner(store: store, model: model, selection: selection, subscription: sub, writer: writer,
+            let runner = SubscriptionRunner(store: store, model: model, selection: selection, live: live, subscription: sub, writer: writer,
                                             limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,
                                             state: SubscriptionState(start: start, storeGeneration: store.currentToken.generation))
             // The loop runs in its own task so the registry can cancel it out of a blocked send
@@ -46,6 +53,8 @@ struct SubscriptionRunner: Sendable {
     let store: Store
     let model: ModelInfo?
     let selection: ChangeSelection
+    /// Set: transactions are sent as their effect on this live query's result set.
+    let live: LiveQueryView?
     let subscription: Subscription
     let writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>
     let limits: FeedLimits
@@ -135,6 +144,7 @@ struct SubscriptionRunner: Sendable {
     /// (a larger transaction in parts), the last one ending at `through`. Skipped transactions
     /// send nothing (the progress marker covers them).
     private func deliver(_ txs: [HistoryTransaction], shared: [FeedTransaction]? = nil, through: Int64, after: Int64, _ p: inout Progress) async throws {
+        if let live { return try await deliverLive(live, txs, through: through, &p) }
         var batch: [[UInt8]] = [], batchBytes = 0, batchEnd = after
         for (i, tx) in txs.enumerated() {
             guard let changes = selection.changes(of: tx) else { continue }
@@ -156,6 +166,20 @@ struct SubscriptionRunner: Sendable {
         if !batch.isEmpty {
             // the last response's token also covers the skipped transactions after it
             try await send(SubscribeEncoding.batch(batch, resume: token(max(batchEnd, through))), at: max(batchEnd, through), &p)
+        }
+        subscription.moved(to: through)
+    }
+
+    /// A live query's updates, one response per transaction that changed its result set (the
+    /// progress marker covers the others).
+    private func deliverLive(_ live: LiveQueryView, _ txs: [HistoryTransaction], through: Int64, _ p: inout Progress) async throws {
+        for tx in txs {
+            guard let changes = selection.changes(of: tx), let update = try await live.update(tx, changes: changes, store: store) else { continue }
+            var r = Ubiquity_V1_SubscribeResponse()
+            r.resumeToken = Data(tx.token.bytes)
+            r.resumeGeneration = tx.token.generation
+            r.liveQuery = update
+            try await send((try? r.serializedBytes()) ?? [], at: tx.token.generation, &p)
         }
         subscription.moved(to: through)
     }
