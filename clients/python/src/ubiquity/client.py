@@ -8,7 +8,7 @@ from types import TracebackType
 
 import grpc
 
-from ubiquity.v1 import changes_pb2_grpc, contexts_pb2 as cx, contexts_pb2_grpc
+from ubiquity.v1 import changes_pb2 as ch, changes_pb2_grpc, contexts_pb2 as cx, contexts_pb2_grpc
 from ubiquity.v1 import models_pb2 as md, models_pb2_grpc
 from ubiquity.v1 import objects_pb2 as ob
 from ubiquity.v1 import stores_pb2 as st, stores_pb2_grpc
@@ -160,6 +160,13 @@ class Store:
             author=author, client_transaction_id=txid), client_transaction_id)
         return SaveResult.of(r, txid)
 
+    def delete_history(self, through_token: bytes) -> bytes:
+        """Trims the change history through `through_token` (inclusive); returns the oldest retained token.
+        Feeds behind it end with HistoryExpired."""
+        c = self.client
+        return c._calls.unary(c._changes.DeleteHistory, ch.DeleteHistoryRequest(
+            store_id=self.id, through_token=through_token)).oldest_retained_token
+
     # -- contexts and feed --------------------------------------------------
 
     def context(self, name: str = "", *, author: str = "", merge_policy: MergePolicy = MergePolicy.ERROR,
@@ -172,7 +179,13 @@ class Store:
                 exclude_authors: Iterable[str] = (),
                 on_history_expired: Callable[[HistoryExpired], bytes | None] | None = None,
                 reconnect_for: float = 60.0) -> ChangeFeed:
-        """The store's change feed as an iterator of events (see `ChangeFeed`)."""
+        """The store's change feed as an iterator of events (see `ChangeFeed`).
+
+        `start` is "now", "oldest" or a token. "now" is read here, so every save that returns after
+        this call is in the feed, however late the iteration starts.
+        """
+        if start == "now":
+            start = self.current_token()
         return ChangeFeed(self.client._changes, self.client._calls.metadata, self.id, start=start,
                           entities=entities, include_values=include_values, exclude_authors=exclude_authors,
                           on_history_expired=on_history_expired, reconnect_for=reconnect_for)
