@@ -107,15 +107,17 @@ class Store:
     def register_model(self, model: md.Model, *, dry_run: bool = False) -> md.RegisterModelResponse:
         """Registers (or migrates to) `model`; a `ubiquity.v1.models_pb2.Model`."""
         c = self.client
-        return c._calls.unary(c._models.RegisterModel,
-                              md.RegisterModelRequest(store_id=self.id, model=model, dry_run=dry_run))
+        r: md.RegisterModelResponse = c._calls.unary(
+            c._models.RegisterModel, md.RegisterModelRequest(store_id=self.id, model=model, dry_run=dry_run))
+        return r
 
     # -- reads --------------------------------------------------------------
 
     def current_token(self) -> bytes:
         c = self.client
-        return c._calls.unary(c._stores.CurrentGeneration,
-                              st.CurrentGenerationRequest(store_id=self.id)).token
+        r: st.CurrentGenerationResponse = c._calls.unary(
+            c._stores.CurrentGeneration, st.CurrentGenerationRequest(store_id=self.id))
+        return r.token
 
     def fetch(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
               sort: Sequence[SortKey] = (), limit: int = 0, offset: int = 0,
@@ -164,8 +166,9 @@ class Store:
         """Trims the change history through `through_token` (inclusive); returns the oldest retained token.
         Feeds behind it end with HistoryExpired."""
         c = self.client
-        return c._calls.unary(c._changes.DeleteHistory, ch.DeleteHistoryRequest(
-            store_id=self.id, through_token=through_token)).oldest_retained_token
+        r: ch.DeleteHistoryResponse = c._calls.unary(c._changes.DeleteHistory, ch.DeleteHistoryRequest(
+            store_id=self.id, through_token=through_token))
+        return r.oldest_retained_token
 
     # -- contexts and feed --------------------------------------------------
 

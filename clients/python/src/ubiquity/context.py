@@ -19,7 +19,7 @@ from .values import ValueLike, to_values
 Generation = Union[Literal["unpinned", "first_read"], bytes]
 
 
-def _mode(generation: Generation) -> tuple[int, bytes]:
+def _mode(generation: Generation) -> tuple[cx.GenerationMode, bytes]:
     if isinstance(generation, bytes):
         return cx.GENERATION_MODE_PINNED_AT_TOKEN, generation
     if generation == "unpinned":
@@ -86,7 +86,7 @@ class Context:
             ob.Insert(temporary_id=label, entity=entity, values=to_values(values),
                       relationships=_refs(relationships))]))
         self._state = ContextState.of(r.state)
-        return r.object_ids[label]
+        return str(r.object_ids[label])
 
     def update(self, object_id: str, values: Mapping[str, ValueLike],
                relationships: Mapping[str, Sequence[str]] | None = None) -> None:
@@ -151,7 +151,7 @@ class Context:
         """Sets the query generation: a token, "first_read" or "unpinned"."""
         mode, token = _mode(generation)
         self._set(self._call(self._stub.SetQueryGeneration, cx.SetQueryGenerationRequest(
-            context_id=self.id, generation_mode=mode, token=token)))  # type: ignore[arg-type]
+            context_id=self.id, generation_mode=mode, token=token)))
 
     def close(self) -> None:
         self._call(self._stub.CloseContext, cx.ContextRequest(context_id=self.id))

@@ -10,15 +10,19 @@ parsed from the message, which is for people.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from ubiquity.v1 import changes_pb2 as ch
 from ubiquity.v1 import objects_pb2 as ob
 
 from .values import PyValue, from_values
+
+M = TypeVar("M", bound=Message)
 
 
 @dataclass(frozen=True)
@@ -71,18 +75,14 @@ class UbiquityError(Exception):
         self.metadata = metadata
         self.details = details
         self.violations: list[Violation] = []
-        for d in details:
-            if d.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-                br = error_details_pb2.BadRequest()
-                d.Unpack(br)
-                self.violations = [Violation(v.field, v.description, v.reason) for v in br.field_violations]
+        br = self._unpack(error_details_pb2.BadRequest())
+        if br is not None:
+            self.violations = [Violation(v.field, v.description, v.reason) for v in br.field_violations]
 
-    def _unpack(self, cls: type[ob.ConflictDetails] | type[ch.HistoryExpiredDetails]
-                | type[ch.ResumeDetails]) -> object | None:
+    def _unpack(self, msg: M) -> M | None:
+        """The first detail of msg's type, unpacked into msg (Any.Unpack checks the type)."""
         for d in self.details:
-            if d.Is(cls.DESCRIPTOR):
-                msg = cls()
-                d.Unpack(msg)
+            if d.Unpack(msg):
                 return msg
         return None
 
@@ -112,8 +112,7 @@ class HistoryExpired(FailedPreconditionError):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        d = self._unpack(ch.HistoryExpiredDetails)
-        info = d if isinstance(d, ch.HistoryExpiredDetails) else ch.HistoryExpiredDetails()
+        info = self._unpack(ch.HistoryExpiredDetails()) or ch.HistoryExpiredDetails()
         self.oldest_retained_token: bytes = info.oldest_retained_token
         self.current_token: bytes = info.current_token
         self.deletions_available: bool = info.deletions_available
@@ -124,8 +123,7 @@ class ConflictError(UbiquityError):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        d = self._unpack(ob.ConflictDetails)
-        info = d if isinstance(d, ob.ConflictDetails) else ob.ConflictDetails()
+        info = self._unpack(ob.ConflictDetails()) or ob.ConflictDetails()
         self.conflicts: list[Conflict] = [Conflict.of(r) for r in info.conflicts]
         # The trailer is bounded: when `truncated`, save with conflicts_in_response for every record.
         self.truncated: bool = info.truncated
@@ -141,9 +139,9 @@ class UnavailableError(UbiquityError):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        d = self._unpack(ch.ResumeDetails)
+        d = self._unpack(ch.ResumeDetails())
         # Set when a Subscribe ended with the server's drain: resume from here.
-        self.resume_token: bytes | None = d.resume_token if isinstance(d, ch.ResumeDetails) else None
+        self.resume_token: bytes | None = d.resume_token if d is not None else None
 
 
 class ResourceExhaustedError(UbiquityError):
@@ -151,8 +149,8 @@ class ResourceExhaustedError(UbiquityError):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        d = self._unpack(ch.ResumeDetails)
-        self.resume_token: bytes | None = d.resume_token if isinstance(d, ch.ResumeDetails) else None
+        d = self._unpack(ch.ResumeDetails())
+        self.resume_token: bytes | None = d.resume_token if d is not None else None
 
 
 class DeadlineExceededError(UbiquityError):
@@ -187,9 +185,9 @@ _DETAILS_KEY = "grpc-status-details-bin"
 
 def from_rpc_error(err: grpc.RpcError) -> UbiquityError:
     """The typed exception for a failed grpcio call (sync or aio)."""
-    code: grpc.StatusCode = err.code()  # type: ignore[attr-defined]
-    message: str = err.details() or ""  # type: ignore[attr-defined]
-    trailers = err.trailing_metadata() or ()  # type: ignore[attr-defined]
+    code: grpc.StatusCode = err.code()
+    message: str = err.details() or ""
+    trailers = err.trailing_metadata() or ()
     return from_status(code, message, trailers)
 
 
@@ -202,9 +200,8 @@ def from_status(code: grpc.StatusCode, message: str, trailers: object) -> Ubiqui
             status = status_pb2.Status.FromString(value)
             details = list(status.details)
     for d in details:
-        if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            d.Unpack(info)
+        info = error_details_pb2.ErrorInfo()
+        if d.Unpack(info):
             reason = info.reason
             metadata = dict(info.metadata)
     cls = (_BY_REASON.get(reason) if reason else None) or _BY_CODE.get(code, UbiquityError)

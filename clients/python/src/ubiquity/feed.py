@@ -101,8 +101,9 @@ class ChangeFeed(Iterator[FeedEvent]):
             point = ch.StartPoint(oldest=True)
         else:
             point = ch.StartPoint(now=True)
-        call = self._stub.Subscribe(ch.SubscribeRequest(store_id=self.store_id, **{"from": point},
-                                                        filter=self._filter), metadata=self._metadata)
+        request = ch.SubscribeRequest(store_id=self.store_id, filter=self._filter)
+        getattr(request, "from").CopyFrom(point)  # `from` is a Python keyword
+        call = self._stub.Subscribe(request, metadata=self._metadata)
         self._call = call
         self._stream = call
 

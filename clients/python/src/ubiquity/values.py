@@ -36,13 +36,13 @@ def to_value(x: ValueLike) -> ob.Value:
         return x
     if isinstance(x, Typed):
         if x.kind == "null":
-            return ob.Value(null_value=0)
+            return ob.Value(null_value="NULL_VALUE")
         if x.kind == "date":
             assert isinstance(x.value, datetime)
             return _date(x.value)
         return ob.Value(**{f"{x.kind}_value": x.value})  # type: ignore[arg-type]
     if x is None:
-        return ob.Value(null_value=0)
+        return ob.Value(null_value="NULL_VALUE")
     # bool before int: bool is an int in Python.
     if isinstance(x, bool):
         return ob.Value(bool_value=x)
