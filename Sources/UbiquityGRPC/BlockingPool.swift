@@ -28,14 +28,15 @@ final class BlockingJob: Sendable {
     let loop: EventLoop
 
     init(handler: @escaping SyncUnaryHandler, request: [UInt8], path: String, metadata: Metadata,
-         deadline: ContinuousClock.Instant?, peer: String, target: LoopBound<(HTTP2Connection, StreamState)>) {
+         deadline: ContinuousClock.Instant?, peer: String, loop: EventLoop,
+         target: LoopBound<(HTTP2Connection, StreamState)>?) {
         self.handler = handler
         self.request = request
         self.path = path
         self.metadata = metadata
         self.deadline = deadline
         self.peer = peer
-        self.loop = target.loop
+        self.loop = loop
         state = Lock(State(target: target))
     }
 

@@ -5,10 +5,7 @@ import UbiquityLoop
 /// rule 4), taking its outcome back, and its deadline. Whatever the kind, the answer goes out
 /// through the one response path (HTTP2Connection+Response).
 extension HTTP2Connection {
-    func startHandler(_ stream: StreamState) {
-        guard let descriptor = stream.descriptor, stream.life.event(.handlerStarting) else { return }
-        guard let call = stream.call else { return startSync(stream, descriptor) }
-        let handler = descriptor.handler
+    func startTask(_ call: ServerCall, _ handler: @escaping RawHandler) {
         let task = Task {
             do {
                 try await handler(call)
@@ -20,14 +17,12 @@ extension HTTP2Connection {
         call.setTask(task)
     }
 
-    /// Runs or queues a synchronous unary handler; its single request message is in `stream.sync`.
-    private func startSync(_ stream: StreamState, _ descriptor: MethodDescriptor) {
-        let handler = descriptor.syncHandler!
-        let request = stream.sync.request
-        stream.sync.request = []
-        if descriptor.execution == .inline {
+    /// Runs or queues a synchronous unary handler with its single request message.
+    func runSync(_ stream: StreamState, _ method: MethodDescriptor, request: [UInt8]) {
+        let handler = method.syncHandler!
+        if method.execution == .inline {
             // Rule 4's exception: pure, bounded CPU work, run right here on the loop thread.
-            let context = SyncCallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: stream.sync.deadline,
+            let context = SyncCallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: stream.deadline,
                                           peer: tcp.peerDescription, cancellation: .never)
             do {
                 completeSync(stream, .success(try handler(request, context)))
@@ -37,15 +32,15 @@ extension HTTP2Connection {
             return
         }
         guard env.blockingPool != nil else {
-            respondTrailersOnly(stream, RPCError(.internal, "no blocking worker pool"))
+            completeSync(stream, .failure(RPCError(.internal, "no blocking worker pool")))
             return
         }
         // Queued here and handed to the pool once per read (submitPendingJobs): one lock of the
         // pool's queue for all the calls a read completed.
         let job = BlockingJob(handler: handler, request: request, path: stream.head.path, metadata: stream.head.metadata,
-                              deadline: stream.sync.deadline, peer: tcp.peerDescription,
+                              deadline: stream.deadline, peer: tcp.peerDescription, loop: loop,
                               target: LoopBound((self, stream), loop: loop))
-        stream.sync.job = job
+        _ = stream.machine.event(.jobQueued(job))
         pendingJobs.append(job)
     }
 
@@ -57,8 +52,8 @@ extension HTTP2Connection {
 
     /// A worker finished a `.blocking` call (loop thread, from `EventLoop.execute`).
     func blockingFinished(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, RPCError>) {
-        stream.sync.job = nil
-        // The stream may have ended meanwhile (deadline answered, reset, connection closed).
+        // The stream may have closed meanwhile (reset, connection closed): its object was then
+        // freed, not reused (`StreamStateMachine.Release.reusable`).
         guard streams.find(stream.id) === stream else { return }
         completeSync(stream, outcome)
         // Outcomes arrive in batches (`EventLoop.execute`): flush once per batch, not per call.
@@ -73,19 +68,18 @@ extension HTTP2Connection {
     /// A synchronous call's outcome goes out the way an async handler's `finish(message:)` or
     /// throw does: response headers, DATA and trailers, or Trailers-Only for an error.
     private func completeSync(_ stream: StreamState, _ outcome: Result<SyncUnaryReply, RPCError>) {
-        guard !stream.life.isAnswered else { return }
         switch outcome {
-        case .failure(let e):
-            respondTrailersOnly(stream, e)
+        case .failure(let status):
+            perform(stream, stream.machine.event(.syncFailed(status)))
+        case .success(let reply) where reply.message.count > config.maxSendMessageBytes:
+            perform(stream, stream.machine.event(.syncFailed(RPCError(.resourceExhausted,
+                "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes"))))
         case .success(let reply):
-            if reply.message.count > config.maxSendMessageBytes {
-                respondTrailersOnly(stream, RPCError(.resourceExhausted,
-                    "response message of \(reply.message.count) bytes exceeds the send limit of \(config.maxSendMessageBytes) bytes"))
-                return
-            }
-            stream.sync.reply = SyncReply(message: reply.message,
-                                          status: RPCError(.ok, metadata: reply.trailingMetadata))
-            _ = startResponse(stream, metadata: nil)
+            stream.reply = SyncReply(message: reply.message, status: RPCError(.ok, metadata: reply.trailingMetadata))
+            let action = stream.machine.event(.syncReplied)
+            // Ignored: the call was answered meanwhile (its deadline); nobody reads the reply.
+            if case .none = action { stream.reply = SyncReply() }
+            perform(stream, action)
         }
     }
 
@@ -102,22 +96,16 @@ extension HTTP2Connection {
     }
 
     private func deadlineExpired(_ streamID: Int32) {
-        guard let stream = stream(streamID), !stream.life.isAnswered else { return }
+        guard let stream = stream(streamID) else { return }
         stream.closeTimer()
-        if let call = stream.call {
-            call.cancel(.deadline, overrideStatus: true)
-            service(stream, call)
-        } else {
-            _ = stream.sync.job?.cancel()
-            respondTrailersOnly(stream, CancelReason.deadline.status)
-        }
+        perform(stream, stream.machine.event(.deadlineExpired))
         sendPending()
     }
 
     // MARK: CallOwner (loop thread)
 
     func callNeedsService(_ call: ServerCall) {
-        guard let stream = stream(call.streamID), stream.call === call, !stream.life.isAnswered else { return }
+        guard let stream = stream(call.streamID), stream.machine.summary.hasTaskCall, stream.machine.call === call else { return }
         service(stream, call)
         sendPending()
     }

@@ -26,38 +26,32 @@ extension HTTP2Connection {
         guard let stream = stream(streamID) else { return true }
         // Request trailers (after our response started) only count toward the size limit.
         return stream.head.add(name: name, value: value, maxHeaderListBytes: config.maxHeaderListBytes,
-                               keep: stream.life.keepsHeaderFields, strings: &headerStrings)
+                               keep: stream.machine.summary.keepsHeaderFields, strings: &headerStrings)
     }
 
     func requestHeadersComplete(_ stream: StreamState) {
         let verdict = stream.head.admit(maxHeaderListBytes: config.maxHeaderListBytes, draining: !lifecycle.acceptsStreams,
                                         route: route(stream.head.path))
-        let descriptor: MethodDescriptor
-        let timeoutNanos: Int64?
         switch verdict {
         case .reject(let rejection):
-            _ = stream.life.event(.failed)
-            respondTrailersOnly(stream, rejection.status, httpStatus: rejection.httpStatus)
-            return
-        case .admit(let method, let timeout):
-            descriptor = method
-            timeoutNanos = timeout
+            perform(stream, stream.machine.event(.rejected(rejection.status, httpStatus: rejection.httpStatus)))
+        case .admit(let method, let timeoutNanos):
+            let deadline = timeoutNanos.map { ContinuousClock.now.advanced(by: .nanoseconds($0)) }
+            stream.deadline = deadline
+            let admitted: StreamStateMachine.Admitted
+            if method.execution == .task {
+                let context = CallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: deadline,
+                                          peer: tcp.peerDescription)
+                admitted = .task(ServerCall(context: context, kind: method.kind, streamID: stream.id, loop: loop, owner: self,
+                                            outboundHighWater: config.streamOutboundHighWater,
+                                            inboundHighWater: config.streamInboundHighWater,
+                                            maxSendMessageBytes: config.maxSendMessageBytes))
+            } else {
+                admitted = .sync
+            }
+            if let nanos = timeoutNanos { startDeadlineTimer(stream, nanos: nanos) }
+            perform(stream, stream.machine.event(.admitted(method, admitted)))
         }
-        let deadline = timeoutNanos.map { ContinuousClock.now.advanced(by: .nanoseconds($0)) }
-        stream.descriptor = descriptor
-        _ = stream.life.event(.admitted)
-        if descriptor.execution == .task {
-            let context = CallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: deadline,
-                                      peer: tcp.peerDescription)
-            stream.call = ServerCall(context: context, kind: descriptor.kind, streamID: stream.id, loop: loop, owner: self,
-                                     outboundHighWater: config.streamOutboundHighWater,
-                                     inboundHighWater: config.streamInboundHighWater,
-                                     maxSendMessageBytes: config.maxSendMessageBytes)
-        } else {
-            stream.sync.deadline = deadline
-        }
-        if let nanos = timeoutNanos { startDeadlineTimer(stream, nanos: nanos) }
-        if descriptor.kind.clientStreams { startHandler(stream) }
     }
 
     /// `Router.lookup` behind a small per-connection cache of the paths routed last.
@@ -73,18 +67,18 @@ extension HTTP2Connection {
 
     func dataChunk(_ streamID: Int32, _ data: UnsafeBufferPointer<UInt8>) {
         guard let session else { return }
-        guard let stream = stream(streamID), let descriptor = stream.descriptor, stream.life.readsRequest else {
+        guard let stream = stream(streamID), stream.machine.summary.readsRequest, let kind = stream.machine.summary.kind else {
             // Nobody will read it: give the flow-control credit back right away.
             nghttp2_session_consume(session, streamID, data.count)
             return
         }
         stream.lastInput = loop.now
         var consumeNow = data.count
-        let call = stream.call
+        let call = stream.machine.summary.hasTaskCall ? stream.machine.call : nil
         let failure = stream.deframer.feed(UnsafeRawBufferPointer(data), maxMessageBytes: config.maxReceiveMessageBytes,
-                                           singleMessage: !descriptor.kind.clientStreams) { message, wireBytes in
+                                           singleMessage: !kind.clientStreams) { message, wireBytes in
             guard let call else {
-                stream.sync.request = message // a synchronous call: kept until END_STREAM
+                stream.request = message // a synchronous call: kept until END_STREAM
                 return
             }
             if !call.deliver(message, wireBytes: wireBytes) {
@@ -95,38 +89,28 @@ extension HTTP2Connection {
             }
         }
         if let failure {
-            failStream(stream, failure.status(kind: descriptor.kind, maxMessageBytes: config.maxReceiveMessageBytes))
+            failStream(stream, failure.status(kind: kind, maxMessageBytes: config.maxReceiveMessageBytes))
         }
         if consumeNow > 0 { nghttp2_session_consume(session, streamID, consumeNow) }
     }
 
-    /// The request failed after its headers were admitted (a bad message, a stall): nothing more
-    /// is read, and the call ends with `status`.
+    /// The request broke a rule (a bad message, a stall): nothing more is read, and the call
+    /// ends with `status`.
     func failStream(_ stream: StreamState, _ status: RPCError) {
-        _ = stream.life.event(.failed)
         stream.deframer.discard()
-        guard let call = stream.call else {
-            // A synchronous call fails before its handler starts: nothing was sent yet.
-            stream.sync.request = []
-            respondTrailersOnly(stream, status)
-            return
-        }
-        call.failFromLoop(status)
-        service(stream, call)
+        stream.request = []
+        perform(stream, stream.machine.event(.requestFailed(status)))
     }
 
     func endOfRequest(_ stream: StreamState) {
-        guard let descriptor = stream.descriptor, stream.life.readsRequest else { return }
-        let single = !descriptor.kind.clientStreams
+        guard stream.machine.summary.readsRequest, let kind = stream.machine.summary.kind else { return }
         if let failure = stream.deframer.finish(singleMessage: false) {
-            return failStream(stream, failure.status(kind: descriptor.kind, maxMessageBytes: config.maxReceiveMessageBytes))
+            return failStream(stream, failure.status(kind: kind, maxMessageBytes: config.maxReceiveMessageBytes))
         }
-        stream.call?.finishInbound()
-        guard single else { return }
-        if let failure = stream.deframer.finish(singleMessage: true) {
-            return failStream(stream, failure.status(kind: descriptor.kind, maxMessageBytes: config.maxReceiveMessageBytes))
+        if !kind.clientStreams, let failure = stream.deframer.finish(singleMessage: true) {
+            return failStream(stream, failure.status(kind: kind, maxMessageBytes: config.maxReceiveMessageBytes))
         }
-        startHandler(stream)
+        perform(stream, stream.machine.event(.requestEnded))
     }
 
     func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
@@ -205,20 +189,6 @@ extension HTTP2Connection {
         if lastStream === stream { lastStream = nil }
         timeouts.streamClosed(now: loop.now)
         env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
-        if let call = stream.call {
-            if !stream.life.isAnswered, call.cancel(.reset, overrideStatus: false) {
-                env.counters.countStatus(.cancelled)
-            }
-            let held = call.takeDeferredConsume()
-            if held > 0, let session { nghttp2_session_consume_connection(session, held) }
-        }
-        if let job = stream.sync.job, !stream.life.isAnswered, job.cancel() { env.counters.countStatus(.cancelled) }
-        stream.closeTimer()
-        if stream.reusable && spareStreams.count < 32 {
-            stream.call = nil
-            spareStreams.append(stream)
-        } else {
-            stream.release()
-        }
+        perform(stream, stream.machine.event(.closed(.reset)))
     }
 }

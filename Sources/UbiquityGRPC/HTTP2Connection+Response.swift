@@ -8,13 +8,11 @@ import UbiquityLoop
 /// (`respondTrailersOnly`, gRPC's Trailers-Only).
 extension HTTP2Connection {
     /// Submits response HEADERS (the static block, or with `metadata`) and a data provider.
-    /// False when nghttp2 refused them; the stream's response then counts as ended.
-    func startResponse(_ stream: StreamState, metadata: Metadata?) -> Bool {
-        guard let session else { return false }
+    func startResponse(_ stream: StreamState, metadata: Metadata?) {
+        guard let session else { return }
         var provider = nghttp2_data_provider()
         provider.source.ptr = nil
         provider.read_callback = Self.readCallback
-        _ = stream.life.event(.responseStarted)
         let rc: Int32
         if let metadata, !metadata.isEmpty {
             var headers: [(String, String)] = [(":status", "200"), ("content-type", "application/grpc"),
@@ -26,33 +24,29 @@ extension HTTP2Connection {
             let block = StaticHeaders.response
             rc = nghttp2_submit_response(session, stream.id, block.nva, block.count, &provider)
         }
-        if rc != 0 { _ = stream.life.event(.responseEnded) }
-        return rc == 0
+        if rc != 0 { perform(stream, stream.machine.event(.responseNotStarted)) }
     }
 
     /// A `.task` call has news (output, a status, wanted headers): start or resume its response.
     func service(_ stream: StreamState, _ call: ServerCall) {
-        guard let session else { return }
-        switch stream.life.response {
-        case .notStarted:
+        if stream.machine.summary.wantsCallView {
             let view = call.loopView()
-            if view.pending == 0 && !view.wantsHeaders {
-                // Nothing sent yet and the call is over: Trailers-Only.
-                if let status = view.status { respondTrailersOnly(stream, status) }
-                return
+            let action = stream.machine.event(.callUpdated(pending: view.pending, wantsHeaders: view.wantsHeaders,
+                                                           ended: view.status != nil))
+            switch action {
+            case .startResponse: startResponse(stream, metadata: view.metadata)
+            case .respondWithCallStatus: respondTrailersOnly(stream, view.status!)
+            default: perform(stream, action)
             }
-            if !startResponse(stream, metadata: view.metadata) { call.cancel(.protocolError, overrideStatus: false) }
-        case .deferred:
-            _ = stream.life.event(.dataReady)
-            nghttp2_session_resume_data(session, stream.id)
-        case .streaming, .ended:
-            break
+        } else {
+            perform(stream, stream.machine.event(.outputReady))
         }
     }
 
-    /// Answers with HEADERS + END_STREAM carrying the status (gRPC "Trailers-Only").
+    /// Answers with HEADERS + END_STREAM carrying the status (gRPC "Trailers-Only"). Only as
+    /// the stream's machine says (`respondTrailersOnly`): it makes sure a status goes out once.
     func respondTrailersOnly(_ stream: StreamState, _ status: RPCError, httpStatus: Int = 200) {
-        guard let session, stream.life.event(.responseEnded) else { return }
+        guard let session else { return }
         var headers: [(String, String)] = [(":status", String(httpStatus)), ("content-type", "application/grpc")]
         headers += statusHeaders(status)
         if status.code == .unimplemented, stream.head.encoding != nil { headers.append(("grpc-accept-encoding", "identity")) }
@@ -94,17 +88,17 @@ extension HTTP2Connection {
         guard let stream = stream(streamID) else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
-        let (n, status) = if let call = stream.call {
+        let (n, status) = if stream.machine.summary.hasTaskCall, let call = stream.machine.call {
             call.takeOutbound(into: buf, length: length)
         } else {
-            stream.sync.reply.take(into: buf, length: length)
+            stream.reply.take(into: buf, length: length)
         }
         if let status {
-            endResponse(stream, status, flags: flags)
+            if case .submitTrailers = stream.machine.event(.responseFinished) { endResponse(stream, status, flags: flags) }
             return n
         }
         if n == 0 {
-            _ = stream.life.event(.dataDeferred)
+            perform(stream, stream.machine.event(.responseDeferred))
             return Int(NGHTTP2_ERR_DEFERRED.rawValue)
         }
         return n
@@ -113,7 +107,6 @@ extension HTTP2Connection {
     /// Everything is out: end DATA without END_STREAM, then trailers end the stream.
     private func endResponse(_ stream: StreamState, _ status: RPCError, flags: UnsafeMutablePointer<UInt32>) {
         flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
-        _ = stream.life.event(.responseEnded)
         if status.code == .ok && status.message.isEmpty && status.details == nil && status.metadata.isEmpty {
             let block = StaticHeaders.okTrailers
             nghttp2_submit_trailer(session, stream.id, block.nva, block.count)

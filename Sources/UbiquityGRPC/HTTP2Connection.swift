@@ -11,11 +11,12 @@ import UbiquityLoop
 ///
 /// The protocol decisions are values the connection asks: `ConnectionLifecycle` (GOAWAY, drain,
 /// linger), `ConnectionTimeouts` (handshake, idle), `FrameRateLimits` (floods), `RequestHead`
-/// (request validation), `MessageDeframer`; per stream, `StreamLifecycle`.
+/// (request validation), `MessageDeframer`; per stream, `StreamStateMachine`.
 /// This class executes what they decide against nghttp2 and the socket (`ConnectionIO`).
 ///
 /// Files: this one (socket events, output, lifecycle), +Input (nghttp2's input callbacks),
-/// +Handlers (starting the three handler kinds), +Response (the one response path), NGHTTP2Session.
+/// +StreamActions (executing a stream machine's actions), +Handlers (starting the three handler
+/// kinds), +Response (the one response path), NGHTTP2Session.
 final class HTTP2Connection: CallOwner {
     let tcp: any ConnectionIO
     /// `tcp.loop`, kept here: through the existential each use was a witness call and a
@@ -36,7 +37,7 @@ final class HTTP2Connection: CallOwner {
     @exclusivity(unchecked) var recentRoutes: [(path: String, method: MethodDescriptor)] = []
     /// Closed streams' objects, reused for new streams (saves an allocation, ~25 field
     /// initialisations and a deinit per call). Only objects no `.blocking` job can still answer
-    /// (`StreamState.reusable`). Same invariant as `streams`; freed with the connection.
+    /// (`StreamStateMachine.Release.reusable`). Same invariant as `streams`; freed with the connection.
     @exclusivity(unchecked) var spareStreams: [StreamState] = []
     /// `.blocking` jobs started during this read, submitted together after it (`sendPending`,
     /// which every read ends with). Same invariant as `streams`.
@@ -213,11 +214,11 @@ final class HTTP2Connection: CallOwner {
     private func closeNow(reason: CancelReason) {
         guard !tcp.isClosed else { return }
         for stream in streams.all {
-            if !stream.life.isAnswered {
-                if let call = stream.call, call.cancel(reason, overrideStatus: false) { env.counters.countStatus(.cancelled) }
-                if let job = stream.sync.job, job.cancel() { env.counters.countStatus(.cancelled) }
+            if case .release(let release) = stream.machine.event(.closed(reason)) {
+                settle(stream, release, connectionClosing: true)
+            } else {
+                stream.release()
             }
-            stream.release()
             env.counters.openStreams.wrappingSubtract(1, ordering: .relaxed)
         }
         streams.removeAll()
@@ -276,7 +277,7 @@ final class HTTP2Connection: CallOwner {
         let limit = config.handshakeTimeoutMilliseconds
         guard limit > 0 else { return }
         let stalled = streams.all.filter { s in
-            s.life.awaitsRequest && now >= s.lastInput && now - s.lastInput >= limit
+            s.machine.summary.awaitsRequest && now >= s.lastInput && now - s.lastInput >= limit
         }
         guard !stalled.isEmpty else { return }
         for stream in stalled {

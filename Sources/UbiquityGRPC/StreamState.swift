@@ -1,33 +1,29 @@
 import UbiquityLoop
 
-/// A synchronous (`.inline` / `.blocking`) unary call: no `ServerCall`; its request, deadline,
-/// reply and job live on the stream, on the loop thread.
-struct SyncCall {
-    var request: [UInt8] = []
-    var deadline: ContinuousClock.Instant?
-    var reply = SyncReply()
-    /// A `.blocking` call handed to a worker and not yet answered.
-    var job: BlockingJob?
-}
-
-/// Per-stream state, owned by its connection (loop thread only).
+/// Per-stream storage, owned by its connection (loop thread only): the stream's life
+/// (`machine`: what the call is and how far it got) and the buffers and timer a stream uses,
+/// which a connection reuses for its next streams (`HTTP2Connection.spareStreams`).
 // @exclusivity(unchecked) on every field: a StreamState is touched only on its loop thread and
 // never through overlapping accesses (callbacks do not re-enter while a field is being modified);
 // the dynamic checks were ~800 instructions per call (callgrind).
 final class StreamState {
-    /// Set when the object is taken for a stream; a connection reuses its StreamState objects
-    /// (`HTTP2Connection.spareStreams`), never across connections.
+    /// Set when the object is taken for a stream; a connection reuses its StreamState objects,
+    /// never across connections.
     @exclusivity(unchecked) var id: Int32
+    @exclusivity(unchecked) var machine = StreamStateMachine()
     @exclusivity(unchecked) var head = RequestHead()
-    @exclusivity(unchecked) var life = StreamLifecycle()
     @exclusivity(unchecked) var deframer = MessageDeframer()
-    /// The routed method, once admitted.
-    @exclusivity(unchecked) var descriptor: MethodDescriptor?
-    /// The `.task` handler's call; nil for synchronous calls (`sync`).
-    @exclusivity(unchecked) var call: ServerCall?
-    @exclusivity(unchecked) var sync = SyncCall()
+    /// A synchronous call's request message, kept from its DATA until END_STREAM starts the
+    /// handler (`StreamStateMachine.Admitted.sync` says why it is here).
+    @exclusivity(unchecked) var request: [UInt8] = []
+    /// A synchronous call's reply, read out by nghttp2's data provider (valid while the
+    /// machine's runner is `.reply`; `StreamStateMachine.Runner.reply` says why it is here).
+    @exclusivity(unchecked) var reply = SyncReply()
     /// The `grpc-timeout` deadline timer.
     @exclusivity(unchecked) var timer: LoopTimer?
+    /// The request's deadline (its `grpc-timeout`), set at admission; a synchronous handler
+    /// gets it in its context (a `.task` call has it in its `CallContext`).
+    @exclusivity(unchecked) var deadline: ContinuousClock.Instant?
     /// When request bytes last arrived (its HEADERS, then each DATA chunk), loop milliseconds:
     /// a request that stops arriving before it is complete is failed (`failStalledRequests`).
     @exclusivity(unchecked) var lastInput: UInt64 = 0
@@ -44,21 +40,17 @@ final class StreamState {
         timer = nil
     }
 
-    /// Whether this object may serve another stream once its stream closed: not while a
-    /// `.blocking` job may still post its result to it (`job` is cleared only when the result
-    /// arrived, in `blockingFinished`), so a recycled object never receives a stale result.
-    var reusable: Bool { sync.job == nil }
-
     /// Makes a closed stream's object fresh for stream `newID`, keeping buffer capacity (the
-    /// metadata array and a small deframer) so the next call allocates nothing for them.
+    /// metadata array and a small deframer) so the next call allocates nothing for them. Only
+    /// for objects whose close said `reusable` (no `.blocking` job can still post to it).
     func recycle(_ newID: Int32) {
         id = newID
+        machine = StreamStateMachine()
         head.reset()
-        life = StreamLifecycle()
         deframer.reset()
-        descriptor = nil
-        call = nil
-        sync = SyncCall()
+        deadline = nil
+        request = []
+        reply = SyncReply()
     }
 }
 

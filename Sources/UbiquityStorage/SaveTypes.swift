@@ -201,6 +201,10 @@ final class WriterOwned: @unchecked Sendable {
     var commitsSinceGC = 0
     /// When to checkpoint; made from the store's configuration.
     var checkpoints: CheckpointPolicy
+    /// The checkpoint's fence and writeback (CheckpointSteps.swift), made at first use.
+    /// `writeback` is also read by `Store.close` once the writer thread has exited.
+    var fence: CheckpointFence?
+    var writeback: DatabaseWriteback?
     init(checkpoints: CheckpointPolicy) { self.checkpoints = checkpoints }
     let insertStatements = InsertStatements()
 }

@@ -149,6 +149,16 @@ struct StoreState {
     var idleCheckpoints = 0
     var checkpointSeconds = 0.0
     var checkpointMaxSeconds = 0.0
+    /// Copy steps of stepped checkpoints (rule 5): count, total and longest seconds.
+    var checkpointCopies = 0
+    var copySeconds = 0.0
+    var copyMaxSeconds = 0.0
+    /// Copy steps that copied the whole WAL (no fence held it back: they synced the database).
+    var copiesToTheEnd = 0
+    /// Database writebacks after copy steps (on the writeback thread): count, total and longest seconds.
+    var writebacks = 0
+    var writebackSeconds = 0.0
+    var writebackMaxSeconds = 0.0
 }
 
 /// One open store: a writer thread + connection and a pool of reader threads + connections.
@@ -265,7 +275,7 @@ public final class Store: Sendable {
         w.releaseThread()  // the writer thread adopts it
         let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, handler: { conn, jobs in engine.handle(conn, jobs) },
                                              idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
-                                             onClose: { conn in _ = conn.checkpoint(truncate: true) })
+                                             onClose: { conn in engine.closing(conn) })
         self.writer = writer
         gate.onDrained = { [weak writer] gate in
             let ok = writer?.submit(.exclusive(CancelFlag(), { conn, engine in
@@ -288,8 +298,9 @@ public final class Store: Sendable {
         readConnections.close()
         writer.shutdown()
         feed.close()
+        writerState.writeback?.shutdown()  // after the writer connection closed (DatabaseWriteback)
         let w = walStats
-        config.logger.debug("store \(id) closed: \(w.checkpoints) checkpoints (\(idleCheckpointCount) when idle, \(Int(w.seconds * 1000)) ms, longest \(Int(w.maxSeconds * 1000)) ms), WAL restarts \(w.restarts), skipped \(w.restartsSkipped), reader gate closed \(w.gateClosures) times")
+        config.logger.debug("store \(id) closed: \(w.checkpoints) checkpoints (\(idleCheckpointCount) when idle, \(Int(w.seconds * 1000)) ms, longest \(Int(w.maxSeconds * 1000)) ms), WAL restarts \(w.restarts), skipped \(w.restartsSkipped), reader gate closed \(w.gateClosures) times; \(stepStatsLine)")
         Store.openPaths.withLock { _ = $0.remove(canonicalPath) }
     }
 
@@ -621,6 +632,18 @@ public final class Store: Sendable {
     public var walStats: (checkpoints: Int, seconds: Double, maxSeconds: Double, restarts: Int, restartsSkipped: Int, gateClosures: Int) {
         let g = readerGate.closeCount
         return state.withLock { ($0.checkpoints, $0.checkpointSeconds, $0.checkpointMaxSeconds, $0.walRestarts, $0.walRestartsSkipped, g) }
+    }
+
+    /// Stepped checkpoints since open (rule 5): copy steps on the writer (count, total and
+    /// longest seconds, how many copied the whole WAL because no fence held them back) and
+    /// database writebacks on the writeback thread (count, total and longest seconds).
+    public var checkpointStepStats: (copies: Int, copySeconds: Double, copyMaxSeconds: Double, copiesToTheEnd: Int, writebacks: Int, writebackSeconds: Double, writebackMaxSeconds: Double) {
+        state.withLock { ($0.checkpointCopies, $0.copySeconds, $0.copyMaxSeconds, $0.copiesToTheEnd, $0.writebacks, $0.writebackSeconds, $0.writebackMaxSeconds) }
+    }
+
+    private var stepStatsLine: String {
+        let s = checkpointStepStats
+        return "\(s.copies) copy steps (\(Int(s.copySeconds * 1000)) ms, longest \(Int(s.copyMaxSeconds * 1000)) ms), \(s.writebacks) writebacks (\(Int(s.writebackSeconds * 1000)) ms, longest \(Int(s.writebackMaxSeconds * 1000)) ms)"
     }
 
     static func fileSize(_ p: String) -> Int {

@@ -35,14 +35,67 @@ extension WriterEngine {
     /// After a group commit: the checkpoint policy's action, then (periodically) a small GC batch.
     func afterCommit(_ conn: Connection) {
         // The WAL's content (frames since its last restart), not its file: RESTART keeps the file.
-        let action = owned.checkpoints.committed(walBytes: conn.walContentBytes, readerEntries: gate.entries)
-        if case .checkpoint(let fallback) = action, checkpoint(conn, fallback: fallback) {
-            owned.checkpoints.commitCheckpointRestarted()
+        let action = owned.checkpoints.committed(walBytes: conn.walContentBytes, readerEntries: gate.entries,
+                                                 fenced: owned.fence?.isHeld ?? false, writebackDone: owned.writeback?.isDone ?? true)
+        switch action {
+        case .none:
+            owned.fence?.end()
+        case .fence:
+            fence().begin()
+        case .copy:
+            copyToFence(conn)
+        case .checkpoint(let fallback):
+            owned.fence?.end()
+            if checkpoint(conn, fallback: fallback) { owned.checkpoints.commitCheckpointRestarted() }
         }
         if config.gcEveryCommits > 0 && owned.commitsSinceGC >= config.gcEveryCommits {
             owned.commitsSinceGC = 0
             do { _ = try gcBatch(conn, limit: config.gcBatchSize) } catch { config.logger.warning("gc batch failed: \(error)") }
         }
+    }
+
+    /// The copy step: PASSIVE up to the fence (no database sync, no wait for readers: what they
+    /// still read is left for the last step), then the writeback of the copied pages on the
+    /// writeback thread.
+    private func copyToFence(_ conn: Connection) {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        if owned.writeback == nil {
+            let state = self.state
+            owned.writeback = DatabaseWriteback(path: path, logger: config.logger) { dt in
+                state.withLock { $0.writebacks += 1; $0.writebackSeconds += dt; $0.writebackMaxSeconds = max($0.writebackMaxSeconds, dt) }
+            }
+        }
+        owned.writeback?.copying()
+        let r = conn.checkpoint(.passive)
+        owned.writeback?.copied()
+        if r.rc != SQLITE_OK { config.logger.debug("checkpoint copy step: rc \(r.rc)") }
+        owned.fence?.end()
+        let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+        let toTheEnd = r.rc == SQLITE_OK && r.log > 0 && r.done == r.log
+        state.withLock {
+            $0.checkpointCopies += 1; $0.copySeconds += dt; $0.copyMaxSeconds = max($0.copyMaxSeconds, dt)
+            if toTheEnd { $0.copiesToTheEnd += 1 }
+        }
+    }
+
+    private func fence() -> CheckpointFence {
+        if let f = owned.fence { return f }
+        let f = CheckpointFence(path: path, config: config)
+        owned.fence = f
+        return f
+    }
+
+    /// Before an exclusive job (a migration, `Store.checkpoint`, the gate's restart): a fence
+    /// would stop its checkpoint short of the WAL's end; the policy begins a new one when due.
+    func endFence() { owned.fence?.end() }
+
+    /// The writer thread is closing: the fence closes first, so the close-time TRUNCATE
+    /// checkpoint finds no reader; the writeback thread is joined by `Store.close` once the
+    /// writer connection has closed.
+    func closing(_ conn: Connection) {
+        owned.fence?.close()
+        owned.fence = nil
+        _ = conn.checkpoint(truncate: true)
     }
 
     /// Seconds the writer thread may wait for a job before `idleCheckpoint` (nil: wait for jobs).
@@ -53,6 +106,7 @@ extension WriterEngine {
     /// same bounded waits as after a commit but never the reader gate; once until the next commit.
     func idleCheckpoint(_ conn: Connection) {
         guard case .checkpoint(let fallback) = owned.checkpoints.idle() else { return }
+        owned.fence?.end()
         state.withLock { $0.idleCheckpoints += 1 }
         _ = checkpoint(conn, fallback: fallback)
     }

@@ -25,6 +25,7 @@ final class WriterEngine: Sendable {
             case .save(let s): group.append(s)
             case .exclusive(_, let body):
                 if !group.isEmpty { runGroup(conn, group); group = [] }
+                endFence()  // its checkpoints must reach the WAL's end
                 body(conn, self)
                 // an exclusive job may move the generation (migration, bulk load) without records
                 let (g, e) = state.withLock { ($0.generation, $0.epoch) }

@@ -159,12 +159,14 @@ final class HeldSnapshotTests: StorageTestCase, @unchecked Sendable {
     /// Idle connections' snapshots end once they are older than the hold (the sweeper), and a
     /// hold of 0 keeps none (every job its own BEGIN … COMMIT, as before).
     func testIdleSnapshotsEndAfterTheHoldAndHoldZeroKeepsNone() async throws {
-        let s = try open { $0.readerSnapshotHoldMilliseconds = 30 }
+        // A hold far longer than the reads take: with 30 ms, under ThreadSanitizer (reads ~10x
+        // slower) the sweeper ended the first connection's snapshot before the check below.
+        let s = try open { $0.readerSnapshotHoldMilliseconds = 1000 }
         let ids = try await seed(s, 3)
         try onEachConnection(s) { _ in _ = try s.readSync { ctx in try ctx.objects(ids) } }
         XCTAssertTrue(heldSnapshots(s).allSatisfy { $0 != nil })
         // The sweeper runs on its own timer and tells no one: polled (bounded), no event exists.
-        let ended = pollUntil(seconds: 2) { heldSnapshots(s).allSatisfy { $0 == nil } }
+        let ended = pollUntil(seconds: 10) { heldSnapshots(s).allSatisfy { $0 == nil } }
         XCTAssertTrue(ended, "the sweeper ended the idle snapshots")
         let conns = checkoutAll(s)
         XCTAssertTrue(conns.allSatisfy { $0.isAutocommit })
