@@ -20,6 +20,11 @@ Metadata = Sequence[tuple[str, str]]
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
+def retry_delays(attempts: int) -> list[float]:
+    """The pauses between save attempts: 50 ms, growing fourfold, at most 2 s."""
+    return [min(0.05 * 4 ** i, 2.0) for i in range(max(1, attempts) - 1)]
+
+
 class Caller:
     def __init__(self, timeout: float, metadata: Metadata, save_attempts: int) -> None:
         self.timeout = timeout
@@ -37,13 +42,11 @@ class Caller:
         """Calls a save, retrying with the same client transaction ID. Returns (response, ID)."""
         txid = client_transaction_id or str(uuid.uuid4())
         request = make_request(txid)
-        delay = 0.05
-        for attempt in range(1, self.save_attempts + 1):
+        for delay in retry_delays(self.save_attempts):
             try:
                 return self.unary(method, request), txid
             except UbiquityError as e:
-                if attempt == self.save_attempts or e.code not in RETRYABLE:
+                if e.code not in RETRYABLE:
                     raise
             time.sleep(delay)
-            delay = min(delay * 4, 2.0)
-        raise AssertionError("unreachable")
+        return self.unary(method, request), txid

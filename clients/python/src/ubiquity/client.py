@@ -22,7 +22,7 @@ from .values import ValueLike, to_values
 
 # The channel retries a lost connection quickly so a feed resumes soon after a server restart
 # (grpc's defaults start at 1 s and grow to 120 s).
-_CHANNEL_OPTIONS = [
+CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
@@ -60,9 +60,9 @@ class Client:
                 raise ValueError("call credentials need a secure channel: pass channel_credentials too")
             channel_credentials = grpc.composite_channel_credentials(channel_credentials, credentials)
         if channel_credentials is not None:
-            channel = grpc.secure_channel(target, channel_credentials, options=_CHANNEL_OPTIONS)
+            channel = grpc.secure_channel(target, channel_credentials, options=CHANNEL_OPTIONS)
         else:
-            channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+            channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         if interceptors:
             channel = grpc.intercept_channel(channel, *interceptors)
         self.channel = channel
@@ -90,6 +90,24 @@ class Client:
     def list_stores(self) -> list[StoreInfo]:
         r = self._calls.unary(self._stores.ListStores, st.ListStoresRequest())
         return [StoreInfo.of(s) for s in r.stores]
+
+
+Inserts = Mapping[str, tuple[str, Mapping[str, ValueLike]]]
+Updates = Mapping[str, Mapping[str, ValueLike]]
+
+
+def save_request(store_id: str, inserts: Inserts | None, updates: Updates | None, deletes: Iterable[str],
+                 expected_versions: Mapping[str, int] | None, merge_policy: MergePolicy,
+                 author: str) -> Callable[[str], st.SaveRequest]:
+    """A Stores.Save request for a client transaction ID (the same for every retry)."""
+    ev = expected_versions or {}
+    ins = [ob.Insert(temporary_id=t, entity=e, values=to_values(v)) for t, (e, v) in (inserts or {}).items()]
+    ups = [ob.Update(object_id=i, values=to_values(v), expected_version=ev.get(i))
+           for i, v in (updates or {}).items()]
+    dels = [ob.Delete(object_id=i, expected_version=ev.get(i)) for i in deletes]
+    return lambda txid: st.SaveRequest(store_id=store_id, inserts=ins, updates=ups, deletes=dels,
+                                       merge_policy=merge_policy.value, author=author,
+                                       client_transaction_id=txid)
 
 
 class Store:
@@ -140,8 +158,7 @@ class Store:
 
     # -- writes -------------------------------------------------------------
 
-    def save(self, *, inserts: Mapping[str, tuple[str, Mapping[str, ValueLike]]] | None = None,
-             updates: Mapping[str, Mapping[str, ValueLike]] | None = None,
+    def save(self, *, inserts: Inserts | None = None, updates: Updates | None = None,
              deletes: Iterable[str] = (), expected_versions: Mapping[str, int] | None = None,
              merge_policy: MergePolicy = MergePolicy.ERROR, author: str = "",
              client_transaction_id: str | None = None) -> SaveResult:
@@ -151,15 +168,9 @@ class Store:
         ID; `expected_versions` enables optimistic locking per object. Retried with one client
         transaction ID when the outcome is unknown, so it is applied at most once.
         """
-        ev = expected_versions or {}
-        ins = [ob.Insert(temporary_id=t, entity=e, values=to_values(v)) for t, (e, v) in (inserts or {}).items()]
-        ups = [ob.Update(object_id=i, values=to_values(v), expected_version=ev.get(i))
-               for i, v in (updates or {}).items()]
-        dels = [ob.Delete(object_id=i, expected_version=ev.get(i)) for i in deletes]
         c = self.client
-        r, txid = c._calls.save(c._stores.Save, lambda txid: st.SaveRequest(
-            store_id=self.id, inserts=ins, updates=ups, deletes=dels, merge_policy=merge_policy.value,
-            author=author, client_transaction_id=txid), client_transaction_id)
+        make = save_request(self.id, inserts, updates, deletes, expected_versions, merge_policy, author)
+        r, txid = c._calls.save(c._stores.Save, make, client_transaction_id)
         return SaveResult.of(r, txid)
 
     def delete_history(self, through_token: bytes) -> bytes:

@@ -72,6 +72,70 @@ def _event(r: ch.SubscribeResponse) -> FeedEvent:
     return FeedEvent(kind, r.resume_token, r.resume_generation, txs, r)
 
 
+class Resumer:
+    """Where a feed is and what to do when its stream fails; shared by the sync and asyncio feeds.
+
+    A plain state holder without I/O, so the resume rules live in one place: resubscribe from the
+    last resume token after a resumable failure (backing off, for at most `reconnect_for` seconds
+    of consecutive failures), hand HISTORY_EXPIRED to the hook, raise everything else.
+    """
+
+    def __init__(self, store_id: str, start: Start, filter: ch.ChangeFilter, reconnect_for: float) -> None:
+        self.store_id = store_id
+        self.start: Start = start
+        self.filter = filter
+        self.token: bytes | None = start if isinstance(start, bytes) else None
+        self.reconnect_for = reconnect_for
+        self.reconnects = 0
+        self._failing_since: float | None = None
+        self._delay = 0.05
+
+    def request(self) -> ch.SubscribeRequest:
+        start = self.token if self.token is not None else self.start
+        if isinstance(start, bytes):
+            point = ch.StartPoint(token=start)
+        elif start == "oldest":
+            point = ch.StartPoint(oldest=True)
+        else:
+            point = ch.StartPoint(now=True)
+        request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter)
+        getattr(request, "from").CopyFrom(point)  # `from` is a Python keyword
+        return request
+
+    def received(self, r: ch.SubscribeResponse) -> FeedEvent:
+        if r.resume_token:
+            self.token = r.resume_token
+        self._failing_since = None
+        self._delay = 0.05
+        return _event(r)
+
+    def failed(self, err: UbiquityError, now: float) -> float:
+        """The delay before subscribing again; raises `err` when the feed cannot go on.
+        HistoryExpired is raised too: the caller offers it to its hook (`rebaselined`)."""
+        if isinstance(err, HistoryExpired) or err.code not in _RESUMABLE:
+            raise err
+        resume_token = getattr(err, "resume_token", None)
+        if resume_token:
+            self.token = resume_token
+        self._failing_since = self._failing_since or now
+        if now - self._failing_since > self.reconnect_for:
+            raise err
+        self.reconnects += 1
+        delay = self._delay
+        self._delay = min(self._delay * 2, 1.0)
+        return delay
+
+    def rebaselined(self, err: HistoryExpired, token: bytes | None) -> None:
+        if token is None:
+            raise err
+        self.token = token
+
+
+def _filter(entities: Iterable[str], include_values: bool, exclude_authors: Iterable[str]) -> ch.ChangeFilter:
+    return ch.ChangeFilter(entities=list(entities), include_values=include_values,
+                           exclude_authors=list(exclude_authors))
+
+
 class ChangeFeed(Iterator[FeedEvent]):
     """Iterate for events; `token` is where a new feed would resume. `close()` ends it from any thread."""
 
@@ -82,73 +146,42 @@ class ChangeFeed(Iterator[FeedEvent]):
         self._stub = stub
         self._metadata = tuple(metadata)
         self.store_id = store_id
-        self._filter = ch.ChangeFilter(entities=list(entities), include_values=include_values,
-                                       exclude_authors=list(exclude_authors))
-        self._start: Start = start
-        self.token: bytes | None = start if isinstance(start, bytes) else None
+        self._resume = Resumer(store_id, start, _filter(entities, include_values, exclude_authors), reconnect_for)
         self._on_expired = on_history_expired
-        self._reconnect_for = reconnect_for
         self._call: grpc.Future | None = None  # type: ignore[type-arg]
         self._stream: Iterator[ch.SubscribeResponse] | None = None
         self._closed = False
-        self.reconnects = 0
 
-    def _open(self) -> None:
-        start = self.token if self.token is not None else self._start
-        if isinstance(start, bytes):
-            point = ch.StartPoint(token=start)
-        elif start == "oldest":
-            point = ch.StartPoint(oldest=True)
-        else:
-            point = ch.StartPoint(now=True)
-        request = ch.SubscribeRequest(store_id=self.store_id, filter=self._filter)
-        getattr(request, "from").CopyFrom(point)  # `from` is a Python keyword
-        call = self._stub.Subscribe(request, metadata=self._metadata)
-        self._call = call
-        self._stream = call
+    @property
+    def token(self) -> bytes | None:
+        return self._resume.token
+
+    @property
+    def reconnects(self) -> int:
+        return self._resume.reconnects
 
     def __iter__(self) -> "ChangeFeed":
         return self
 
     def __next__(self) -> FeedEvent:
-        failing_since: float | None = None
-        delay = 0.05
         while not self._closed:
             if self._stream is None:
-                self._open()
+                call = self._stub.Subscribe(self._resume.request(), metadata=self._metadata)
+                self._call, self._stream = call, call
             assert self._stream is not None
             try:
-                r = next(self._stream)
+                return self._resume.received(next(self._stream))
             except StopIteration:
                 self._stream = None  # the server ended the stream: resume
-                continue
             except grpc.RpcError as e:
                 self._stream = None
                 if self._closed:
                     break
                 err = from_rpc_error(e)
-                if isinstance(err, HistoryExpired):
-                    resume = self._on_expired(err) if self._on_expired else None
-                    if resume is None:
-                        raise err from None
-                    self.token = resume
-                    continue
-                if err.code not in _RESUMABLE:
-                    raise err from None
-                resume_token = getattr(err, "resume_token", None)
-                if resume_token:
-                    self.token = resume_token
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since > self._reconnect_for:
-                    raise err from None
-                self.reconnects += 1
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            if r.resume_token:
-                self.token = r.resume_token
-            return _event(r)
+                try:
+                    time.sleep(self._resume.failed(err, time.monotonic()))
+                except HistoryExpired as expired:
+                    self._resume.rebaselined(expired, self._on_expired(expired) if self._on_expired else None)
         raise StopIteration
 
     def transactions(self) -> Iterator[Transaction]:
