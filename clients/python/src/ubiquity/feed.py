@@ -117,7 +117,8 @@ class Resumer:
         resume_token = getattr(err, "resume_token", None)
         if resume_token:
             self.token = resume_token
-        self._failing_since = self._failing_since or now
+        if self._failing_since is None:
+            self._failing_since = now
         if now - self._failing_since > self.reconnect_for:
             raise err
         self.reconnects += 1
