@@ -227,3 +227,12 @@ def test_the_same_client_transaction_id_applies_once(store: ubiquity.Store) -> N
     assert not first.replayed and again.replayed
     assert again.permanent_ids == first.permanent_ids
     assert store.fetch("Person", result_type=ResultType.COUNT).count == 1
+
+
+def test_values_round_trip_with_their_python_types(store: ubiquity.Store) -> None:
+    (ann,) = add_people(store, {"name": "Ann", "age": ubiquity.Typed(7, "int32"), "score": 2.5, "email": None})
+    got = store.get([ann])[ann]
+    assert {k: got.values.get(k) for k in ("name", "age", "score", "email")} == \
+        {"name": "Ann", "age": 7, "score": 2.5, "email": None}
+    with pytest.raises(TypeError):
+        store.save(inserts={"x": ("Person", {"name": object()})})  # type: ignore[dict-item]
