@@ -8,7 +8,7 @@ from types import TracebackType
 
 import grpc
 
-from ubiquity.v1 import changes_pb2 as ch, changes_pb2_grpc, contexts_pb2 as cx, contexts_pb2_grpc
+from ubiquity.v1 import changes_pb2 as ch, changes_pb2_grpc, contexts_pb2_grpc
 from ubiquity.v1 import models_pb2 as md, models_pb2_grpc
 from ubiquity.v1 import objects_pb2 as ob
 from ubiquity.v1 import stores_pb2 as st, stores_pb2_grpc
@@ -205,4 +205,4 @@ class Store:
                           on_history_expired=on_history_expired, reconnect_for=reconnect_for)
 
 
-__all__ = ["Client", "Store", "StoreInfo", "cx"]
+__all__ = ["Client", "Store", "StoreInfo"]
