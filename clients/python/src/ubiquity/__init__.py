@@ -1,0 +1,23 @@
+"""Python client for Ubiquity: `Client(target).open_store(name)` → fetch, contexts, saves, change feed.
+
+See clients/python/README.md. The generated protobuf modules are in `ubiquity.v1`.
+"""
+
+from .client import Client, Store, StoreInfo
+from .context import Context, ContextState, Generation
+from .errors import (CancelledError, Conflict, ConflictError, ConstraintError, DeadlineExceededError,
+                     FailedPreconditionError, GenerationExpiredError, HistoryExpired, InvalidArgumentError,
+                     NotFoundError, ResourceExhaustedError, UbiquityError, UnavailableError, Violation,
+                     from_rpc_error)
+from .feed import Change, ChangeFeed, FeedEvent, Start, Transaction
+from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult
+from .values import PyValue, Typed, ValueLike
+
+__all__ = [
+    "Client", "Store", "StoreInfo", "Context", "ContextState", "Generation",
+    "UbiquityError", "InvalidArgumentError", "NotFoundError", "FailedPreconditionError",
+    "GenerationExpiredError", "HistoryExpired", "ConflictError", "ConstraintError", "UnavailableError",
+    "ResourceExhaustedError", "DeadlineExceededError", "CancelledError", "Conflict", "Violation",
+    "from_rpc_error", "ChangeFeed", "FeedEvent", "Transaction", "Change", "Start",
+    "FetchResult", "MergePolicy", "Object", "ResultType", "SaveResult", "PyValue", "Typed", "ValueLike",
+]
