@@ -45,6 +45,7 @@ final class HTTP2Connection: CallOwner {
     /// A flush is queued with `afterCurrentBatch` for the `.blocking` outcomes of the batch being
     /// drained. Same invariant as `streams`.
     @exclusivity(unchecked) var flushScheduled = false
+    /// Interned header strings (`RequestHead`). Same invariant as `streams`.
     @exclusivity(unchecked) var headerStrings = HeaderStrings()
 
     private let onClosed: (HTTP2Connection) -> Void

@@ -189,24 +189,23 @@ struct SubscriptionRunner: Sendable {
     /// transaction.
     private func encode(_ tx: HistoryTransaction, changes: [HistoryChange], shared: FeedTransaction?) async -> [UInt8] {
         if selection.isEverythingNamesOnly, let shared {
-            return shared.cached("names") { Self.serialize(ChangeEncoding.transaction(tx, changes: changes, selection: selection, values: [:], model: model)) }
+            if let bytes = shared.derived.withLock({ $0.namesOnlyEncoding }) { return bytes }
+            let bytes = Self.serialize(ChangeEncoding.transaction(tx, changes: changes, selection: selection, values: [:], model: model))
+            shared.derived.withLock { $0.namesOnlyEncoding = bytes }
+            return bytes
         }
         var values: ChangeEncoding.Values = [:]
         if selection.includeValues {
-            if let shared, let v = shared.cache.withLock({ $0["values"] }) as? CachedValues {
-                values = v.values
+            if let read = shared?.derived.withLock({ $0.values }) {
+                values = read.byObject
             } else {
-                // every change of the transaction, so the cached values serve every filter
+                // every change of the transaction, so the shared values serve every filter
                 values = await ChangeEncoding.readValues(tx, changes: tx.changes, store: store)
-                if let shared { shared.cache.withLock { $0["values"] = CachedValues(values: values) } }
+                shared?.derived.withLock { $0.values = FeedTransaction.TransactionValues(byObject: values) }
             }
         }
         return Self.serialize(ChangeEncoding.transaction(tx, changes: changes, selection: selection, values: values, model: model))
     }
-
-    /// A transaction's values in its cache (a struct: a cast of a missing entry to an Optional
-    /// type would succeed as nil).
-    private struct CachedValues: Sendable { let values: ChangeEncoding.Values }
 
     static func serialize(_ t: Ubiquity_V1_Transaction) -> [UInt8] { (try? t.serializedBytes()) ?? [] }
 

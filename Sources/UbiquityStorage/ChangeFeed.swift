@@ -13,16 +13,33 @@ struct CommittedRecord: Sendable {
 }
 
 /// A committed transaction in the feed's window, decoded at most once — by its first reader, so
-/// a store nobody subscribes to never pays for it — and shared by every subscriber. `cache` lets
-/// the layers above attach what they derive from it once per transaction (the changed values, an
-/// encoded form) instead of once per subscriber.
+/// a store nobody subscribes to never pays for it — and shared by every subscriber. `derived`
+/// holds what the layers above make from it once per transaction (its changed values, an encoded
+/// form) instead of once per subscriber.
 public final class FeedTransaction: Sendable {
     private let record: CommittedRecord
     private let token: GenerationToken
     private let decoded = Lock<HistoryTransaction?>(nil)
     /// The history record's size: what the window counts against `changeFeedWindowBytes`.
     public var recordBytes: Int { record.changes.count + 64 }
-    public let cache = Lock<[String: any Sendable]>([:])
+    /// Made on first use by a subscriber and kept for the others (two first users may both make
+    /// a field; either result is kept).
+    public let derived = Lock<Derived>(Derived())
+
+    /// What subscribers derive from a transaction, typed.
+    public struct Derived: Sendable {
+        /// The transaction's encoded message for subscribers that take every change, names only.
+        public var namesOnlyEncoding: [UInt8]?
+        /// The values its inserts and updates wrote; nil until read.
+        public var values: TransactionValues?
+    }
+
+    /// A transaction's changed values, read at its generation.
+    public struct TransactionValues: Sendable {
+        /// Values by object; nil when the versions it wrote were already collected.
+        public var byObject: [ObjectID: ObjectSnapshot]?
+        public init(byObject: [ObjectID: ObjectSnapshot]?) { self.byObject = byObject }
+    }
 
     init(_ record: CommittedRecord, token: GenerationToken) {
         self.record = record
@@ -40,15 +57,6 @@ public final class FeedTransaction: Sendable {
             d = t
             return t
         }
-    }
-
-    /// The value cached under `key`, made by `make` on first use (made outside the lock, so two
-    /// first users may both make it; either result is kept).
-    public func cached<T: Sendable>(_ key: String, _ make: () throws -> T) rethrows -> T {
-        if let v = cache.withLock({ $0[key] }) as? T { return v }
-        let v = try make()
-        cache.withLock { $0[key] = v }
-        return v
     }
 }
 
