@@ -1,0 +1,138 @@
+import Logging
+import UbiquityLoop
+
+/// TLS between a `TCPConnection` and an `HTTP2Connection`: the socket's reads go through
+/// `TLSSession.receive` (handshake, then decryption into the loop's read buffer, handed to HTTP/2
+/// in the same callback); HTTP/2's writes collect here as plaintext and are encrypted in one pass
+/// per flush (fewer, fuller records than one per nghttp2 frame), then appended to the socket's
+/// write batch. Everything happens on the loop thread in the socket's callbacks: no extra thread,
+/// no blocking call.
+///
+/// The handshake is bounded by HTTP/2's handshake timeout (`ConnectionTimeouts`): the preface
+/// cannot arrive before TLS is established, so a client that stalls mid-handshake is closed by
+/// the same sweep as a silent plaintext one.
+final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
+    let tcp: TCPConnection
+    private let session: TLSSession
+    private let logger: Logger
+    /// Strong, as `TCPConnection.delegate` is; the cycle is broken when the socket closes.
+    private var http2: HTTP2Connection?
+    /// Plaintext written by HTTP/2, not yet encrypted (held during the handshake).
+    private var plaintextOut = ByteBuffer()
+    private var closeCalled = false
+    /// The refusal's alert is being written: close once it is out.
+    private var closeWhenWritten = false
+    /// close_notify is queued behind a write in flight: half-close after it.
+    private var shutdownWhenWritten = false
+
+    init(tcp: TCPConnection, context: TLSContext, logger: Logger) throws(TLSError) {
+        self.tcp = tcp
+        self.session = try TLSSession(context: context, role: .server)
+        self.logger = logger
+        tcp.delegate = self
+    }
+
+    var loop: EventLoop { tcp.loop }
+    var peerDescription: String { tcp.peerDescription }
+    var isClosed: Bool { closeCalled || tcp.isClosed }
+    var queuedWriteBytes: Int { plaintextOut.count + tcp.queuedWriteBytes }
+
+    func attach(_ connection: HTTP2Connection) { http2 = connection }
+    func startReading() { tcp.startReading() }
+    func stopReading() { tcp.stopReading() }
+
+    func write(_ bytes: UnsafeRawBufferPointer) {
+        guard !isClosed else { return }
+        plaintextOut.append(bytes)
+    }
+
+    func flush() {
+        guard !isClosed else { return }
+        if session.machine.mayEncrypt && plaintextOut.count > 0 {
+            let ok = session.encrypt(plaintextOut.bytes)
+            plaintextOut.removeAll()
+            if !ok {
+                refused("encrypting failed: \(TLSError.opensslReason())")
+                return
+            }
+        }
+        sendCiphertext()
+    }
+
+    func shutdownWrites() {
+        guard !isClosed else { return }
+        flush()
+        session.closeNotify()
+        sendCiphertext()
+        // uv_shutdown waits for writes libuv holds, not for bytes still in the socket's batch.
+        if tcp.pending.count == 0 { tcp.shutdownWrites() } else { shutdownWhenWritten = true }
+    }
+
+    func close() {
+        guard !closeCalled else { return }
+        closeCalled = true
+        plaintextOut.deallocate()
+        // A refusal's alert (a few bytes) may still be in flight: let it reach the peer, which
+        // then learns why (e.g. no_application_protocol) instead of seeing a bare reset.
+        if closeWhenWritten && tcp.hasWriteInFlight { return }
+        tcp.close()
+    }
+
+    private func sendCiphertext() {
+        let out = session.outgoing
+        if out.count > 0 {
+            tcp.write(out)
+            session.consumeOutgoing()
+        }
+        tcp.flush()
+    }
+
+    private func refused(_ reason: String) {
+        logger.debug("TLS connection refused", metadata: ["peer": "\(tcp.peerDescription)", "reason": "\(reason)"])
+        sendCiphertext()
+        closeWhenWritten = true
+        http2?.didReachEOF()
+    }
+
+    // MARK: TCPConnectionDelegate
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        guard !isClosed else { return }
+        let scratch = UnsafeMutableRawBufferPointer(start: loop.readBuffer, count: loop.readBufferSize)
+        let result = session.receive(bytes, scratch: scratch) { plaintext in
+            http2?.didRead(plaintext)
+            return !isClosed
+        }
+        switch result {
+        case .ok:
+            // Handshake records, session tickets, and what HTTP/2 wrote during the handshake.
+            flush()
+        case .refused(let reason):
+            refused(reason)
+        case .endOfInput:
+            http2?.didReachEOF()
+        }
+    }
+
+    func connectionDidReachEOF(_ connection: TCPConnection, error: UVError?) {
+        if closeCalled { tcp.close(); return }
+        http2?.didReachEOF()
+    }
+
+    func connectionDidDrainWrites(_ connection: TCPConnection) {
+        if closeCalled {
+            if closeWhenWritten && !tcp.hasWriteInFlight { tcp.close() }
+            return
+        }
+        if shutdownWhenWritten && tcp.pending.count == 0 {
+            shutdownWhenWritten = false
+            tcp.shutdownWrites()
+        }
+        http2?.didDrainWrites()
+    }
+
+    func connectionDidClose(_ connection: TCPConnection) {
+        http2?.didClose()
+        http2 = nil
+    }
+}
