@@ -21,6 +21,11 @@ static inline void ubq_ssl_ctx_set_server_options(SSL_CTX *ctx) {
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 }
 
+/// Client side, tests: cap at TLS 1.2 (where renegotiation exists, to check it is refused).
+static inline int ubq_ssl_ctx_set_max_tls12(SSL_CTX *ctx) {
+    return (int)SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+}
+
 static inline int ubq_ssl_ctx_set_groups(SSL_CTX *ctx, const char *groups) {
     return (int)SSL_CTX_set1_groups_list(ctx, groups);
 }

@@ -90,8 +90,10 @@ final class TLSContext: @unchecked Sendable {
     /// A client context (the transport tests' peer): trusts `trustedCAFile`, offers `alpn`
     /// (protocol names; empty: no ALPN extension), and presents a certificate if given one.
     convenience init(clientTrusting trustedCAFile: String, alpn: [String],
-                     certificateChainFile: String? = nil, privateKeyFile: String? = nil) throws(TLSError) {
+                     certificateChainFile: String? = nil, privateKeyFile: String? = nil,
+                     maxTLS12: Bool = false) throws(TLSError) {
         try self.init(method: TLS_client_method())
+        if maxTLS12 { _ = ubq_ssl_ctx_set_max_tls12(raw) }
         guard SSL_CTX_load_verify_locations(raw, trustedCAFile, nil) == 1 else { throw TLSError("CA \(trustedCAFile)") }
         SSL_CTX_set_verify(raw, SSL_VERIFY_PEER, nil)
         if !alpn.isEmpty {

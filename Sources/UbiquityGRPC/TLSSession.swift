@@ -110,6 +110,18 @@ final class TLSSession {
         }
     }
 
+    /// Client side, TLS 1.2, tests: asks the server to renegotiate (ours refuses). The request
+    /// goes out with the next `encrypt` or `receive`.
+    func requestRenegotiation() -> Bool {
+        ERR_clear_error()
+        guard SSL_renegotiate(ssl) == 1 else { return false }
+        _ = SSL_do_handshake(ssl)  // queues the new ClientHello; the answer comes with `receive`
+        return true
+    }
+
+    /// The negotiated protocol version ("TLSv1.3").
+    var protocolVersion: String { String(cString: SSL_get_version(ssl)) }
+
     private func advanceHandshake() -> ReceiveResult {
         ERR_clear_error()
         let rc = SSL_do_handshake(ssl)
