@@ -90,6 +90,16 @@ static inline int ubq_ssl_ctx_offer_alpn(SSL_CTX *ctx, const unsigned char *prot
     return SSL_CTX_set_alpn_protos(ctx, protos, len);
 }
 
+/// Client side: the name the server's certificate must carry (an IP literal is matched against
+/// its IP addresses, anything else against its DNS names and sent as SNI). Returns 1 on success.
+static inline int ubq_ssl_set_peer_name(SSL *ssl, const char *host) {
+    X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, host) == 1) return 1;
+    ERR_clear_error();
+    if (SSL_set_tlsext_host_name(ssl, host) != 1) return 0;
+    return SSL_set1_host(ssl, host);
+}
+
 /// Whether ALPN selected h2 on this connection.
 static inline int ubq_ssl_alpn_is_h2(const SSL *ssl) {
     const unsigned char *p = NULL;

@@ -11,12 +11,16 @@ import UbiquityLoop
 /// The handshake is bounded by HTTP/2's handshake timeout (`ConnectionTimeouts`): the preface
 /// cannot arrive before TLS is established, so a client that stalls mid-handshake is closed by
 /// the same sweep as a silent plaintext one.
-final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
+///
+/// The client side (`ClientConnection` with a TLS context) is the same object in the client role:
+/// it starts the handshake at once and checks the server's certificate names the host.
+public final class TLSConnection: TCPConnectionDelegate, FrameSink {
     let tcp: TCPConnection
     private let session: TLSSession
-    private let logger: Logger
+    private let logger: Logger?
+    /// Who hears the decrypted stream: the server's `HTTP2Connection` or a client connection.
     /// Strong, as `TCPConnection.delegate` is; the cycle is broken when the socket closes.
-    private var http2: HTTP2Connection?
+    public var owner: (any TLSConnectionOwner)?
     /// Plaintext written by HTTP/2, not yet encrypted (held during the handshake).
     private var plaintextOut = ByteBuffer()
     private var closeCalled = false
@@ -25,6 +29,7 @@ final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
     /// close_notify is queued behind a write in flight: half-close after it.
     private var shutdownWhenWritten = false
 
+    /// The server side of an accepted connection.
     init(tcp: TCPConnection, context: TLSContext, logger: Logger) throws(TLSError) {
         self.tcp = tcp
         self.session = try TLSSession(context: context, role: .server)
@@ -32,21 +37,31 @@ final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
         tcp.delegate = self
     }
 
-    var loop: EventLoop { tcp.loop }
-    var peerDescription: String { tcp.peerDescription }
-    var isClosed: Bool { closeCalled || tcp.isClosed }
-    var queuedWriteBytes: Int { plaintextOut.count + tcp.queuedWriteBytes }
+    /// The client side of a connected socket: sends the ClientHello now; the server's certificate
+    /// must name `host`.
+    public init(connectedTCP tcp: TCPConnection, context: TLSContext, host: String) throws(TLSError) {
+        self.tcp = tcp
+        self.session = try TLSSession(context: context, role: .client, peerName: host)
+        self.logger = nil
+        tcp.delegate = self
+        if case .refused(let reason) = session.startHandshake() { throw TLSError(message: reason) }
+        sendCiphertext()
+    }
 
-    func attach(_ connection: HTTP2Connection) { http2 = connection }
-    func startReading() { tcp.startReading() }
-    func stopReading() { tcp.stopReading() }
+    public var loop: EventLoop { tcp.loop }
+    public var peerDescription: String { tcp.peerDescription }
+    public var isClosed: Bool { closeCalled || tcp.isClosed }
+    public var queuedWriteBytes: Int { plaintextOut.count + tcp.queuedWriteBytes }
 
-    func write(_ bytes: UnsafeRawBufferPointer) {
+    public func startReading() { tcp.startReading() }
+    public func stopReading() { tcp.stopReading() }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) {
         guard !isClosed else { return }
         plaintextOut.append(bytes)
     }
 
-    func flush() {
+    public func flush() {
         guard !isClosed else { return }
         if session.machine.mayEncrypt && plaintextOut.count > 0 {
             let ok = session.encrypt(plaintextOut.bytes)
@@ -59,7 +74,7 @@ final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
         sendCiphertext()
     }
 
-    func shutdownWrites() {
+    public func shutdownWrites() {
         guard !isClosed else { return }
         flush()
         session.closeNotify()
@@ -68,7 +83,7 @@ final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
         if tcp.pending.count == 0 { tcp.shutdownWrites() } else { shutdownWhenWritten = true }
     }
 
-    func close() {
+    public func close() {
         guard !closeCalled else { return }
         closeCalled = true
         plaintextOut.deallocate()
@@ -88,19 +103,19 @@ final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
     }
 
     private func refused(_ reason: String) {
-        logger.debug("TLS connection refused", metadata: ["peer": "\(tcp.peerDescription)", "reason": "\(reason)"])
+        logger?.debug("TLS connection refused", metadata: ["peer": "\(tcp.peerDescription)", "reason": "\(reason)"])
         sendCiphertext()
         closeWhenWritten = true
-        http2?.didReachEOF()
+        owner?.tlsDidReachEOF()
     }
 
     // MARK: TCPConnectionDelegate
 
-    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+    public func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
         guard !isClosed else { return }
         let scratch = UnsafeMutableRawBufferPointer(start: loop.readBuffer, count: loop.readBufferSize)
         let result = session.receive(bytes, scratch: scratch) { plaintext in
-            http2?.didRead(plaintext)
+            owner?.tlsDidRead(plaintext)
             return !isClosed
         }
         switch result {
@@ -110,16 +125,16 @@ final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
         case .refused(let reason):
             refused(reason)
         case .endOfInput:
-            http2?.didReachEOF()
+            owner?.tlsDidReachEOF()
         }
     }
 
-    func connectionDidReachEOF(_ connection: TCPConnection, error: UVError?) {
+    public func connectionDidReachEOF(_ connection: TCPConnection, error: UVError?) {
         if closeCalled { tcp.close(); return }
-        http2?.didReachEOF()
+        owner?.tlsDidReachEOF()
     }
 
-    func connectionDidDrainWrites(_ connection: TCPConnection) {
+    public func connectionDidDrainWrites(_ connection: TCPConnection) {
         if closeCalled {
             if closeWhenWritten && !tcp.hasWriteInFlight { tcp.close() }
             return
@@ -128,11 +143,31 @@ final class TLSConnection: ConnectionIO, TCPConnectionDelegate {
             shutdownWhenWritten = false
             tcp.shutdownWrites()
         }
-        http2?.didDrainWrites()
+        owner?.tlsDidDrainWrites()
     }
 
-    func connectionDidClose(_ connection: TCPConnection) {
-        http2?.didClose()
-        http2 = nil
+    public func connectionDidClose(_ connection: TCPConnection) {
+        owner?.tlsDidClose()
+        owner = nil
     }
+}
+
+/// What a `TLSConnection` reports upward; the same events a `TCPConnectionDelegate` hears, on
+/// the loop thread, with the bytes already decrypted.
+public protocol TLSConnectionOwner: AnyObject {
+    func tlsDidRead(_ bytes: UnsafeRawBufferPointer)
+    func tlsDidReachEOF()
+    func tlsDidDrainWrites()
+    func tlsDidClose()
+}
+
+extension TLSConnection: ConnectionIO {
+    func attach(_ connection: HTTP2Connection) { owner = connection }
+}
+
+extension HTTP2Connection: TLSConnectionOwner {
+    func tlsDidRead(_ bytes: UnsafeRawBufferPointer) { didRead(bytes) }
+    func tlsDidReachEOF() { didReachEOF() }
+    func tlsDidDrainWrites() { didDrainWrites() }
+    func tlsDidClose() { didClose() }
 }

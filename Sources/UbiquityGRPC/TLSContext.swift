@@ -26,6 +26,10 @@ public struct TLSError: Error, CustomStringConvertible, Sendable {
         message = "\(what): \(TLSError.opensslReason())"
     }
 
+    init(message: String) {
+        self.message = message
+    }
+
     /// The oldest queued OpenSSL error as text; empties this thread's error queue.
     static func opensslReason() -> String {
         var buf = [CChar](repeating: 0, count: 256)
@@ -40,7 +44,7 @@ public struct TLSError: Error, CustomStringConvertible, Sendable {
 /// an AEAD (AES-GCM, ChaCha20-Poly1305) — forward secrecy, and none on HTTP/2's blocklist (RFC
 /// 7540 §9.2.2, appendix A); TLS 1.3 suites are OpenSSL's three; key exchange groups X25519,
 /// P-256, P-384; no renegotiation, no compression; ALPN must select `h2`.
-final class TLSContext: @unchecked Sendable {
+public final class TLSContext: @unchecked Sendable {
     // @unchecked: the SSL_CTX is configured in init and never changed after; OpenSSL 3 makes
     // SSL_new on a shared SSL_CTX safe from any thread (it takes its own reference).
     let raw: OpaquePointer
@@ -87,9 +91,10 @@ final class TLSContext: @unchecked Sendable {
         }
     }
 
-    /// A client context (the transport tests' peer): trusts `trustedCAFile`, offers `alpn`
-    /// (protocol names; empty: no ALPN extension), and presents a certificate if given one.
-    convenience init(clientTrusting trustedCAFile: String, alpn: [String],
+    /// A client context (`ubiquity-load --tls-ca`, the transport tests' peer): trusts
+    /// `trustedCAFile`, offers `alpn` (protocol names; empty: no ALPN extension), and presents a
+    /// certificate if given one.
+    public convenience init(clientTrusting trustedCAFile: String, alpn: [String] = ["h2"],
                      certificateChainFile: String? = nil, privateKeyFile: String? = nil,
                      maxTLS12: Bool = false) throws(TLSError) {
         try self.init(method: TLS_client_method())

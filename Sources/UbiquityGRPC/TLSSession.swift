@@ -26,7 +26,8 @@ final class TLSSession {
     private let outbound: OpaquePointer
     private(set) var machine = TLSStateMachine()
 
-    init(context: TLSContext, role: Role) throws(TLSError) {
+    /// `peerName`: client side, the host the server's certificate must name.
+    init(context: TLSContext, role: Role, peerName: String? = nil) throws(TLSError) {
         guard let ssl = SSL_new(context.raw) else { throw TLSError("SSL_new") }
         guard let inbound = ubq_bio_new_mem(), let outbound = ubq_bio_new_mem() else {
             SSL_free(ssl)
@@ -37,6 +38,9 @@ final class TLSSession {
         self.outbound = outbound
         SSL_set_bio(ssl, inbound, outbound)
         if role == .server { SSL_set_accept_state(ssl) } else { SSL_set_connect_state(ssl) }
+        if let peerName, ubq_ssl_set_peer_name(ssl, peerName) != 1 {
+            throw TLSError("server name \(peerName)")  // deinit frees the SSL
+        }
     }
 
     deinit { SSL_free(ssl) }

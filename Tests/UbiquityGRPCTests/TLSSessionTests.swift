@@ -1,4 +1,3 @@
-import Foundation
 import UbiquityTestSupport
 import XCTest
 @testable import UbiquityGRPC
@@ -7,18 +6,12 @@ import XCTest
 /// same code) pass ciphertext back and forth in memory. Certificates are made per test class
 /// with the openssl CLI.
 final class TLSSessionTests: XCTestCase {
-    nonisolated(unsafe) static var pki: TemporaryDirectory?
+    nonisolated(unsafe) static var pki: TestCertificates?
 
     override class func setUp() {
         super.setUp()
         do {
-            let dir = try TemporaryDirectory(prefix: "ubiq-tls-unit")
-            try makeCA(dir, "ca")
-            try makeCA(dir, "other-ca")
-            try makeLeaf(dir, "server", ca: "ca", server: true)
-            try makeLeaf(dir, "client", ca: "ca", server: false)
-            try makeLeaf(dir, "client-other", ca: "other-ca", server: false)
-            pki = dir
+            pki = try TestCertificates()
         } catch {
             XCTFail("making test certificates: \(error)")
         }
@@ -29,7 +22,7 @@ final class TLSSessionTests: XCTestCase {
         super.tearDown()
     }
 
-    private var dir: TemporaryDirectory { Self.pki! }
+    private var dir: TemporaryDirectory { Self.pki!.directory }
 
     private func server(clientCA: Bool = false) throws -> TLSSession {
         let config = TLSConfiguration(certificateChainFile: dir.file("server.crt"), privateKeyFile: dir.file("server.key"),
@@ -150,36 +143,6 @@ final class TLSSessionTests: XCTestCase {
         XCTAssertThrowsError(try TLSContextStore(missing)) { XCTAssertTrue("\($0)".contains("nope.crt"), "\($0)") }
         let mismatched = TLSConfiguration(certificateChainFile: dir.file("server.crt"), privateKeyFile: dir.file("client.key"))
         XCTAssertThrowsError(try TLSContextStore(mismatched)) { XCTAssertTrue("\($0)".contains("client.key"), "\($0)") }
-    }
-
-    // MARK: certificates
-
-    private static func openssl(_ dir: TemporaryDirectory, _ args: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        p.arguments = args
-        p.currentDirectoryURL = URL(fileURLWithPath: dir.path)
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown, userInfo: ["openssl": args.joined(separator: " ")]) }
-    }
-
-    private static func makeCA(_ dir: TemporaryDirectory, _ name: String) throws {
-        try openssl(dir, ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                          "-keyout", "\(name).key", "-out", "\(name).crt", "-days", "2", "-subj", "/CN=\(name)",
-                          "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"])
-    }
-
-    private static func makeLeaf(_ dir: TemporaryDirectory, _ name: String, ca: String, server: Bool) throws {
-        let ext = "basicConstraints=CA:FALSE\nextendedKeyUsage=\(server ? "serverAuth" : "clientAuth")\n"
-            + (server ? "subjectAltName=DNS:localhost,IP:127.0.0.1\n" : "")
-        try ext.write(toFile: dir.file("\(name).ext"), atomically: true, encoding: .utf8)
-        try openssl(dir, ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                          "-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"])
-        try openssl(dir, ["x509", "-req", "-in", "\(name).csr", "-CA", "\(ca).crt", "-CAkey", "\(ca).key",
-                          "-CAcreateserial", "-out", "\(name).crt", "-days", "2", "-extfile", "\(name).ext"])
     }
 }
 
