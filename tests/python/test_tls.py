@@ -49,7 +49,7 @@ def _creds(ca, client=None) -> grpc.ChannelCredentials:
     if client is None:
         return grpc.ssl_channel_credentials(root_certificates=ca.pem)
     return grpc.ssl_channel_credentials(root_certificates=ca.pem, private_key=client.key_pem,
-                                        certificate_chain=client.cert_pem)
+                                        certificate_chain=client.pem)
 
 
 def _tls_args(leaf) -> list[str]:

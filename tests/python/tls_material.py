@@ -20,7 +20,8 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 @dataclass
-class CA:
+class CertKey:
+    """A PEM certificate and its key (a CA's or a leaf's)."""
     cert: Path
     key: Path
 
@@ -28,32 +29,22 @@ class CA:
     def pem(self) -> bytes:
         return self.cert.read_bytes()
 
-
-@dataclass
-class Leaf:
-    cert: Path
-    key: Path
-
-    @property
-    def cert_pem(self) -> bytes:
-        return self.cert.read_bytes()
-
     @property
     def key_pem(self) -> bytes:
         return self.key.read_bytes()
 
 
-def make_ca(directory: Path, name: str) -> CA:
+def make_ca(directory: Path, name: str) -> CertKey:
     directory.mkdir(parents=True, exist_ok=True)
     key, cert = directory / f"{name}.key", directory / f"{name}.crt"
     _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
              "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}",
              "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=directory)
-    return CA(cert, key)
+    return CertKey(cert, key)
 
 
-def make_leaf(ca: CA, directory: Path, name: str, server: bool) -> Leaf:
+def make_leaf(ca: CertKey, directory: Path, name: str, server: bool) -> CertKey:
     """A certificate signed by `ca`: for a server, valid for localhost and 127.0.0.1."""
     key, csr, cert = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.crt"
     ext = directory / f"{name}.ext"
@@ -66,4 +57,4 @@ def make_leaf(ca: CA, directory: Path, name: str, server: bool) -> Leaf:
              "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}", cwd=directory)
     _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca.cert), "-CAkey", str(ca.key),
              "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext), cwd=directory)
-    return Leaf(cert, key)
+    return CertKey(cert, key)
