@@ -106,7 +106,7 @@ public final class TLSConnection: TCPConnectionDelegate, FrameSink {
         logger?.debug("TLS connection refused", metadata: ["peer": "\(tcp.peerDescription)", "reason": "\(reason)"])
         sendCiphertext()
         closeWhenWritten = true
-        owner?.tlsDidReachEOF()
+        owner?.tlsDidReachEOF(refusal: reason)
     }
 
     // MARK: TCPConnectionDelegate
@@ -125,13 +125,13 @@ public final class TLSConnection: TCPConnectionDelegate, FrameSink {
         case .refused(let reason):
             refused(reason)
         case .endOfInput:
-            owner?.tlsDidReachEOF()
+            owner?.tlsDidReachEOF(refusal: nil)
         }
     }
 
     public func connectionDidReachEOF(_ connection: TCPConnection, error: UVError?) {
         if closeCalled { tcp.close(); return }
-        owner?.tlsDidReachEOF()
+        owner?.tlsDidReachEOF(refusal: nil)
     }
 
     public func connectionDidDrainWrites(_ connection: TCPConnection) {
@@ -156,7 +156,8 @@ public final class TLSConnection: TCPConnectionDelegate, FrameSink {
 /// the loop thread, with the bytes already decrypted.
 public protocol TLSConnectionOwner: AnyObject {
     func tlsDidRead(_ bytes: UnsafeRawBufferPointer)
-    func tlsDidReachEOF()
+    /// End of input; `refusal` is OpenSSL's reason when TLS itself failed (handshake, record).
+    func tlsDidReachEOF(refusal: String?)
     func tlsDidDrainWrites()
     func tlsDidClose()
 }
@@ -167,7 +168,7 @@ extension TLSConnection: ConnectionIO {
 
 extension HTTP2Connection: TLSConnectionOwner {
     func tlsDidRead(_ bytes: UnsafeRawBufferPointer) { didRead(bytes) }
-    func tlsDidReachEOF() { didReachEOF() }
+    func tlsDidReachEOF(refusal: String?) { didReachEOF() }  // TLSConnection logged the refusal
     func tlsDidDrainWrites() { didDrainWrites() }
     func tlsDidClose() { didClose() }
 }

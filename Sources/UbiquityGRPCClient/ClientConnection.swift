@@ -147,6 +147,8 @@ public final class ClientConnection {
     @exclusivity(unchecked) public private(set) var isClosed = false
     /// The peer sent GOAWAY: no new calls on this connection.
     @exclusivity(unchecked) public private(set) var receivedGoAway = false
+    /// Why TLS ended the connection (OpenSSL's reason), for the calls' and `connect`'s errors.
+    fileprivate var tlsRefusal: String?
     /// Called once when the connection is closed (by either side), after pending calls failed.
     public var onClose: ((UVError?) -> Void)?
 
@@ -341,7 +343,8 @@ public final class ClientConnection {
         isClosed = true
         closing = true
         for stream in active where stream.localStatus == nil {
-            stream.localStatus = (.unavailable, error.map { "the connection closed: \($0)" } ?? "the connection closed")
+            stream.localStatus = (.unavailable, error.map { "the connection closed: \($0)" }
+                                  ?? tlsRefusal.map { "the connection closed: TLS: \($0)" } ?? "the connection closed")
         }
         completed.append(contentsOf: active)
         for stream in active { stream.activeIndex = -1 }
@@ -352,7 +355,8 @@ public final class ClientConnection {
         session = nil
         if let tls { tls.close() } else { tcp.close() }
         runCompletions()
-        finishReady(RPCError(.unavailable, "the connection closed before the server's HTTP/2 SETTINGS arrived"))
+        finishReady(RPCError(.unavailable, "the connection closed before the server's HTTP/2 SETTINGS arrived"
+                                 + (tlsRefusal.map { " (TLS: \($0))" } ?? "")))
         let cb = onClose
         onClose = nil
         cb?(error)
@@ -707,7 +711,10 @@ private final class ConnectionDelegate: TCPConnectionDelegate, TLSConnectionOwne
     func connectionDidDrainWrites(_ connection: TCPConnection) { owner?.didDrainWrites() }
     func connectionDidClose(_ connection: TCPConnection) { owner = nil }
     func tlsDidRead(_ bytes: UnsafeRawBufferPointer) { owner?.didRead(bytes) }
-    func tlsDidReachEOF() { owner?.didReachEOF(nil) }
+    func tlsDidReachEOF(refusal: String?) {
+        if let refusal { owner?.tlsRefusal = refusal }
+        owner?.didReachEOF(nil)
+    }
     func tlsDidDrainWrites() { owner?.didDrainWrites() }
     func tlsDidClose() { owner = nil }
 }

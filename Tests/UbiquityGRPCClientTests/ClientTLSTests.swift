@@ -57,16 +57,22 @@ final class ClientTLSTests: XCTestCase {
 
     func testClientRefusesServerItCannotVerify() async throws {
         let pki = try XCTUnwrap(Self.pki)
-        for (name, context, host) in [
-            ("another CA", try TLSContext(clientTrusting: pki.crt("other-ca")), "127.0.0.1"),
-            ("a name the certificate lacks", try TLSContext(clientTrusting: pki.crt("ca")), "127.0.0.2"),
+        // A second server whose certificate (from the trusted CA) names another host only.
+        let elsewhere = try LoopbackServer.start(Router(), tls: TLSContextStore(TLSConfiguration(
+            certificateChainFile: pki.crt("server-elsewhere"), privateKeyFile: pki.key("server-elsewhere"))))
+        defer { LoopbackServer.stop(elsewhere) }
+        for (name, context, port) in [
+            ("another CA", try TLSContext(clientTrusting: pki.crt("other-ca")), server.port),
+            ("a certificate for another name", try TLSContext(clientTrusting: pki.crt("ca")), elsewhere.port),
         ] {
             do {
-                let channel = try await GRPCChannel(host: host, port: server.port, tls: context)
+                let channel = try await GRPCChannel(host: "127.0.0.1", port: port, tls: context)
                 channel.close()
                 XCTFail("\(name): connected")
             } catch let error as RPCError {
+                // The error says why, in OpenSSL's words.
                 XCTAssertEqual(error.code, .unavailable, "\(name): \(error)")
+                XCTAssertTrue(error.message.contains("certificate verify failed"), "\(name): \(error.message)")
             }
         }
         // The server is still serving.

@@ -5,13 +5,14 @@ import Foundation
 public struct TestCertificates: Sendable {
     public let directory: TemporaryDirectory
 
-    /// CAs `ca` and `other-ca`; server `server` (localhost, 127.0.0.1) by `ca`; clients `client`
-    /// by `ca` and `client-other` by `other-ca`.
+    /// CAs `ca` and `other-ca`; servers `server` (localhost, 127.0.0.1) and `server-elsewhere`
+    /// (elsewhere.example only) by `ca`; clients `client` by `ca` and `client-other` by `other-ca`.
     public init() throws {
         directory = try TemporaryDirectory(prefix: "ubiq-tls")
         try makeCA("ca")
         try makeCA("other-ca")
         try makeLeaf("server", ca: "ca", server: true)
+        try makeLeaf("server-elsewhere", ca: "ca", server: true, names: "DNS:elsewhere.example")
         try makeLeaf("client", ca: "ca", server: false)
         try makeLeaf("client-other", ca: "other-ca", server: false)
     }
@@ -40,9 +41,9 @@ public struct TestCertificates: Sendable {
                      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"])
     }
 
-    private func makeLeaf(_ name: String, ca: String, server: Bool) throws {
+    private func makeLeaf(_ name: String, ca: String, server: Bool, names: String = "DNS:localhost,IP:127.0.0.1") throws {
         let ext = "basicConstraints=CA:FALSE\nextendedKeyUsage=\(server ? "serverAuth" : "clientAuth")\n"
-            + (server ? "subjectAltName=DNS:localhost,IP:127.0.0.1\n" : "")
+            + (server ? "subjectAltName=\(names)\n" : "")
         try ext.write(toFile: directory.file("\(name).ext"), atomically: true, encoding: .utf8)
         try openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                      "-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name)"])
