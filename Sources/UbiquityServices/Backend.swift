@@ -55,9 +55,15 @@ public final class Backend: Sendable {
         subscriptions = Subscriptions(limits: feedLimits)
     }
 
-    public func shutdown() async {
+    /// Ends every store and key-value subscription (UNAVAILABLE + resume token): they never end on
+    /// their own, so a drain would otherwise wait for them.
+    public func endSubscriptions() {
         subscriptions.shutdown()
         keyValueFeed.shutdown()
+    }
+
+    public func shutdown() async {
+        endSubscriptions()
         await directory.shutdown()
         catalog.close()
         keyValues.close()

@@ -284,7 +284,7 @@ struct Ubiquityd: ParsableCommand {
         let server = GRPCServer(configuration: config, router: router, logger: logger, counters: counters.counters)
         // Subscriptions never end on their own: end them (UNAVAILABLE + resume token) when the
         // drain starts, so they do not hold up the graceful shutdown.
-        server.onDrain { health.drain(); backend.subscriptions.shutdown() }
+        server.onDrain { health.drain(); backend.endSubscriptions() }
         do {
             try server.start()
             MemoryTrimmer.start()
