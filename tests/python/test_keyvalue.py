@@ -19,6 +19,7 @@ from grpc_status import rpc_status
 
 import ubiq_harness
 from conftest import make_channel, ping_ok
+from test_changes import Stream
 from ubiq_client import Client, error_of
 from ubiquity.v1 import changes_pb2 as ch
 from ubiquity.v1 import keyvalue_pb2 as kv
@@ -74,38 +75,14 @@ def refused(call, *args, **kw) -> grpc.RpcError:
     return e.value
 
 
-class KVStream:
-    """A key-value subscription read by a background thread into `events`; its end in `ended`."""
+class KVStream(Stream):
+    """A key-value subscription (test_changes.Stream: read by a thread into `events`)."""
 
     def __init__(self, c: Client, start: ch.StartPoint | None = None, exclude_authors=()):
         req = ch.SubscribeRequest(key_values=ch.KeyValueSubscription(exclude_authors=list(exclude_authors)))
         if start is not None:
             getattr(req, "from").CopyFrom(start)
-        self.call = c.changes.Subscribe(req, timeout=120, metadata=c.md)
-        self.events: queue.Queue = queue.Queue()
-        self.ended: queue.Queue = queue.Queue()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        try:
-            for r in self.call:
-                self.events.put(r)
-            self.ended.put(None)
-        except grpc.RpcError as e:
-            self.ended.put(e)
-
-    def next(self) -> ch.SubscribeResponse:
-        return self.events.get(timeout=TIMEOUT)
-
-    def caught_up(self) -> list[ch.SubscribeResponse]:
-        """Every response up to and including the caught-up marker."""
-        out = []
-        while True:
-            r = self.next()
-            out.append(r)
-            if r.WhichOneof("event") == "caught_up":
-                return out
+        super().__init__(c.channel, req)
 
     def changes(self, n: int, pfx: str) -> list[ch.SubscribeResponse]:
         """The next `n` key-value changes under `pfx` (other tests' keys and markers skipped)."""
@@ -115,10 +92,6 @@ class KVStream:
             if r.WhichOneof("event") == "key_value_change" and r.key_value_change.key.startswith(pfx):
                 out.append(r)
         return out
-
-    def cancel(self):
-        self.call.cancel()
-        self.thread.join(TIMEOUT)
 
 
 def from_token(t: bytes) -> ch.StartPoint:
