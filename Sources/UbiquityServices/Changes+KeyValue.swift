@@ -63,7 +63,7 @@ struct KeyValueSubscriptionRunner: Sendable {
 
     func run(from start: Int64) async throws {
         var position = start, sent = start
-        var caughtUp = false
+        var caughtUp = false, changed = true
         var lastSend = ContinuousClock.now
         func send(_ r: Ubiquity_V1_SubscribeResponse, at seq: Int64) async throws {
             try await writer.send(try r.serializedBytes())
@@ -74,7 +74,8 @@ struct KeyValueSubscriptionRunner: Sendable {
             while true {
                 if feed.isEnding(id) { throw ending(sent) }
                 try Task.checkCancellation()
-                let page = try store.changes(account: account, after: position, limit: Self.pageSize)
+                // a wake-up without a new commit (the progress timer) reads nothing
+                let page = changed ? try store.changes(account: account, after: position, limit: Self.pageSize) : []
                 for e in page {
                     position = e.seq
                     let initial = e.seq <= initialSyncThrough
@@ -95,7 +96,7 @@ struct KeyValueSubscriptionRunner: Sendable {
                     r.progress = Ubiquity_V1_Progress()
                     try await send(r, at: position)
                 }
-                await feed.wait(id, account: account, after: position, timeoutSeconds: progressSeconds)
+                changed = await feed.wait(id, account: account, after: position, timeoutSeconds: progressSeconds)
             }
         } catch is CancellationError {
             if feed.isEnding(id) { throw ending(sent) }

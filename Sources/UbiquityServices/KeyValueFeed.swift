@@ -61,8 +61,11 @@ final class KeyValueFeed: Sendable {
     }
 
     /// Returns once `account` has a change after `after`, the subscription is cancelled or
-    /// ended, or `timeoutSeconds` passed (the caller then sends a progress marker if due).
-    func wait(_ id: UInt64, account: String, after: Int64, timeoutSeconds: Double) async {
+    /// ended, or `timeoutSeconds` passed (the caller then sends a progress marker if due); true
+    /// if a change after `after` was committed since the server started (only then is there
+    /// anything new to read: the caller read everything before it waited).
+    @discardableResult
+    func wait(_ id: UInt64, account: String, after: Int64, timeoutSeconds: Double) async -> Bool {
         let timer = Task { [weak self] in
             guard (try? await Task.sleep(nanoseconds: UInt64(max(0.01, timeoutSeconds) * 1e9))) != nil else { return }
             self?.wake(id)
@@ -78,6 +81,7 @@ final class KeyValueFeed: Sendable {
                 if now { c.resume() }
             }
         } onCancel: { [weak self] in self?.wake(id) }
+        return state.withLock { ($0.positions[account] ?? 0) > after }
     }
 
     private func wake(_ id: UInt64) {

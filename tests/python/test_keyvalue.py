@@ -358,6 +358,23 @@ def test_excluded_authors_are_skipped_but_the_token_moves(client, second):
         s.cancel()
 
 
+def test_a_progress_marker_moves_the_token_past_excluded_changes(start_server):
+    srv = start_server(args=["--feed-progress-interval-ms", "100"])
+    c = Client(make_channel(srv.address))
+    try:
+        s = KVStream(c, exclude_authors=["me"])
+        try:
+            s.caught_up()
+            token = kv_set(c, "mine", b"1", author="me").feed_token
+            events = s.until(lambda r: r.WhichOneof("event") == "progress")
+            assert [r.WhichOneof("event") for r in events] == ["progress"]  # the excluded change is not sent
+            assert events[-1].resume_token == token
+        finally:
+            s.cancel()
+    finally:
+        c.channel.close()
+
+
 def test_initial_sync_from_oldest_then_live(start_server):
     srv = start_server()
     c = Client(make_channel(srv.address))
