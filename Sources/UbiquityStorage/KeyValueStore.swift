@@ -234,4 +234,18 @@ public final class KeyValueStore: Sendable {
             return out
         }
     }
+
+    /// Removes every entry of the account and its counters, in one transaction (DeleteAccount,
+    /// SPEC §4.6: a crash leaves either all of them or none). Its feed positions start again at
+    /// 0, so the account's old tokens must not outlive it: account IDs are never reused.
+    public func removeAccount(_ account: String) throws {
+        try state.withConnection { c in
+            try c.run("BEGIN IMMEDIATE")
+            do {
+                try c.run("DELETE FROM ubq_kv WHERE account = ?", [.text(account)])
+                try c.run("DELETE FROM ubq_kv_accounts WHERE account = ?", [.text(account)])
+                try c.run("COMMIT")
+            } catch { try? c.run("ROLLBACK"); throw error }
+        }
+    }
 }

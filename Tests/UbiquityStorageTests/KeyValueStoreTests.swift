@@ -121,6 +121,19 @@ final class KeyValueStoreTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(try kv.list(account: "acc", prefix: "", afterKey: nil, limit: 100).entries.count, 6)
     }
 
+    func testRemovingAnAccountRemovesOnlyItsEntries() throws {
+        let kv = try open()
+        defer { kv.close() }
+        for a in ["a", "b"] { _ = try kv.set(account: a, key: "k", value: [1], condition: .none, author: "") }
+        _ = try kv.delete(account: "a", key: "k", condition: .none, author: "")
+        _ = try kv.set(account: "a", key: "j", value: [2], condition: .none, author: "")
+        try kv.removeAccount("a")
+        XCTAssertEqual(try kv.changes(account: "a", after: 0, limit: 10), [])
+        XCTAssertEqual(try kv.position(account: "a").seq, 0)
+        XCTAssertEqual(try kv.position(account: "a").usage, KeyValueUsage())
+        XCTAssertEqual(try kv.get(account: "b", key: "k")?.value, [1])
+    }
+
     func testWritesSurviveReopening() throws {
         var kv = try open()
         _ = try kv.set(account: "a", key: "k", value: [7], condition: .none, author: "dev")
