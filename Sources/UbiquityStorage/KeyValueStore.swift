@@ -3,8 +3,9 @@ import Foundation
 /// Every account's key-value entries, in one server-wide database (`<root>/keyvalue.sqlite`;
 /// docs/keyvalue.md "Storage" says why one file and not one per account).
 ///
-/// Small and rarely written, like the catalog: one connection behind a lock, which is the
-/// database's only writer (SPEC §4.8) and also serves its reads. Every write is one SQLite
+/// Small and rarely written: one writer connection behind a lock, the database's only writer
+/// (SPEC §4.8), and one read-only connection behind another for every read, so a read never
+/// waits for a write's fsync (WAL: readers see the last commit). Every write is one SQLite
 /// transaction with `synchronous=FULL`: durable when it returns.
 ///
 /// Each key keeps its latest state — a deleted key stays as a tombstone — with the account's
@@ -56,7 +57,8 @@ public final class KeyValueStore: Sendable {
     }
 
     public let quotas: KeyValueQuotas
-    private let state: ConnectionLock
+    private let writer: ConnectionLock
+    private let reader: ConnectionLock
 
     /// The connection under an NSLock: it is not Sendable, and is adopted and released inside the
     /// lock (`ConnectionOwner`), so only the thread holding the lock uses it.
@@ -93,11 +95,16 @@ public final class KeyValueStore: Sendable {
                 """)
         } catch { c.close(); throw error }
         c.releaseThread()  // used by whichever thread holds the lock
-        state = ConnectionLock(c)
+        writer = ConnectionLock(c)
+        do {
+            let r = try Connection(path: path, readOnly: true, vfs: nil, busyTimeoutMS: 5000)
+            r.releaseThread()
+            reader = ConnectionLock(r)
+        } catch { writer.close(); throw error }
         self.quotas = quotas
     }
 
-    public func close() { state.close() }
+    public func close() { reader.close(); writer.close() }
 
     private static let columns = "key, value, version, seq, deleted, author, updated_ms"
 
@@ -123,12 +130,12 @@ public final class KeyValueStore: Sendable {
 
     /// The key's value if it is set.
     public func get(account: String, key: String) throws -> Entry? {
-        try state.withConnection { c in try Self.row(c, account: account, key: key).flatMap { $0.deleted ? nil : $0 } }
+        try reader.withConnection { c in try Self.row(c, account: account, key: key).flatMap { $0.deleted ? nil : $0 } }
     }
 
     /// The account's position (the seq of its last change; 0 if it never changed) and usage.
     public func position(account: String) throws -> (seq: Int64, usage: KeyValueUsage) {
-        try state.withConnection { c in try Self.account(c, account) }
+        try reader.withConnection { c in try Self.account(c, account) }
     }
 
     /// Sets a key if `condition` holds and the quotas allow it.
@@ -174,7 +181,7 @@ public final class KeyValueStore: Sendable {
     /// counters are then written and committed together.
     private func write(_ account: String, key: String,
                        _ decide: (Entry?, (seq: Int64, usage: KeyValueUsage)) -> (WriteOutcome, KeyValueUsage?)) throws -> WriteOutcome {
-        try state.withConnection { c in
+        try writer.withConnection { c in
             try c.run("BEGIN IMMEDIATE")
             do {
                 let acct = try Self.account(c, account)
@@ -203,7 +210,7 @@ public final class KeyValueStore: Sendable {
     /// SQLite's BINARY collation), after `afterKey` if given; one read, so the page, its `seq` and
     /// its usage are consistent.
     public func list(account: String, prefix: String, afterKey: String?, limit: Int) throws -> Page {
-        try state.withConnection { c in
+        try reader.withConnection { c in
             try c.run("BEGIN")
             defer { try? c.run("COMMIT") }
             let acct = try Self.account(c, account)
@@ -227,7 +234,7 @@ public final class KeyValueStore: Sendable {
     /// The account's keys changed after `seq` — each key's latest state, tombstones included — in
     /// change order, at most `limit`.
     public func changes(account: String, after seq: Int64, limit: Int) throws -> [Entry] {
-        try state.withConnection { c in
+        try reader.withConnection { c in
             var out: [Entry] = []
             try c.query("SELECT \(Self.columns) FROM ubq_kv WHERE account = ? AND seq > ? ORDER BY seq LIMIT ?",
                         [.text(account), .integer(seq), .integer(Int64(limit))]) { out.append(Self.entry($0)) }
@@ -239,7 +246,7 @@ public final class KeyValueStore: Sendable {
     /// SPEC §4.6: a crash leaves either all of them or none). Its feed positions start again at
     /// 0, so the account's old tokens must not outlive it: account IDs are never reused.
     public func removeAccount(_ account: String) throws {
-        try state.withConnection { c in
+        try writer.withConnection { c in
             try c.run("BEGIN IMMEDIATE")
             do {
                 try c.run("DELETE FROM ubq_kv WHERE account = ?", [.text(account)])
