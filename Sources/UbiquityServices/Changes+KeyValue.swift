@@ -37,69 +37,66 @@ extension ChangesService {
         let id = try feed.admit()
         defer { feed.remove(id) }
         let runner = KeyValueSubscriptionRunner(store: backend.keyValues, feed: feed, id: id, account: account, writer: writer,
-                                                excluded: Set(req.keyValues.excludeAuthors), initialSyncThrough: initialSyncThrough,
                                                 progressSeconds: subscriptions.limits.progressIntervalSeconds)
-        let task = Task { try await runner.run(from: start) }
+        let state = KeyValueSubscriptionState(start: start, initialSyncThrough: initialSyncThrough, excluded: Set(req.keyValues.excludeAuthors))
+        let task = Task { try await runner.run(state) }
         feed.setTask(id, task)
         try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
     }
 }
 
 /// Runs one key-value subscription: reads the account's changes after its position from the
-/// store, sends them one per response, then waits for the next write.
+/// store, sends them one per response as `KeyValueSubscriptionState` decides, then waits for the
+/// next write.
 struct KeyValueSubscriptionRunner: Sendable {
     let store: KeyValueStore
     let feed: KeyValueFeed
     let id: UInt64
     let account: String
     let writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>
-    let excluded: Set<String>
-    /// Changes up to here are the initial sync (reason INITIAL_SYNC; tombstones skipped: a new
-    /// copy has nothing to delete); 0 without one.
-    let initialSyncThrough: Int64
     let progressSeconds: Double
 
     static let pageSize = 256
 
-    func run(from start: Int64) async throws {
-        var position = start, sent = start
-        var caughtUp = false, changed = true
+    func run(_ initial: KeyValueSubscriptionState) async throws {
+        var state = initial
+        var changed = true
         var lastSend = ContinuousClock.now
         func send(_ r: Ubiquity_V1_SubscribeResponse, at seq: Int64) async throws {
             try await writer.send(try r.serializedBytes())
-            sent = seq
+            state.didSend(at: seq)
             lastSend = ContinuousClock.now
         }
         do {
             while true {
-                if feed.isEnding(id) { throw ending(sent) }
+                if feed.isEnding(id) { throw ending(state.sent) }
                 try Task.checkCancellation()
                 // a wake-up without a new commit (the progress timer) reads nothing
-                let page = changed ? try store.changes(account: account, after: position, limit: Self.pageSize) : []
+                let page = changed ? try store.changes(account: account, after: state.position, limit: Self.pageSize) : []
                 for e in page {
-                    position = e.seq
-                    let initial = e.seq <= initialSyncThrough
-                    if (initial && e.deleted) || excluded.contains(e.author) { continue }
+                    guard let reason = state.read(e) else { continue }
                     var r = response(at: e.seq)
-                    r.keyValueChange = Self.change(e, reason: initial ? .initialSync : .serverChange)
+                    r.keyValueChange = Self.change(e, reason: reason)
                     try await send(r, at: e.seq)
                 }
                 if page.count == Self.pageSize { continue }
-                if !caughtUp {
-                    var r = response(at: position)
+                let due = ContinuousClock.now - lastSend >= .seconds(progressSeconds)
+                switch state.readAll(progressDue: due) {
+                case .caughtUp?:
+                    var r = response(at: state.position)
                     r.caughtUp = Ubiquity_V1_CaughtUp()
-                    try await send(r, at: position)
-                    caughtUp = true
-                } else if position > sent && ContinuousClock.now - lastSend >= .seconds(progressSeconds) {
-                    // skipped changes (excluded authors) still move the subscriber's token
-                    var r = response(at: position)
+                    try await send(r, at: state.position)
+                case .progress?:
+                    var r = response(at: state.position)
                     r.progress = Ubiquity_V1_Progress()
-                    try await send(r, at: position)
+                    try await send(r, at: state.position)
+                case nil:
+                    break
                 }
-                changed = await feed.wait(id, account: account, after: position, timeoutSeconds: progressSeconds)
+                changed = await feed.wait(id, account: account, after: state.position, timeoutSeconds: progressSeconds)
             }
         } catch is CancellationError {
-            if feed.isEnding(id) { throw ending(sent) }
+            if feed.isEnding(id) { throw ending(state.sent) }
             throw CancellationError()
         }
     }

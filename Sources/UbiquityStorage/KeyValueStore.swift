@@ -24,6 +24,11 @@ public final class KeyValueStore: Sendable {
         public var deleted: Bool
         public var author: String
         public var updatedMS: Int64
+
+        public init(key: String, value: [UInt8], version: Int64, seq: Int64, deleted: Bool, author: String, updatedMS: Int64) {
+            self.key = key; self.value = value; self.version = version; self.seq = seq
+            self.deleted = deleted; self.author = author; self.updatedMS = updatedMS
+        }
     }
 
     /// A write's condition on the key's current state.
