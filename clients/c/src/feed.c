@@ -1,0 +1,163 @@
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "feed_policy.h"
+#include "internal.h"
+
+/* A subscription has no natural end; the deadline only bounds a stream the server forgot. The
+ * feed subscribes again from its token when it passes. */
+#define STREAM_TIMEOUT_MS (24LL * 3600 * 1000)
+
+struct ubq_feed {
+    ubq_client *client;              /* the feed's own connection */
+    char *store_id;
+    char **entities;
+    size_t n_entities;
+    bool include_values, start_oldest;
+    int64_t reconnect_for_ms;
+    ubq_history_expired_fn on_history_expired;
+    ProtobufCBinaryData token;       /* the last resume token, or the start token; len 0: none yet */
+    int reconnects;
+    /* during a run */
+    ubq_feed_event_fn on_event;
+    void *user;
+    ubq_error *decode_error;
+    bool got_event;
+};
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_token(ubq_feed *f, ProtobufCBinaryData t) {
+    free(f->token.data);
+    f->token = ubq__token_copy(t);
+}
+
+ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *o, ubq_feed **out) {
+    static const ubq_feed_options none = {0};
+    if (!o) o = &none;
+    ubq_feed *f = ubq__xcalloc(1, sizeof *f);
+    f->client = ubq__xcalloc(1, sizeof *f->client);
+    f->client->target = ubq__xstrdup(store->client->target);
+    f->client->authorization = store->client->authorization ? ubq__xstrdup(store->client->authorization) : NULL;
+    f->client->timeout_ms = STREAM_TIMEOUT_MS;
+    f->client->save_attempts = 1;
+    f->client->conn = ubq__conn_new(f->client->target, f->client->authorization);
+    f->store_id = ubq__xstrdup(store->id);
+    while (o->entities && o->entities[f->n_entities]) f->n_entities++;
+    f->entities = ubq__xcalloc(f->n_entities, sizeof *f->entities);
+    for (size_t i = 0; i < f->n_entities; i++) f->entities[i] = ubq__xstrdup(o->entities[i]);
+    f->include_values = o->include_values;
+    f->start_oldest = o->start_oldest;
+    f->reconnect_for_ms = o->reconnect_for_ms > 0 ? o->reconnect_for_ms : 60000;
+    f->on_history_expired = o->on_history_expired;
+    if (o->start_token.len) set_token(f, o->start_token);
+    *out = f;
+    return NULL;
+}
+
+void ubq_feed_free(ubq_feed *f) {
+    if (!f) return;
+    ubq_client_free(f->client);
+    free(f->store_id);
+    for (size_t i = 0; i < f->n_entities; i++) free(f->entities[i]);
+    free(f->entities);
+    free(f->token.data);
+    free(f);
+}
+
+ProtobufCBinaryData ubq_feed_token(const ubq_feed *f) { return f->token; }
+int ubq_feed_reconnects(const ubq_feed *f) { return f->reconnects; }
+
+static bool on_message(void *user, const uint8_t *message, size_t len) {
+    ubq_feed *f = user;
+    Ubiquity__V1__SubscribeResponse *ev = ubiquity__v1__subscribe_response__unpack(NULL, len, message);
+    if (!ev) {
+        f->decode_error = ubq__error(UBQ_INTERNAL, "a Subscribe event does not decode", NULL, 0);
+        return true;
+    }
+    f->got_event = true;
+    if (ev->resume_token.len) set_token(f, ev->resume_token);
+    bool stop = f->on_event(f, ev, f->user) == UBQ_FEED_STOP;
+    ubq_message_free(ev);
+    return stop;
+}
+
+/* One Subscribe stream from the feed's position; the status it ended with. */
+static ubq_error *subscribe_once(ubq_feed *f, bool *stopped) {
+    Ubiquity__V1__SubscribeRequest req = UBIQUITY__V1__SUBSCRIBE_REQUEST__INIT;
+    Ubiquity__V1__StartPoint from = UBIQUITY__V1__START_POINT__INIT;
+    Ubiquity__V1__ChangeFilter filter = UBIQUITY__V1__CHANGE_FILTER__INIT;
+    req.store_id = f->store_id;
+    if (f->token.len) {
+        from.start_case = UBIQUITY__V1__START_POINT__START_TOKEN;
+        from.token = f->token;
+    } else if (f->start_oldest) {
+        from.start_case = UBIQUITY__V1__START_POINT__START_OLDEST;
+        from.oldest = true;
+    } else {
+        from.start_case = UBIQUITY__V1__START_POINT__START_NOW;
+        from.now = true;
+    }
+    req.from = &from;
+    filter.entities = f->entities;
+    filter.n_entities = f->n_entities;
+    filter.include_values = f->include_values;
+    req.filter = &filter;
+    size_t len = ubiquity__v1__subscribe_request__get_packed_size(&req);
+    uint8_t *buf = ubq__xmalloc(len);
+    ubiquity__v1__subscribe_request__pack(&req, buf);
+    ubq__call_result r;
+    f->got_event = false;
+    ubq__conn_call(f->client->conn, "/ubiquity.v1.Changes/Subscribe", buf, len, STREAM_TIMEOUT_MS, on_message, f, &r);
+    free(buf);
+    *stopped = r.stopped && !f->decode_error;
+    ubq_error *err = NULL;
+    if (f->decode_error) {
+        err = f->decode_error;
+        f->decode_error = NULL;
+    } else if (!r.stopped) {
+        err = ubq__error(r.code, r.message, r.details, r.details_len);
+    }
+    ubq__call_result_free(&r);
+    return err;
+}
+
+ubq_error *ubq_feed_run(ubq_feed *f, ubq_feed_event_fn on_event, void *user) {
+    f->on_event = on_event;
+    f->user = user;
+    ubq__backoff backoff;
+    ubq__backoff_reset(&backoff);
+    for (;;) {
+        bool stopped = false;
+        ubq_error *err = subscribe_once(f, &stopped);
+        if (stopped) return NULL;
+        if (f->got_event) ubq__backoff_reset(&backoff);
+        switch (ubq__feed_after_end(err->code, err->reason)) {
+        case UBQ__FEED_GIVE_UP:
+            return err;
+        case UBQ__FEED_ASK_HOOK: {
+            ProtobufCBinaryData from = {0, NULL};
+            if (!f->on_history_expired || !f->on_history_expired(f, err, &from, user) || from.len == 0) return err;
+            set_token(f, from);
+            ubq_error_free(err);
+            continue;  /* the hook re-baselined: no failure, no wait */
+        }
+        case UBQ__FEED_RESUBSCRIBE:
+            break;
+        }
+        /* A drained or too-slow stream says where it stopped, newer than the last event's token. */
+        if (err->resume && err->resume->resume_token.len) set_token(f, err->resume->resume_token);
+        int64_t delay = ubq__backoff_next(&backoff, now_ms(), f->reconnect_for_ms);
+        if (delay < 0) return err;
+        ubq_error_free(err);
+        struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        f->reconnects++;
+    }
+}
