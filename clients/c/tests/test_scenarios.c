@@ -569,6 +569,37 @@ done:
     ubq_client_free(gone);
 }
 
+static bool keep_reading(void *user, const uint8_t *message, size_t len) {
+    (void)message; (void)len;
+    ++*(int *)user;
+    return false;
+}
+
+/* A stream that never ends on its own (a subscription to a quiet store) ends at the call's
+ * deadline with DEADLINE_EXCEEDED, and the connection carries the next call. */
+static void test_a_call_past_its_deadline_is_deadline_exceeded(ubq_client *c) {
+    ubq_store *s = NULL;
+    Ubiquity__V1__ListStoresResponse *list = NULL;
+    OK(new_store(c, "deadline", &s));
+    Ubiquity__V1__SubscribeRequest req = UBIQUITY__V1__SUBSCRIBE_REQUEST__INIT;
+    Ubiquity__V1__StartPoint now = UBIQUITY__V1__START_POINT__INIT;
+    now.start_case = UBIQUITY__V1__START_POINT__START_NOW;
+    now.now = true;
+    req.store_id = (char *)ubq_store_id(s);
+    req.from = &now;
+    uint8_t buf[256];
+    size_t len = ubiquity__v1__subscribe_request__pack(&req, buf);
+    int events = 0;
+    ubq__call_result r;
+    ubq__conn_call(c->conn, "/ubiquity.v1.Changes/Subscribe", buf, len, 300, keep_reading, &events, &r);
+    CHECK(r.code == UBQ_DEADLINE_EXCEEDED);  /* whether or not it caught up first: no time threshold */
+    ubq__call_result_free(&r);
+    OK(ubq_list_stores(c, &list));
+done:
+    ubq_message_free(list);
+    ubq_store_free(s);
+}
+
 /* ---- the change feed ---------------------------------------------------------------------------------- */
 
 /* Collects transactions; stops after `want` of them. */
@@ -796,6 +827,7 @@ static const struct { const char *name; void (*fn)(ubq_client *); } tests[] = {
     T(test_constraint_clash_is_typed),
     T(test_bad_input_gives_typed_errors_with_reason_and_fields),
     T(test_a_stopped_server_is_unavailable_and_api_key_sign_in_is_refused),
+    T(test_a_call_past_its_deadline_is_deadline_exceeded),
     T(test_feed_delivers_saves_in_order_with_values),
     T(test_feed_resumes_from_its_last_token_after_a_server_restart),
     T(test_history_expired_calls_the_hook_which_rebaselines),
