@@ -127,8 +127,12 @@ ubq_error *ubq__with_retries(ubq_client *c, ubq__attempt_fn attempt, void *state
         ubq_error *err = attempt(state, out);
         if (!err || i >= c->save_attempts || !ubq__save_retryable(err->code)) return err;
         ubq_error_free(err);
-        /* Backoff before the next attempt: a restarting server needs a moment to listen again. */
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000L << (i - 1)};
+        /* Backoff before the next attempt (100 ms doubling, at most 2 s): a restarting server
+         * needs a moment to listen again. */
+        long ms = 100;
+        for (int k = 1; k < i && ms < 2000; k++) ms *= 2;
+        if (ms > 2000) ms = 2000;
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
 }
