@@ -346,6 +346,39 @@ done:
     ubq_store_free(s);
 }
 
+/* A nested context saves into its parent; only the parent's save reaches the store. */
+static void test_a_nested_context_saves_into_its_parent(ubq_client *c) {
+    ubq_store *s = NULL;
+    ubq_context *parent = NULL, *child = NULL;
+    Ubiquity__V1__ContextSaveResponse *into_parent = NULL;
+    Ubiquity__V1__ContextState *st = NULL;
+    Ubiquity__V1__FetchResults *r = NULL;
+    ubq_values *ann = ubq_values_string(ubq_values_new(), "name", "Ann");
+    OK(new_store(c, "nested", &s));
+    OK(ubq_context_create(s, NULL, &parent));
+    OK(ubq_context_create(s, &(ubq_context_options){.parent = parent}, &child));
+    OK(ubq_context_insert(child, "Person", ann, NULL));
+    OK(ubq_context_save(child, NULL, &into_parent));
+    CHECK(into_parent->saved_to_parent);
+    OK(ubq_context_state(parent, &st));
+    CHECK(st->has_changes && st->inserted_count == 1);
+    OK(ubq_fetch(s, "Person", NULL, &r));
+    CHECK(r->n_objects == 0);
+    ubq_message_free(r);
+    r = NULL;
+    OK(ubq_context_save(parent, NULL, NULL));
+    OK(ubq_fetch(s, "Person", NULL, &r));
+    CHECK(r->n_objects == 1);
+done:
+    ubq_message_free(into_parent);
+    ubq_message_free(st);
+    ubq_message_free(r);
+    ubq_values_free(ann);
+    ubq_context_close(child);
+    ubq_context_close(parent);
+    ubq_store_free(s);
+}
+
 /* A context that read Ann at age 30 (score 1, email old@x), then the store moved her to 35 and
  * email new@x, then the context set age 33 and score 9. */
 static ubq_error *conflicting_context(ubq_store *s, Ubiquity__V1__MergePolicy policy, ubq_context **ctx, char **ann) {
@@ -821,6 +854,7 @@ static const struct { const char *name; void (*fn)(ubq_client *); } tests[] = {
     T(test_the_same_client_transaction_id_applies_once),
     T(test_a_save_whose_response_was_lost_is_retried_and_applied_once),
     T(test_context_unit_of_work_pending_state_save_rollback_reset),
+    T(test_a_nested_context_saves_into_its_parent),
     T(test_conflict_under_error_policy_is_typed_with_decoded_records),
     T(test_conflict_under_each_trump_policy),
     T(test_pinned_context_reads_its_generation_until_refreshed),
