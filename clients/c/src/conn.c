@@ -338,12 +338,32 @@ static void finish_status(ubq__conn *c, bool unary, ubq__call_result *r) {
     if (unary && r->code == 0 && !st->got_message) fail(r, 13, "%s", "an OK unary response without a message", "");
 }
 
-void ubq__conn_call(ubq__conn *c, const char *path, const uint8_t *request, size_t request_len,
-                    int64_t timeout_ms, ubq__on_message on_message, void *user, ubq__call_result *r) {
+/* Reads what arrived while no call was running: a GOAWAY (the server's idle timeout, a drain) or
+ * the close after it. Without this the next call would go out on a connection the server has
+ * already given up and fail UNAVAILABLE although nothing is wrong. */
+static void drain_idle(ubq__conn *c) {
+    for (;;) {
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (poll(&p, 1, 0) <= 0) break;
+        uint8_t buf[16384];
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n > 0 && nghttp2_session_mem_recv(c->session, buf, (size_t)n) >= 0) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+        disconnect(c);
+        return;
+    }
+    if (c->goaway || (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session)))
+        disconnect(c);
+}
+
+/* One attempt; true when the server refused the stream unprocessed (REFUSED_STREAM, or above a
+ * GOAWAY's last stream ID), which makes a second attempt safe even for a save. */
+static bool call_once(ubq__conn *c, const char *path, const uint8_t *request, size_t request_len,
+                      int64_t deadline, int64_t timeout_ms, ubq__on_message on_message, void *user,
+                      ubq__call_result *r) {
     *r = (ubq__call_result){.code = 2, .message = ubq__xstrdup("")};
-    int64_t deadline = now_ms() + timeout_ms;
-    if (c->session && c->goaway) disconnect(c);
-    if (!c->session && !connect_socket(c, deadline, r)) return;
+    if (c->session) drain_idle(c);
+    if (!c->session && !connect_socket(c, deadline, r)) return false;
 
     reset_call(&c->call);
     size_t framed_len;
@@ -366,7 +386,7 @@ void ubq__conn_call(ubq__conn *c, const char *path, const uint8_t *request, size
         free(framed);
         disconnect(c);
         fail(r, 14, "cannot start a stream: %s%s", nghttp2_strerror(id), "");
-        return;
+        return false;
     }
     c->call.stream_id = id;
 
@@ -410,6 +430,8 @@ void ubq__conn_call(ubq__conn *c, const char *path, const uint8_t *request, size
     }
     free(framed);
     c->call.body = NULL;
+    bool refused = !broken && !ended_early && c->call.closed && c->call.rst_error == NGHTTP2_REFUSED_STREAM &&
+                   c->call.http_status == 0 && c->call.grpc_status < 0;
     if (broken) {
         disconnect(c);
         fail(r, 14, "connection to %s lost (%s)", c->authority, path);
@@ -425,4 +447,14 @@ void ubq__conn_call(ubq__conn *c, const char *path, const uint8_t *request, size
         }
     }
     reset_call(&c->call);
+    return refused;
+}
+
+void ubq__conn_call(ubq__conn *c, const char *path, const uint8_t *request, size_t request_len,
+                    int64_t timeout_ms, ubq__on_message on_message, void *user, ubq__call_result *r) {
+    int64_t deadline = now_ms() + timeout_ms;
+    if (!call_once(c, path, request, request_len, deadline, timeout_ms, on_message, user, r)) return;
+    ubq__call_result_free(r);
+    if (c->session) disconnect(c);  /* the server is going away: the retry takes a new connection */
+    call_once(c, path, request, request_len, deadline, timeout_ms, on_message, user, r);
 }

@@ -17,6 +17,10 @@
 #define START_TIMEOUT_MS 30000
 
 int test_server_start(test_server *s, const char *data_dir, int port) {
+    return test_server_start_with(s, data_dir, port, NULL);
+}
+
+int test_server_start_with(test_server *s, const char *data_dir, int port, const char *const *flags) {
     const char *bin = getenv("UBIQUITYD");
     if (!bin || !*bin) { fprintf(stderr, "UBIQUITYD is not set (path of the ubiquityd to test)\n"); return -1; }
     memset(s, 0, sizeof *s);
@@ -34,8 +38,12 @@ int test_server_start(test_server *s, const char *data_dir, int port) {
         int log = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (log >= 0) dup2(log, 2);
         close(out[0]);
-        execl(bin, bin, "--host", "127.0.0.1", "--port", port_arg, "--data-dir", data_dir,
-              "--log-level", "info", (char *)NULL);
+        const char *argv[32] = {bin, "--host", "127.0.0.1", "--port", port_arg, "--data-dir", data_dir,
+                                "--log-level", "info"};
+        int n = 9;
+        for (int i = 0; flags && flags[i] && n < 31; i++) argv[n++] = flags[i];
+        argv[n] = NULL;
+        execv(bin, (char *const *)argv);
         _exit(127);
     }
     close(out[1]);

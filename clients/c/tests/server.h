@@ -15,6 +15,8 @@ typedef struct {
 
 /* Starts $UBIQUITYD on `port` (0: any free port) with `data_dir` (created). 0 on success. */
 int test_server_start(test_server *s, const char *data_dir, int port);
+/* The same with more flags (a NULL-terminated list), e.g. {"--idle-timeout-ms", "200", NULL}. */
+int test_server_start_with(test_server *s, const char *data_dir, int port, const char *const *flags);
 /* SIGTERM, then waits for the exit; the exit status (0 for a clean drain). */
 int test_server_stop(test_server *s);
 

@@ -13,11 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
 #include "internal.h"
 #include "server.h"
+#include "ubiquity/v1/admin.pb-c.h"
 #include "ubiquity.h"
 
 static int failed_checks;
@@ -633,6 +635,43 @@ done:
     ubq_store_free(s);
 }
 
+/* The server closes a connection idle past --idle-timeout-ms (GOAWAY, then close); the next call
+ * must go out on a new connection instead of failing on the old one. */
+static void test_a_connection_the_server_closed_while_idle_is_replaced(ubq_client *unused) {
+    (void)unused;
+    test_server t;
+    ubq_client *idle = NULL, *watcher = NULL;
+    Ubiquity__V1__ListStoresResponse *list = NULL;
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/idle", workdir);
+    const char *flags[] = {"--idle-timeout-ms", "300", NULL};
+    if (test_server_start_with(&t, dir, 0, flags) != 0) { failed_checks++; return; }
+    OK(ubq_connect(t.address, NULL, &idle));
+    OK(ubq_connect(t.address, NULL, &watcher));
+    OK(ubq_list_stores(idle, &list));
+    ubq_message_free(list);
+    list = NULL;
+    /* Bounded polling of the server's counter: the idle close has no event a client could wait
+     * on. The watcher never idles that long, so the timed-out connection is the idle client's. */
+    uint64_t timed_out = 0;
+    for (int i = 0; i < 3000 && timed_out == 0; i++) {
+        Ubiquity__V1__GetServerStatsRequest req = UBIQUITY__V1__GET_SERVER_STATS_REQUEST__INIT;
+        Ubiquity__V1__ServerStats *stats = NULL;
+        OK(ubq__unary(watcher, "/ubiquity.v1.Admin/GetServerStats", &req.base, &ubiquity__v1__server_stats__descriptor,
+                      (void **)&stats));
+        timed_out = stats->timed_out_connections;
+        ubq_message_free(stats);
+        if (!timed_out) nanosleep(&(struct timespec){.tv_nsec = 10000000L}, NULL);
+    }
+    CHECK(timed_out >= 1);
+    OK(ubq_list_stores(idle, &list));
+done:
+    ubq_message_free(list);
+    ubq_client_free(idle);
+    ubq_client_free(watcher);
+    if (t.pid) test_server_stop(&t);
+}
+
 /* ---- the change feed ---------------------------------------------------------------------------------- */
 
 /* Collects transactions; stops after `want` of them. */
@@ -862,6 +901,7 @@ static const struct { const char *name; void (*fn)(ubq_client *); } tests[] = {
     T(test_bad_input_gives_typed_errors_with_reason_and_fields),
     T(test_a_stopped_server_is_unavailable_and_api_key_sign_in_is_refused),
     T(test_a_call_past_its_deadline_is_deadline_exceeded),
+    T(test_a_connection_the_server_closed_while_idle_is_replaced),
     T(test_feed_delivers_saves_in_order_with_values),
     T(test_feed_resumes_from_its_last_token_after_a_server_restart),
     T(test_history_expired_calls_the_hook_which_rebaselines),
