@@ -159,12 +159,21 @@ typedef struct ubq_fetch_options {
     int32_t offset;
     Ubiquity__V1__ResultType result_type;  /* 0: objects */
     ProtobufCBinaryData at;            /* read at this token; {0, NULL}: current */
+    int32_t batch_size;                /* ubq_fetch_stream: objects per batch; 0: the server's default */
 } ubq_fetch_options;
 
 /* Fetch objects of `entity`; `options` may be NULL. Free *out with ubq_message_free; out->token
  * is the generation read (pass it as `at` to read the same generation again). */
 ubq_error *ubq_fetch(ubq_store *store, const char *entity, const ubq_fetch_options *options,
                      Ubiquity__V1__FetchResults **out);
+/* A fetch whose results arrive in batches, all at one generation (Stores.FetchStream), for
+ * results too large for one message. `on_batch` gets each batch (borrowed for the call) and
+ * returns false to stop early (the call then returns NULL). */
+typedef bool (*ubq_fetch_batch_fn)(const Ubiquity__V1__FetchResults *batch, void *user);
+ubq_error *ubq_fetch_stream(ubq_store *store, const char *entity, const ubq_fetch_options *options,
+                            ubq_fetch_batch_fn on_batch, void *user);
+/* The store's model and its version hash. Free *out with ubq_message_free. */
+ubq_error *ubq_get_model(ubq_store *store, Ubiquity__V1__GetModelResponse **out);
 /* Objects by ID at `at` (NULL: current). Free *out with ubq_message_free. */
 ubq_error *ubq_get_objects(ubq_store *store, const char *const *object_ids, size_t count,
                            const ProtobufCBinaryData *at, Ubiquity__V1__GetObjectsResponse **out);

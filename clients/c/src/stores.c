@@ -86,6 +86,7 @@ Ubiquity__V1__FetchSpec *ubq__fetch_spec(const char *entity, const ubq_fetch_opt
     spec->fetch_limit = o->limit;
     spec->fetch_offset = o->offset;
     spec->result_type = o->result_type;
+    spec->fetch_batch_size = o->batch_size;
     return spec;
 }
 
@@ -109,6 +110,53 @@ ubq_error *ubq_fetch(ubq_store *s, const char *entity, const ubq_fetch_options *
                                 (void **)out);
     ubq__fetch_spec_free(req.fetch);
     return err;
+}
+
+typedef struct {
+    ubq_fetch_batch_fn on_batch;
+    void *user;
+    bool undecodable;
+} stream_state;
+
+static bool on_fetch_message(void *user, const uint8_t *message, size_t len) {
+    stream_state *st = user;
+    Ubiquity__V1__FetchResults *batch = ubiquity__v1__fetch_results__unpack(NULL, len, message);
+    if (!batch) { st->undecodable = true; return true; }
+    bool go_on = st->on_batch(batch, st->user);
+    ubq_message_free(batch);
+    return !go_on;
+}
+
+ubq_error *ubq_fetch_stream(ubq_store *s, const char *entity, const ubq_fetch_options *o,
+                            ubq_fetch_batch_fn on_batch, void *user) {
+    Ubiquity__V1__FetchRequest req = UBIQUITY__V1__FETCH_REQUEST__INIT;
+    Ubiquity__V1__ReadGeneration at = UBIQUITY__V1__READ_GENERATION__INIT;
+    req.store_id = s->id;
+    req.fetch = ubq__fetch_spec(entity, o);
+    if (o && o->at.len) {
+        at.token = o->at;
+        req.at = &at;
+    }
+    size_t len = protobuf_c_message_get_packed_size(&req.base);
+    uint8_t *buf = ubq__xmalloc(len);
+    protobuf_c_message_pack(&req.base, buf);
+    ubq__fetch_spec_free(req.fetch);
+    stream_state st = {.on_batch = on_batch, .user = user};
+    ubq__call_result r;
+    ubq__conn_call(s->client->conn, STORES "FetchStream", buf, len, s->client->timeout_ms, on_fetch_message, &st, &r);
+    free(buf);
+    ubq_error *err = NULL;
+    if (st.undecodable) err = ubq__error(UBQ_INTERNAL, "a FetchStream batch does not decode", NULL, 0);
+    else if (!r.stopped && r.code != 0) err = ubq__error(r.code, r.message, r.details, r.details_len);
+    ubq__call_result_free(&r);
+    return err;
+}
+
+ubq_error *ubq_get_model(ubq_store *s, Ubiquity__V1__GetModelResponse **out) {
+    Ubiquity__V1__GetModelRequest req = UBIQUITY__V1__GET_MODEL_REQUEST__INIT;
+    req.store_id = s->id;
+    return ubq__unary(s->client, "/ubiquity.v1.Models/GetModel", &req.base, &ubiquity__v1__get_model_response__descriptor,
+                      (void **)out);
 }
 
 ubq_error *ubq_get_objects(ubq_store *s, const char *const *ids, size_t count, const ProtobufCBinaryData *at,

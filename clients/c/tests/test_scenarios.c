@@ -206,6 +206,37 @@ done:
     ubq_store_free(s);
 }
 
+typedef struct { int batches, objects, stop_after; } batch_count;
+
+static bool count_batches(const Ubiquity__V1__FetchResults *batch, void *user) {
+    batch_count *b = user;
+    b->batches++;
+    b->objects += (int)batch->n_objects;
+    return b->batches != b->stop_after;
+}
+
+static void test_fetch_stream_delivers_batches_and_stops_when_asked(ubq_client *c) {
+    ubq_store *s = NULL;
+    Ubiquity__V1__GetModelResponse *model = NULL;
+    OK(new_store(c, "stream", &s));
+    for (int i = 0; i < 5; i++) OK(add_person(s, "P", i, NULL, -1, NULL));
+    const char *by_age[] = {"age", NULL};
+    batch_count all = {0}, first = {.stop_after = 1};
+    OK(ubq_fetch_stream(s, "Person", &(ubq_fetch_options){.sort = by_age, .batch_size = 2}, count_batches, &all));
+    CHECK(all.batches == 3 && all.objects == 5);
+    OK(ubq_fetch_stream(s, "Person", &(ubq_fetch_options){.sort = by_age, .batch_size = 2}, count_batches, &first));
+    CHECK(first.batches == 1 && first.objects == 2);
+    ubq_error *err = ubq_fetch_stream(s, "Nobody", NULL, count_batches, &all);
+    CHECK(err && ubq_error_is(err, "UNKNOWN_ENTITY"));
+    ubq_error_free(err);
+    OK(ubq_get_model(s, &model));
+    CHECK(model->model && model->model->n_entities == 1 && strcmp(model->model->entities[0]->name, "Person") == 0);
+    CHECK(model->version_hash && model->version_hash[0]);
+done:
+    ubq_message_free(model);
+    ubq_store_free(s);
+}
+
 static void test_fetch_at_a_token_sees_the_store_as_it_was(ubq_client *c) {
     ubq_store *s = NULL;
     char *ann = NULL;
@@ -889,6 +920,7 @@ static const struct { const char *name; void (*fn)(ubq_client *); } tests[] = {
 #define T(f) {#f, f}
     T(test_open_list_and_reopen_stores),
     T(test_save_then_fetch_with_predicate_arguments_sort_limit_offset),
+    T(test_fetch_stream_delivers_batches_and_stops_when_asked),
     T(test_fetch_at_a_token_sees_the_store_as_it_was),
     T(test_the_same_client_transaction_id_applies_once),
     T(test_a_save_whose_response_was_lost_is_retried_and_applied_once),
