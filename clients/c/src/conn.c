@@ -359,8 +359,7 @@ static void drain_idle(ubq__conn *c) {
 /* One attempt; true when the server refused the stream unprocessed (REFUSED_STREAM, or above a
  * GOAWAY's last stream ID), which makes a second attempt safe even for a save. */
 static bool call_once(ubq__conn *c, const char *path, const uint8_t *request, size_t request_len,
-                      int64_t deadline, int64_t timeout_ms, ubq__on_message on_message, void *user,
-                      ubq__call_result *r) {
+                      int64_t deadline, ubq__on_message on_message, void *user, ubq__call_result *r) {
     *r = (ubq__call_result){.code = 2, .message = ubq__xstrdup("")};
     if (c->session) drain_idle(c);
     if (!c->session && !connect_socket(c, deadline, r)) return false;
@@ -370,8 +369,8 @@ static bool call_once(ubq__conn *c, const char *path, const uint8_t *request, si
     uint8_t *framed = ubq__frame(request, request_len, &framed_len);
     c->call.body = framed;
     c->call.body_len = framed_len;
-    char timeout[16];
-    ubq__grpc_timeout(timeout_ms, timeout);
+    char timeout[16];  /* what is left of the caller's deadline (a second attempt has less) */
+    ubq__grpc_timeout(deadline - now_ms(), timeout);
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
     nghttp2_nv nva[] = {
         NV(":method", "POST"), NV(":scheme", "http"), NV(":path", path), NV(":authority", c->authority),
@@ -453,8 +452,8 @@ static bool call_once(ubq__conn *c, const char *path, const uint8_t *request, si
 void ubq__conn_call(ubq__conn *c, const char *path, const uint8_t *request, size_t request_len,
                     int64_t timeout_ms, ubq__on_message on_message, void *user, ubq__call_result *r) {
     int64_t deadline = now_ms() + timeout_ms;
-    if (!call_once(c, path, request, request_len, deadline, timeout_ms, on_message, user, r)) return;
+    if (!call_once(c, path, request, request_len, deadline, on_message, user, r)) return;
     ubq__call_result_free(r);
     if (c->session) disconnect(c);  /* the server is going away: the retry takes a new connection */
-    call_once(c, path, request, request_len, deadline, timeout_ms, on_message, user, r);
+    call_once(c, path, request, request_len, deadline, on_message, user, r);
 }
