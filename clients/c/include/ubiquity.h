@@ -130,7 +130,7 @@ const Ubiquity__V1__Value *ubq_map_get(const void *const *entries, size_t count,
  * absent, null or of another kind. */
 bool ubq_value_int(const Ubiquity__V1__Value *value, int64_t *out);
 bool ubq_value_double(const Ubiquity__V1__Value *value, double *out);
-/* The string of a string/decimal/uuid/uri value; NULL otherwise. Owned by the message. */
+/* The string of a string/decimal/uuid/uri value; NULL otherwise. Owned by the message the value is in. */
 const char *ubq_value_string(const Ubiquity__V1__Value *value);
 
 /* ---- stores -------------------------------------------------------------------------------- */
@@ -139,12 +139,14 @@ typedef struct ubq_store ubq_store;
 /* Opens (creates unless must_exist) the store `name`. Free *out with ubq_store_free. */
 ubq_error *ubq_open_store(ubq_client *client, const char *name, bool must_exist, ubq_store **out);
 void ubq_store_free(ubq_store *store);
+/* The store's ID (owned by the store, valid until ubq_store_free). */
 const char *ubq_store_id(const ubq_store *store);
 /* Whether ubq_open_store created the store. */
 bool ubq_store_created(const ubq_store *store);
 /* All stores; free *out with ubq_message_free. */
 ubq_error *ubq_list_stores(ubq_client *client, Ubiquity__V1__ListStoresResponse **out);
-/* Registers (or migrates to) a model built with the generated structs; `out` may be NULL. */
+/* Registers (or migrates to) a model built with the generated structs (borrowed for the call).
+ * `out` may be NULL; else free *out with ubq_message_free. */
 ubq_error *ubq_register_model(ubq_store *store, const Ubiquity__V1__Model *model,
                               Ubiquity__V1__RegisterModelResponse **out);
 /* The current generation's token: a copy in *out the caller frees with free(out->data). */
@@ -177,7 +179,7 @@ ubq_error *ubq_get_model(ubq_store *store, Ubiquity__V1__GetModelResponse **out)
 /* Objects by ID at `at` (NULL: current). Free *out with ubq_message_free. */
 ubq_error *ubq_get_objects(ubq_store *store, const char *const *object_ids, size_t count,
                            const ProtobufCBinaryData *at, Ubiquity__V1__GetObjectsResponse **out);
-/* The object with `object_id` in a GetObjects response; NULL when missing. */
+/* The object with `object_id` in a GetObjects response (owned by the response); NULL when missing. */
 const Ubiquity__V1__ManagedObject *ubq_find_object(const Ubiquity__V1__GetObjectsResponse *response,
                                                    const char *object_id);
 
@@ -231,17 +233,20 @@ typedef struct ubq_context_options {
     const ubq_context *parent;                /* a nested context saves into its parent */
 } ubq_context_options;
 
-/* A server-side unit of work. `options` may be NULL. Close it with ubq_context_close. */
+/* A server-side unit of work. `options` may be NULL (its token and parent are borrowed for the
+ * call). Close *out with ubq_context_close. */
 ubq_error *ubq_context_create(ubq_store *store, const ubq_context_options *options, ubq_context **out);
 /* Closes the context on the server (best effort) and frees the handle. NULL is fine. */
 void ubq_context_close(ubq_context *ctx);
+/* The context's ID (owned by the context, valid until ubq_context_close). */
 const char *ubq_context_id(const ubq_context *ctx);
 /* Inserts one pending object; *object_id (malloc'd, the caller frees it with free()) is its ID in
  * the context, which SaveResult.permanent_ids maps to the permanent one. object_id may be NULL. */
 ubq_error *ubq_context_insert(ubq_context *ctx, const char *entity, const ubq_values *values, char **object_id);
 ubq_error *ubq_context_update(ubq_context *ctx, const char *object_id, const ubq_values *values);
 ubq_error *ubq_context_delete(ubq_context *ctx, const char *object_id);
-/* A fetch through the context (its pinned generation; pending changes unless excluded). */
+/* A fetch through the context (its pinned generation; pending changes unless excluded). Free *out
+ * with ubq_message_free. */
 ubq_error *ubq_context_fetch(ubq_context *ctx, const char *entity, const ubq_fetch_options *options,
                              bool exclude_pending, Ubiquity__V1__FetchResults **out);
 /* Saves the pending changes in one transaction with the context's merge policy, retried like
