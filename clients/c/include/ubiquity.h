@@ -286,7 +286,12 @@ typedef struct ubq_feed_options {
     ProtobufCBinaryData start_token;
     bool start_oldest;
     const char *const *entities;    /* NULL-terminated filter; NULL: every entity */
+    /* NULL-terminated authors whose transactions are skipped (typically this device's own
+     * saves' author); progress markers still advance the token past them. */
+    const char *const *exclude_authors;
     bool include_values;
+    bool include_tombstones;        /* deletes carry the kept-on-delete attributes' last values */
+    uint32_t coalesce_window_ms;    /* the server may hold transactions this long to batch them */
     /* How long failures may last in a row before ubq_feed_run gives up (ms); 0 means 60000. */
     int64_t reconnect_for_ms;
     ubq_history_expired_fn on_history_expired;   /* NULL: HISTORY_EXPIRED ends the run */

@@ -13,9 +13,10 @@
 struct ubq_feed {
     ubq_client *client;              /* the feed's own connection */
     char *store_id;
-    char **entities;
-    size_t n_entities;
-    bool include_values, start_oldest;
+    char **entities, **exclude_authors;
+    size_t n_entities, n_exclude_authors;
+    bool include_values, include_tombstones, start_oldest;
+    uint32_t coalesce_window_ms;
     int64_t reconnect_for_ms;
     ubq_history_expired_fn on_history_expired;
     ProtobufCBinaryData token;       /* the last resume token, or the start token; len 0: none yet */
@@ -38,6 +39,20 @@ static void set_token(ubq_feed *f, ProtobufCBinaryData t) {
     f->token = ubq__token_copy(t);
 }
 
+/* A copy of a NULL-terminated list (NULL: empty). */
+static char **copy_strings(const char *const *list, size_t *n) {
+    *n = 0;
+    while (list && list[*n]) (*n)++;
+    char **copy = ubq__xcalloc(*n, sizeof *copy);
+    for (size_t i = 0; i < *n; i++) copy[i] = ubq__xstrdup(list[i]);
+    return copy;
+}
+
+static void free_strings(char **list, size_t n) {
+    for (size_t i = 0; i < n; i++) free(list[i]);
+    free(list);
+}
+
 ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *o, ubq_feed **out) {
     static const ubq_feed_options none = {0};
     if (!o) o = &none;
@@ -49,10 +64,11 @@ ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *o, ubq_feed **
     f->client->save_attempts = 1;
     f->client->conn = ubq__conn_new(f->client->target, f->client->authorization);
     f->store_id = ubq__xstrdup(store->id);
-    while (o->entities && o->entities[f->n_entities]) f->n_entities++;
-    f->entities = ubq__xcalloc(f->n_entities, sizeof *f->entities);
-    for (size_t i = 0; i < f->n_entities; i++) f->entities[i] = ubq__xstrdup(o->entities[i]);
+    f->entities = copy_strings(o->entities, &f->n_entities);
+    f->exclude_authors = copy_strings(o->exclude_authors, &f->n_exclude_authors);
     f->include_values = o->include_values;
+    f->include_tombstones = o->include_tombstones;
+    f->coalesce_window_ms = o->coalesce_window_ms;
     f->start_oldest = o->start_oldest;
     f->reconnect_for_ms = o->reconnect_for_ms > 0 ? o->reconnect_for_ms : 60000;
     f->on_history_expired = o->on_history_expired;
@@ -65,8 +81,8 @@ void ubq_feed_free(ubq_feed *f) {
     if (!f) return;
     ubq_client_free(f->client);
     free(f->store_id);
-    for (size_t i = 0; i < f->n_entities; i++) free(f->entities[i]);
-    free(f->entities);
+    free_strings(f->entities, f->n_entities);
+    free_strings(f->exclude_authors, f->n_exclude_authors);
     free(f->token.data);
     free(f);
 }
@@ -107,8 +123,12 @@ static ubq_error *subscribe_once(ubq_feed *f, bool *stopped) {
     req.from = &from;
     filter.entities = f->entities;
     filter.n_entities = f->n_entities;
+    filter.exclude_authors = f->exclude_authors;
+    filter.n_exclude_authors = f->n_exclude_authors;
     filter.include_values = f->include_values;
+    filter.include_tombstones = f->include_tombstones;
     req.filter = &filter;
+    req.coalesce_window_ms = f->coalesce_window_ms;
     size_t len = ubiquity__v1__subscribe_request__get_packed_size(&req);
     uint8_t *buf = ubq__xmalloc(len);
     ubiquity__v1__subscribe_request__pack(&req, buf);

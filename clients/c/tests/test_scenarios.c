@@ -771,6 +771,35 @@ done:
     ubq_store_free(s);
 }
 
+/* A device does not play back its own saves: transactions by an excluded author are skipped. */
+static void test_feed_skips_excluded_authors(ubq_client *c) {
+    ubq_store *s = NULL;
+    ubq_feed *feed = NULL;
+    ubq_changes *mine = ubq_changes_new(), *theirs = ubq_changes_new();
+    ubq_values *v = ubq_values_string(ubq_values_new(), "name", "Ann");
+    Ubiquity__V1__SaveResult *r = NULL;
+    collector k = {.want = 1};
+    ubq_changes_insert(mine, "a", "Person", v);
+    ubq_changes_insert(theirs, "b", "Person", v);
+    OK(new_store(c, "authors", &s));
+    const char *me[] = {"device-1", NULL};
+    OK(ubq_feed_new(s, &(ubq_feed_options){.exclude_authors = me}, &feed));
+    collector first = {.want = 0};
+    OK(ubq_feed_run(feed, until_enough, &first));
+    OK(ubq_save(s, mine, &(ubq_save_options){.author = "device-1"}, NULL));
+    OK(ubq_save(s, theirs, &(ubq_save_options){.author = "device-2"}, &r));
+    OK(ubq_feed_run(feed, until_enough, &k));
+    CHECK(k.seen == 1 && k.generations[0] == r->generation);  /* device-1's save, one earlier, is not there */
+done:
+    collector_free(&k);
+    ubq_message_free(r);
+    ubq_values_free(v);
+    ubq_changes_free(mine);
+    ubq_changes_free(theirs);
+    ubq_feed_free(feed);
+    ubq_store_free(s);
+}
+
 /* Inside the feed's callback: after the first transaction, restart the server (same data, same
  * port) and save again; the feed must deliver exactly the next transaction. */
 static ubq_feed_action restart_after_first(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
@@ -935,6 +964,7 @@ static const struct { const char *name; void (*fn)(ubq_client *); } tests[] = {
     T(test_a_call_past_its_deadline_is_deadline_exceeded),
     T(test_a_connection_the_server_closed_while_idle_is_replaced),
     T(test_feed_delivers_saves_in_order_with_values),
+    T(test_feed_skips_excluded_authors),
     T(test_feed_resumes_from_its_last_token_after_a_server_restart),
     T(test_history_expired_calls_the_hook_which_rebaselines),
 #undef T
