@@ -292,6 +292,14 @@ typedef struct ubq_feed_options {
     bool include_values;
     bool include_tombstones;        /* deletes carry the kept-on-delete attributes' last values */
     uint32_t coalesce_window_ms;    /* the server may hold transactions this long to batch them */
+    /* A live query instead of raw changes (docs/changes.md "Live queries"): events are
+     * SubscribeResponse.live_query updates saying which objects entered, changed inside or left
+     * the predicate's result set. Set `entity` to use it (then leave `entities` NULL). */
+    struct {
+        const char *entity;
+        const char *predicate;          /* NULL or "": every object of the entity */
+        const ubq_values *arguments;    /* `$name` values; copied */
+    } live_query;
     /* How long failures may last in a row before ubq_feed_run gives up (ms); 0 means 60000. */
     int64_t reconnect_for_ms;
     ubq_history_expired_fn on_history_expired;   /* NULL: HISTORY_EXPIRED ends the run */

@@ -17,6 +17,7 @@ struct ubq_feed {
     size_t n_entities, n_exclude_authors;
     bool include_values, include_tombstones, start_oldest;
     uint32_t coalesce_window_ms;
+    Ubiquity__V1__LiveQuery *live_query;  /* an owned copy, or NULL */
     int64_t reconnect_for_ms;
     ubq_history_expired_fn on_history_expired;
     ProtobufCBinaryData token;       /* the last resume token, or the start token; len 0: none yet */
@@ -69,6 +70,15 @@ ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *o, ubq_feed **
     f->include_values = o->include_values;
     f->include_tombstones = o->include_tombstones;
     f->coalesce_window_ms = o->coalesce_window_ms;
+    if (o->live_query.entity) {
+        Ubiquity__V1__LiveQuery q = UBIQUITY__V1__LIVE_QUERY__INIT;
+        q.entity = (char *)o->live_query.entity;
+        if (o->live_query.predicate) q.predicate = (char *)o->live_query.predicate;
+        q.arguments = (Ubiquity__V1__LiveQuery__ArgumentsEntry **)ubq__argument_entries(
+            o->live_query.arguments, &ubiquity__v1__live_query__arguments_entry__descriptor, &q.n_arguments);
+        f->live_query = ubq__copy_message(&q.base);
+        ubq__entries_free((void **)q.arguments, q.n_arguments);
+    }
     f->start_oldest = o->start_oldest;
     f->reconnect_for_ms = o->reconnect_for_ms > 0 ? o->reconnect_for_ms : 60000;
     f->on_history_expired = o->on_history_expired;
@@ -83,6 +93,7 @@ void ubq_feed_free(ubq_feed *f) {
     free(f->store_id);
     free_strings(f->entities, f->n_entities);
     free_strings(f->exclude_authors, f->n_exclude_authors);
+    ubq_message_free(f->live_query);
     free(f->token.data);
     free(f);
 }
@@ -129,6 +140,7 @@ static ubq_error *subscribe_once(ubq_feed *f, bool *stopped) {
     filter.include_tombstones = f->include_tombstones;
     req.filter = &filter;
     req.coalesce_window_ms = f->coalesce_window_ms;
+    req.live_query = f->live_query;
     size_t len = ubiquity__v1__subscribe_request__get_packed_size(&req);
     uint8_t *buf = ubq__xmalloc(len);
     ubiquity__v1__subscribe_request__pack(&req, buf);

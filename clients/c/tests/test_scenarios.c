@@ -800,6 +800,47 @@ done:
     ubq_store_free(s);
 }
 
+typedef struct { int updates; int entered, changed, left; } live_counts;
+
+static ubq_feed_action count_live(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
+    (void)f;
+    live_counts *k = user;
+    if (ev->event_case == UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_CAUGHT_UP && k->updates == 0) return UBQ_FEED_STOP;
+    if (ev->event_case != UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_LIVE_QUERY) return UBQ_FEED_CONTINUE;
+    k->updates++;
+    k->entered += (int)ev->live_query->n_entered;
+    k->changed += (int)ev->live_query->n_changed;
+    k->left += (int)ev->live_query->n_left_object_ids;
+    return UBQ_FEED_STOP;  /* one update per run */
+}
+
+/* A live query: Ann enters `age > $min` at 40, changes inside it at 41, leaves it at 20. */
+static void test_feed_follows_a_live_query(ubq_client *c) {
+    ubq_store *s = NULL;
+    ubq_feed *feed = NULL;
+    char *ann = NULL;
+    ubq_values *args = ubq_values_int32(ubq_values_new(), "min", 30);
+    live_counts subscribed = {0}, entered = {0}, changed = {0}, left = {0};
+    OK(new_store(c, "live", &s));
+    OK(ubq_feed_new(s, &(ubq_feed_options){.live_query = {.entity = "Person", .predicate = "age > $min",
+                                                          .arguments = args}}, &feed));
+    OK(ubq_feed_run(feed, count_live, &subscribed));
+    OK(add_person(s, "Ann", 40, NULL, -1, &ann));
+    OK(ubq_feed_run(feed, count_live, &entered));
+    OK(update_person(s, ann, ubq_values_int32(ubq_values_new(), "age", 41)));
+    OK(ubq_feed_run(feed, count_live, &changed));
+    OK(update_person(s, ann, ubq_values_int32(ubq_values_new(), "age", 20)));
+    OK(ubq_feed_run(feed, count_live, &left));
+    CHECK(entered.updates == 1 && entered.entered == 1 && entered.changed == 0 && entered.left == 0);
+    CHECK(changed.updates == 1 && changed.changed == 1 && changed.entered == 0);
+    CHECK(left.updates == 1 && left.left == 1 && left.entered == 0);
+done:
+    free(ann);
+    ubq_values_free(args);
+    ubq_feed_free(feed);
+    ubq_store_free(s);
+}
+
 /* Inside the feed's callback: after the first transaction, restart the server (same data, same
  * port) and save again; the feed must deliver exactly the next transaction. */
 static ubq_feed_action restart_after_first(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
@@ -965,6 +1006,7 @@ static const struct { const char *name; void (*fn)(ubq_client *); } tests[] = {
     T(test_a_connection_the_server_closed_while_idle_is_replaced),
     T(test_feed_delivers_saves_in_order_with_values),
     T(test_feed_skips_excluded_authors),
+    T(test_feed_follows_a_live_query),
     T(test_feed_resumes_from_its_last_token_after_a_server_restart),
     T(test_history_expired_calls_the_hook_which_rebaselines),
 #undef T
