@@ -214,6 +214,27 @@ const char *ubq_permanent_id(const Ubiquity__V1__SaveResult *result, const char 
 /* Trims history through `token` (Changes.DeleteHistory). */
 ubq_error *ubq_delete_history(ubq_store *store, ProtobufCBinaryData token);
 
+/* ---- set-based writes -------------------------------------------------------------------------- */
+
+typedef struct ubq_batch_options {
+    const char *author;            /* recorded in history */
+    bool upsert;                   /* insert: a uniqueness clash updates the existing object */
+    bool return_object_ids;        /* insert: answer the new objects' IDs */
+} ubq_batch_options;
+
+/* Each is one transaction (Stores.BatchInsert / BatchUpdate / BatchDelete); `options` may be NULL;
+ * out->count says how many objects it wrote. Free *out with ubq_message_free; `out` may be NULL. */
+ubq_error *ubq_batch_insert(ubq_store *store, const char *entity, const ubq_values *const *objects, size_t count,
+                            const ubq_batch_options *options, Ubiquity__V1__BatchResponse **out);
+/* Sets `values` on every object of `entity` matching `predicate` (NULL: all) with `arguments`. */
+ubq_error *ubq_batch_update(ubq_store *store, const char *entity, const char *predicate, const ubq_values *arguments,
+                            const ubq_values *values, const ubq_batch_options *options,
+                            Ubiquity__V1__BatchResponse **out);
+ubq_error *ubq_batch_delete(ubq_store *store, const char *entity, const char *predicate, const ubq_values *arguments,
+                            const ubq_batch_options *options, Ubiquity__V1__BatchResponse **out);
+/* Removes the store and its files on the server (the handle still needs ubq_store_free). */
+ubq_error *ubq_destroy_store(ubq_store *store);
+
 /* ---- contexts -------------------------------------------------------------------------------- */
 
 typedef struct ubq_context ubq_context;

@@ -237,6 +237,34 @@ done:
     ubq_store_free(s);
 }
 
+static void test_batch_insert_update_delete_and_destroy(ubq_client *c) {
+    ubq_store *s = NULL;
+    Ubiquity__V1__BatchResponse *ins = NULL, *upd = NULL, *del = NULL;
+    Ubiquity__V1__FetchResults *r = NULL;
+    ubq_values *rows[3], *args = ubq_values_int32(ubq_values_new(), "min", 25), *set = ubq_values_int32(ubq_values_new(), "age", 99);
+    for (int i = 0; i < 3; i++) rows[i] = ubq_values_int32(ubq_values_string(ubq_values_new(), "name", "P"), "age", 10 * (i + 1));
+    OK(new_store(c, "batch", &s));
+    OK(ubq_batch_insert(s, "Person", (const ubq_values *const *)rows, 3, &(ubq_batch_options){.return_object_ids = true}, &ins));
+    CHECK(ins->count == 3 && ins->n_object_ids == 3);
+    OK(ubq_batch_update(s, "Person", "age > $min", args, set, NULL, &upd));
+    CHECK(upd->count == 1);  /* only the 30-year-old */
+    OK(ubq_batch_delete(s, "Person", "age < $min", args, NULL, &del));
+    CHECK(del->count == 2);
+    const char *by_age[] = {"age", NULL};
+    OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.sort = by_age}, &r));
+    CHECK(r->n_objects == 1 && int_of(r->objects[0], "age") == 99);
+    OK(ubq_destroy_store(s));
+    ubq_error *err = ubq_batch_delete(s, "Person", NULL, NULL, NULL, NULL);
+    CHECK(err && err->code == UBQ_NOT_FOUND && ubq_error_is(err, "STORE_NOT_FOUND"));
+    ubq_error_free(err);
+done:
+    for (int i = 0; i < 3; i++) ubq_values_free(rows[i]);
+    ubq_values_free(args);
+    ubq_values_free(set);
+    ubq_message_free(ins); ubq_message_free(upd); ubq_message_free(del); ubq_message_free(r);
+    ubq_store_free(s);
+}
+
 static void test_fetch_at_a_token_sees_the_store_as_it_was(ubq_client *c) {
     ubq_store *s = NULL;
     char *ann = NULL;
@@ -991,6 +1019,7 @@ static const struct { const char *name; void (*fn)(ubq_client *); } tests[] = {
     T(test_open_list_and_reopen_stores),
     T(test_save_then_fetch_with_predicate_arguments_sort_limit_offset),
     T(test_fetch_stream_delivers_batches_and_stops_when_asked),
+    T(test_batch_insert_update_delete_and_destroy),
     T(test_fetch_at_a_token_sees_the_store_as_it_was),
     T(test_the_same_client_transaction_id_applies_once),
     T(test_a_save_whose_response_was_lost_is_retried_and_applied_once),
