@@ -32,7 +32,7 @@ done:
 static void test_save_then_fetch_with_predicate_arguments_sort_limit_offset(ubq_client *c) {
     ubq_store *s = NULL;
     char *ids[4] = {0};
-    Ubiquity__V1__FetchResults *r = NULL, *page = NULL, *in = NULL, *count = NULL;
+    Ubiquity__V1__FetchResults *r = NULL, *page = NULL, *in = NULL, *count = NULL, *only_ids = NULL;
     Ubiquity__V1__GetObjectsResponse *got = NULL;
     ubq_values *args = NULL;
     OK(new_store(c, "fetch", &s));
@@ -63,6 +63,9 @@ static void test_save_then_fetch_with_predicate_arguments_sort_limit_offset(ubq_
     OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.predicate = "age < 45",
                                                      .result_type = UBIQUITY__V1__RESULT_TYPE__RESULT_TYPE_COUNT}, &count));
     CHECK(count->count == 3);
+    OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.predicate = "name == 'Ann'",
+                                                     .result_type = UBIQUITY__V1__RESULT_TYPE__RESULT_TYPE_OBJECT_IDS}, &only_ids));
+    CHECK(only_ids->n_object_ids == 1 && strcmp(only_ids->object_ids[0], ids[0]) == 0 && only_ids->n_objects == 0);
 
     const char *want[] = {ids[0], ids[2]};
     OK(ubq_get_objects(s, want, 2, NULL, &got));
@@ -73,6 +76,7 @@ done:
     for (int i = 0; i < 4; i++) free(ids[i]);
     ubq_values_free(args);
     ubq_message_free(r); ubq_message_free(page); ubq_message_free(in); ubq_message_free(count);
+    ubq_message_free(only_ids);
     ubq_message_free(got);
     ubq_store_free(s);
 }
