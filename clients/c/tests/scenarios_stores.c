@@ -140,6 +140,30 @@ done:
     ubq_store_free(s);
 }
 
+/* A response of about 1.3 MB is one gRPC message over some 80 DATA frames: it must arrive whole. */
+static void test_a_large_fetch_arrives_whole(ubq_client *c) {
+    enum { N = 2000 };
+    ubq_store *s = NULL;
+    Ubiquity__V1__FetchResults *r = NULL;
+    ubq_values **rows = ubq__xcalloc(N, sizeof *rows);
+    char name[600];
+    memset(name, 'x', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+    for (int i = 0; i < N; i++) rows[i] = ubq_values_int32(ubq_values_string(ubq_values_new(), "name", name), "age", i);
+    OK(new_store(c, "large", &s));
+    OK(ubq_batch_insert(s, "Person", (const ubq_values *const *)rows, N, NULL, NULL));
+    const char *by_age[] = {"age", NULL};
+    OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.sort = by_age}, &r));
+    CHECK(r->n_objects == N);
+    CHECK(r->n_objects == N && int_of(r->objects[N - 1], "age") == N - 1 &&
+          strlen(string_of(r->objects[N - 1], "name")) == sizeof name - 1);
+done:
+    for (int i = 0; i < N; i++) ubq_values_free(rows[i]);
+    free(rows);
+    ubq_message_free(r);
+    ubq_store_free(s);
+}
+
 static void test_fetch_at_a_token_sees_the_store_as_it_was(ubq_client *c) {
     ubq_store *s = NULL;
     char *ann = NULL;
@@ -220,6 +244,7 @@ const scenario store_scenarios[] = {
     T(test_save_then_fetch_with_predicate_arguments_sort_limit_offset),
     T(test_fetch_stream_delivers_batches_and_stops_when_asked),
     T(test_batch_insert_update_delete_and_destroy),
+    T(test_a_large_fetch_arrives_whole),
     T(test_fetch_at_a_token_sees_the_store_as_it_was),
     T(test_the_same_client_transaction_id_applies_once),
     T(test_a_save_whose_response_was_lost_is_retried_and_applied_once),
