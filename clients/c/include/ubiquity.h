@@ -213,6 +213,16 @@ ubq_error *ubq_save(ubq_store *store, const ubq_changes *changes, const ubq_save
 const char *ubq_permanent_id(const Ubiquity__V1__SaveResult *result, const char *temporary_id);
 /* Trims history through `token` (Changes.DeleteHistory). */
 ubq_error *ubq_delete_history(ubq_store *store, ProtobufCBinaryData token);
+/* A page of committed transactions after `after` (exclusive; {0, NULL}: from the oldest retained),
+ * at most page_size (0: the server's default). Go on from out->next_token while out->has_more.
+ * Free *out with ubq_message_free. */
+ubq_error *ubq_fetch_history(ubq_store *store, ProtobufCBinaryData after, uint32_t page_size,
+                             Ubiquity__V1__FetchHistoryResponse **out);
+/* A page of IDs deleted after `after` (exclusive), from the tombstone index that outlives the full
+ * history: after HISTORY_EXPIRED with deletions_available, what to drop from a cache. Paged like
+ * ubq_fetch_history. Free *out with ubq_message_free. */
+ubq_error *ubq_fetch_deletions(ubq_store *store, ProtobufCBinaryData after, uint32_t page_size,
+                               Ubiquity__V1__FetchDeletionsResponse **out);
 
 /* ---- set-based writes -------------------------------------------------------------------------- */
 

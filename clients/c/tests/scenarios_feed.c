@@ -143,6 +143,40 @@ done:
     ubq_store_free(s);
 }
 
+/* History pages from the oldest and from a token; the deletions after a token. */
+static void test_history_and_deletions_page_by_page(ubq_client *c) {
+    ubq_store *s = NULL;
+    char *ann = NULL, *bob = NULL;
+    ProtobufCBinaryData before = {0, NULL};
+    Ubiquity__V1__FetchHistoryResponse *first = NULL, *rest = NULL;
+    Ubiquity__V1__FetchDeletionsResponse *gone = NULL;
+    ubq_changes *del = ubq_changes_new();
+    OK(new_store(c, "history", &s));
+    OK(add_person(s, "Ann", -1, NULL, -1, &ann));
+    OK(ubq_current_token(s, &before));
+    OK(add_person(s, "Bob", -1, NULL, -1, &bob));
+    ubq_changes_delete(del, ann, -1);
+    OK(ubq_save(s, del, NULL, NULL));
+    OK(ubq_fetch_history(s, (ProtobufCBinaryData){0, NULL}, 2, &first));
+    CHECK(first->n_transactions == 2 && first->has_more);
+    CHECK(first->n_transactions == 2 && first->transactions[0]->n_changes == 1 &&
+          strcmp(first->transactions[0]->changes[0]->object_id, ann) == 0);
+    OK(ubq_fetch_history(s, first->next_token, 2, &rest));
+    CHECK(rest->n_transactions == 1 && !rest->has_more);
+    CHECK(rest->n_transactions == 1 && rest->transactions[0]->changes[0]->kind == UBIQUITY__V1__CHANGE__KIND__KIND_DELETE);
+    OK(ubq_fetch_deletions(s, before, 0, &gone));
+    CHECK(gone->n_deletions == 1 && strcmp(gone->deletions[0]->object_id, ann) == 0 && !gone->has_more);
+done:
+    free(ann);
+    free(bob);
+    free(before.data);
+    ubq_changes_free(del);
+    ubq_message_free(first);
+    ubq_message_free(rest);
+    ubq_message_free(gone);
+    ubq_store_free(s);
+}
+
 /* Inside the feed's callback: after the first transaction, restart the server (same data, same
  * port) and save again; the feed must deliver exactly the next transaction. */
 static ubq_feed_action restart_after_first(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
@@ -292,6 +326,7 @@ const scenario feed_scenarios[] = {
     T(test_feed_skips_excluded_authors),
     T(test_feed_follows_a_live_query),
     T(test_feed_resumes_from_its_last_token_after_a_server_restart),
+    T(test_history_and_deletions_page_by_page),
     T(test_history_expired_calls_the_hook_which_rebaselines),
 #undef T
     {NULL, NULL},
