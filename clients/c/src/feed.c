@@ -118,19 +118,10 @@ static bool on_message(void *user, const uint8_t *message, size_t len) {
 /* One Subscribe stream from the feed's position; the status it ended with. */
 static ubq_error *subscribe_once(ubq_feed *f, bool *stopped) {
     Ubiquity__V1__SubscribeRequest req = UBIQUITY__V1__SUBSCRIBE_REQUEST__INIT;
-    Ubiquity__V1__StartPoint from = UBIQUITY__V1__START_POINT__INIT;
+    Ubiquity__V1__StartPoint from;
     Ubiquity__V1__ChangeFilter filter = UBIQUITY__V1__CHANGE_FILTER__INIT;
     req.store_id = f->store_id;
-    if (f->token.len) {
-        from.start_case = UBIQUITY__V1__START_POINT__START_TOKEN;
-        from.token = f->token;
-    } else if (f->start_oldest) {
-        from.start_case = UBIQUITY__V1__START_POINT__START_OLDEST;
-        from.oldest = true;
-    } else {
-        from.start_case = UBIQUITY__V1__START_POINT__START_NOW;
-        from.now = true;
-    }
+    ubq__start_point(&from, f->token, f->start_oldest);
     req.from = &from;
     filter.entities = f->entities;
     filter.n_entities = f->n_entities;

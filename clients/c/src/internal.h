@@ -44,6 +44,8 @@ typedef ubq_error *(*ubq__attempt_fn)(void *state, void **out);
 ubq_error *ubq__with_retries(ubq_client *c, ubq__attempt_fn attempt, void *state, void **out);
 /* A random (version 4) UUID in canonical form, into out[37]. */
 void ubq__uuid(char out[37]);
+/* A start point: after `token` when it is not empty, else the oldest retained (oldest) or now. */
+void ubq__start_point(Ubiquity__V1__StartPoint *from, ProtobufCBinaryData token, bool oldest);
 /* A malloc'd copy of a token. */
 ProtobufCBinaryData ubq__token_copy(ProtobufCBinaryData t);
 /* Points a SaveRequest's inserts/updates/deletes at the changes' own messages (no copy). */

@@ -97,15 +97,24 @@ void ubq__fetch_spec_free(Ubiquity__V1__FetchSpec *spec) {
     free(spec);
 }
 
-ubq_error *ubq_fetch(ubq_store *s, const char *entity, const ubq_fetch_options *o, Ubiquity__V1__FetchResults **out) {
-    Ubiquity__V1__FetchRequest req = UBIQUITY__V1__FETCH_REQUEST__INIT;
-    Ubiquity__V1__ReadGeneration at = UBIQUITY__V1__READ_GENERATION__INIT;
-    req.store_id = s->id;
-    req.fetch = ubq__fetch_spec(entity, o);
+/* The request of Fetch and FetchStream; `at` is its storage for the token. Free req->fetch with
+ * ubq__fetch_spec_free. */
+static void fetch_request(ubq_store *s, const char *entity, const ubq_fetch_options *o,
+                          Ubiquity__V1__FetchRequest *req, Ubiquity__V1__ReadGeneration *at) {
+    ubiquity__v1__fetch_request__init(req);
+    ubiquity__v1__read_generation__init(at);
+    req->store_id = s->id;
+    req->fetch = ubq__fetch_spec(entity, o);
     if (o && o->at.len) {
-        at.token = o->at;
-        req.at = &at;
+        at->token = o->at;
+        req->at = at;
     }
+}
+
+ubq_error *ubq_fetch(ubq_store *s, const char *entity, const ubq_fetch_options *o, Ubiquity__V1__FetchResults **out) {
+    Ubiquity__V1__FetchRequest req;
+    Ubiquity__V1__ReadGeneration at;
+    fetch_request(s, entity, o, &req, &at);
     ubq_error *err = ubq__unary(s->client, STORES "Fetch", &req.base, &ubiquity__v1__fetch_results__descriptor,
                                 (void **)out);
     ubq__fetch_spec_free(req.fetch);
@@ -129,14 +138,9 @@ static bool on_fetch_message(void *user, const uint8_t *message, size_t len) {
 
 ubq_error *ubq_fetch_stream(ubq_store *s, const char *entity, const ubq_fetch_options *o,
                             ubq_fetch_batch_fn on_batch, void *user) {
-    Ubiquity__V1__FetchRequest req = UBIQUITY__V1__FETCH_REQUEST__INIT;
-    Ubiquity__V1__ReadGeneration at = UBIQUITY__V1__READ_GENERATION__INIT;
-    req.store_id = s->id;
-    req.fetch = ubq__fetch_spec(entity, o);
-    if (o && o->at.len) {
-        at.token = o->at;
-        req.at = &at;
-    }
+    Ubiquity__V1__FetchRequest req;
+    Ubiquity__V1__ReadGeneration at;
+    fetch_request(s, entity, o, &req, &at);
     size_t len = protobuf_c_message_get_packed_size(&req.base);
     uint8_t *buf = ubq__xmalloc(len);
     protobuf_c_message_pack(&req.base, buf);
