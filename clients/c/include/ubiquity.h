@@ -280,10 +280,19 @@ ubq_error *ubq_context_delete(ubq_context *ctx, const char *object_id);
  * with ubq_message_free. */
 ubq_error *ubq_context_fetch(ubq_context *ctx, const char *entity, const ubq_fetch_options *options,
                              bool exclude_pending, Ubiquity__V1__FetchResults **out);
+typedef struct ubq_context_save_options {
+    const char *client_transaction_id;  /* NULL: a fresh random UUID, the same for every retry */
+    bool dry_run;                       /* check and report, apply nothing */
+    /* Under the error policy a conflicting save answers OK with its conflicts in
+     * result->unresolved_conflicts (all of them, in full) instead of failing ABORTED; nothing is
+     * applied and the pending changes stay. */
+    bool conflicts_in_response;
+} ubq_context_save_options;
+
 /* Saves the pending changes in one transaction with the context's merge policy, retried like
- * ubq_save with one client transaction ID. `client_transaction_id` may be NULL. On a conflict under
- * the error policy the pending changes stay. Free *out with ubq_message_free; `out` may be NULL. */
-ubq_error *ubq_context_save(ubq_context *ctx, const char *client_transaction_id,
+ * ubq_save with one client transaction ID. `options` may be NULL. On a conflict under the error
+ * policy the pending changes stay. Free *out with ubq_message_free; `out` may be NULL. */
+ubq_error *ubq_context_save(ubq_context *ctx, const ubq_context_save_options *options,
                             Ubiquity__V1__ContextSaveResponse **out);
 /* Discards pending changes (rollback) / also forgets what was read (reset). */
 ubq_error *ubq_context_rollback(ubq_context *ctx);

@@ -132,12 +132,16 @@ static ubq_error *attempt_save(void *state, void **out) {
                       &ubiquity__v1__context_save_response__descriptor, out);
 }
 
-ubq_error *ubq_context_save(ubq_context *ctx, const char *client_transaction_id, Ubiquity__V1__ContextSaveResponse **out) {
+ubq_error *ubq_context_save(ubq_context *ctx, const ubq_context_save_options *o, Ubiquity__V1__ContextSaveResponse **out) {
+    static const ubq_context_save_options none = {0};
+    if (!o) o = &none;
     save_attempt a = {.ctx = ctx, .req = UBIQUITY__V1__CONTEXT_SAVE_REQUEST__INIT};
     char txid[37];
     a.req.context_id = ctx->id;
-    if (client_transaction_id) {
-        a.req.client_transaction_id = (char *)client_transaction_id;
+    a.req.dry_run = o->dry_run;
+    a.req.conflicts_in_response = o->conflicts_in_response;
+    if (o->client_transaction_id) {
+        a.req.client_transaction_id = (char *)o->client_transaction_id;
     } else {
         ubq__uuid(txid);
         a.req.client_transaction_id = txid;

@@ -157,6 +157,32 @@ done:
     ubq_store_free(s);
 }
 
+/* A dry run applies nothing; conflicts_in_response turns the ABORTED error into an OK answer
+ * listing the conflicts, with nothing applied and the pending changes kept. */
+static void test_context_save_dry_run_and_conflicts_in_response(ubq_client *c) {
+    ubq_store *s = NULL;
+    ubq_context *ctx = NULL;
+    char *ann = NULL;
+    Ubiquity__V1__ContextSaveResponse *dry = NULL, *listed = NULL;
+    OK(new_store(c, "save-options", &s));
+    OK(conflicting_context(s, UBIQUITY__V1__MERGE_POLICY__MERGE_POLICY_ERROR, &ctx, &ann));
+    OK(ubq_context_save(ctx, &(ubq_context_save_options){.conflicts_in_response = true}, &listed));
+    CHECK(listed->result && listed->result->n_unresolved_conflicts == 1 &&
+          strcmp(listed->result->unresolved_conflicts[0]->object_id, ann) == 0);
+    CHECK(listed->state && listed->state->has_changes);
+    CHECK(age_at(s, ann, NULL) == 35);  /* nothing applied */
+    OK(ubq_context_refresh(ctx, true));  /* now on top of the store's values: no conflict left */
+    OK(ubq_context_save(ctx, &(ubq_context_save_options){.dry_run = true}, &dry));
+    CHECK(dry->result && dry->result->dry_run);
+    CHECK(age_at(s, ann, NULL) == 35);  /* a dry run applies nothing either */
+done:
+    ubq_message_free(dry);
+    ubq_message_free(listed);
+    free(ann);
+    ubq_context_close(ctx);
+    ubq_store_free(s);
+}
+
 static void test_conflict_under_each_trump_policy(ubq_client *c) {
     /* both sides changed age; only the context changed score; only the store changed email */
     static const struct { Ubiquity__V1__MergePolicy policy; int age; double score; const char *email; } cases[] = {
@@ -245,6 +271,7 @@ const scenario context_scenarios[] = {
     T(test_context_unit_of_work_pending_state_save_rollback_reset),
     T(test_a_nested_context_saves_into_its_parent),
     T(test_conflict_under_error_policy_is_typed_with_decoded_records),
+    T(test_context_save_dry_run_and_conflicts_in_response),
     T(test_conflict_under_each_trump_policy),
     T(test_pinned_context_reads_its_generation_until_refreshed),
 #undef T
