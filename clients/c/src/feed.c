@@ -36,8 +36,9 @@ static int64_t now_ms(void) {
 }
 
 static void set_token(ubq_feed *f, ProtobufCBinaryData t) {
+    ProtobufCBinaryData copy = ubq__token_copy(t);  /* before the free: a hook may hand back ubq_feed_token */
     free(f->token.data);
-    f->token = ubq__token_copy(t);
+    f->token = copy;
 }
 
 /* A copy of a NULL-terminated list (NULL: empty). */
