@@ -193,6 +193,51 @@ void   ubiquity__v1__subscribe_request__free_unpacked
   assert(message->base.descriptor == &ubiquity__v1__subscribe_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   ubiquity__v1__key_value_subscription__init
+                     (Ubiquity__V1__KeyValueSubscription         *message)
+{
+  static const Ubiquity__V1__KeyValueSubscription init_value = UBIQUITY__V1__KEY_VALUE_SUBSCRIPTION__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__key_value_subscription__get_packed_size
+                     (const Ubiquity__V1__KeyValueSubscription *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__key_value_subscription__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__key_value_subscription__pack
+                     (const Ubiquity__V1__KeyValueSubscription *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__key_value_subscription__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__key_value_subscription__pack_to_buffer
+                     (const Ubiquity__V1__KeyValueSubscription *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__key_value_subscription__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__KeyValueSubscription *
+       ubiquity__v1__key_value_subscription__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__KeyValueSubscription *)
+     protobuf_c_message_unpack (&ubiquity__v1__key_value_subscription__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__key_value_subscription__free_unpacked
+                     (Ubiquity__V1__KeyValueSubscription *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__key_value_subscription__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   ubiquity__v1__subscribe_response__init
                      (Ubiquity__V1__SubscribeResponse         *message)
 {
@@ -1457,7 +1502,7 @@ const ProtobufCMessageDescriptor ubiquity__v1__live_query__descriptor =
   (ProtobufCMessageInit) ubiquity__v1__live_query__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__subscribe_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor ubiquity__v1__subscribe_request__field_descriptors[6] =
 {
   {
     "store_id",
@@ -1519,18 +1564,31 @@ static const ProtobufCFieldDescriptor ubiquity__v1__subscribe_request__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "key_values",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__SubscribeRequest, key_values),
+    &ubiquity__v1__key_value_subscription__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned ubiquity__v1__subscribe_request__field_indices_by_name[] = {
   3,   /* field[3] = coalesce_window_ms */
   2,   /* field[2] = filter */
   1,   /* field[1] = from */
+  5,   /* field[5] = key_values */
   4,   /* field[4] = live_query */
   0,   /* field[0] = store_id */
 };
 static const ProtobufCIntRange ubiquity__v1__subscribe_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__subscribe_request__descriptor =
 {
@@ -1540,11 +1598,49 @@ const ProtobufCMessageDescriptor ubiquity__v1__subscribe_request__descriptor =
   "Ubiquity__V1__SubscribeRequest",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__SubscribeRequest),
-  5,
+  6,
   ubiquity__v1__subscribe_request__field_descriptors,
   ubiquity__v1__subscribe_request__field_indices_by_name,
   1,  ubiquity__v1__subscribe_request__number_ranges,
   (ProtobufCMessageInit) ubiquity__v1__subscribe_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__key_value_subscription__field_descriptors[1] =
+{
+  {
+    "exclude_authors",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Ubiquity__V1__KeyValueSubscription, n_exclude_authors),
+    offsetof(Ubiquity__V1__KeyValueSubscription, exclude_authors),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__key_value_subscription__field_indices_by_name[] = {
+  0,   /* field[0] = exclude_authors */
+};
+static const ProtobufCIntRange ubiquity__v1__key_value_subscription__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__key_value_subscription__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.KeyValueSubscription",
+  "KeyValueSubscription",
+  "Ubiquity__V1__KeyValueSubscription",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__KeyValueSubscription),
+  1,
+  ubiquity__v1__key_value_subscription__field_descriptors,
+  ubiquity__v1__key_value_subscription__field_indices_by_name,
+  1,  ubiquity__v1__key_value_subscription__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__key_value_subscription__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor ubiquity__v1__subscribe_response__field_descriptors[9] =

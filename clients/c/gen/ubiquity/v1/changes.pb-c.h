@@ -22,6 +22,7 @@ typedef struct Ubiquity__V1__ChangeFilter Ubiquity__V1__ChangeFilter;
 typedef struct Ubiquity__V1__LiveQuery Ubiquity__V1__LiveQuery;
 typedef struct Ubiquity__V1__LiveQuery__ArgumentsEntry Ubiquity__V1__LiveQuery__ArgumentsEntry;
 typedef struct Ubiquity__V1__SubscribeRequest Ubiquity__V1__SubscribeRequest;
+typedef struct Ubiquity__V1__KeyValueSubscription Ubiquity__V1__KeyValueSubscription;
 typedef struct Ubiquity__V1__SubscribeResponse Ubiquity__V1__SubscribeResponse;
 typedef struct Ubiquity__V1__TransactionBatch Ubiquity__V1__TransactionBatch;
 typedef struct Ubiquity__V1__Transaction Ubiquity__V1__Transaction;
@@ -134,11 +135,13 @@ typedef enum _Ubiquity__V1__KeyValueChange__Reason {
    */
   UBIQUITY__V1__KEY_VALUE_CHANGE__REASON__REASON_INITIAL_SYNC = 2,
   /*
-   * A write was refused because the account is over its key-value quota.
+   * A write was refused because the account is over its key-value quota. Not sent: quotas are
+   * enforced when a write is made (RESOURCE_EXHAUSTED to the writer), so the stored values never
+   * exceed them.
    */
   UBIQUITY__V1__KEY_VALUE_CHANGE__REASON__REASON_QUOTA_VIOLATION = 3,
   /*
-   * The account changed (sign-in, sign-out, switch).
+   * The account changed (sign-in, sign-out, switch). Reserved for the accounts work; not sent yet.
    */
   UBIQUITY__V1__KEY_VALUE_CHANGE__REASON__REASON_ACCOUNT_CHANGE = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(UBIQUITY__V1__KEY_VALUE_CHANGE__REASON)
@@ -283,10 +286,37 @@ struct  Ubiquity__V1__SubscribeRequest
    * must then be empty.
    */
   Ubiquity__V1__LiveQuery *live_query;
+  /*
+   * Follow the account's key-value store instead of a store (docs/keyvalue.md "Change feed"):
+   * leave `store_id`, `filter` and `live_query` unset. Responses then carry `key_value_change`,
+   * `caught_up` and `progress`, and `resume_token` is a key-value feed token (from a KeyValue
+   * write or List, or an earlier key-value subscription). `from.oldest` starts with an initial
+   * sync: every key currently set, as changes with reason INITIAL_SYNC; `from.now` (the default)
+   * only what changes from now on; `from.token` what changed after that token.
+   */
+  Ubiquity__V1__KeyValueSubscription *key_values;
 };
 #define UBIQUITY__V1__SUBSCRIBE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__subscribe_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, NULL, 0, NULL }
+    , (char *)protobuf_c_empty_string, NULL, NULL, 0, NULL, NULL }
+
+
+/*
+ * What a key-value subscription wants.
+ */
+struct  Ubiquity__V1__KeyValueSubscription
+{
+  ProtobufCMessage base;
+  /*
+   * Skip changes whose author is one of these (typically the subscriber's own device ID). A
+   * skipped change still moves the resume token.
+   */
+  size_t n_exclude_authors;
+  char **exclude_authors;
+};
+#define UBIQUITY__V1__KEY_VALUE_SUBSCRIPTION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__key_value_subscription__descriptor) \
+    , 0,NULL }
 
 
 typedef enum {
@@ -618,7 +648,10 @@ struct  Ubiquity__V1__ImportCounts
 
 
 /*
- * One change to the account's key-value store (NSUbiquitousKeyValueStore's change notification).
+ * One change to the account's key-value store (NSUbiquitousKeyValueStore's change notification),
+ * sent on key-value subscriptions (`SubscribeRequest.key_values`) in the order the changes were
+ * made. A key changed several times since a subscriber's token is sent once, in its latest state
+ * (the feed keeps each key's latest change: docs/keyvalue.md "Change feed").
  */
 struct  Ubiquity__V1__KeyValueChange
 {
@@ -1008,6 +1041,25 @@ Ubiquity__V1__SubscribeRequest *
                       const uint8_t       *data);
 void   ubiquity__v1__subscribe_request__free_unpacked
                      (Ubiquity__V1__SubscribeRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Ubiquity__V1__KeyValueSubscription methods */
+void   ubiquity__v1__key_value_subscription__init
+                     (Ubiquity__V1__KeyValueSubscription         *message);
+size_t ubiquity__v1__key_value_subscription__get_packed_size
+                     (const Ubiquity__V1__KeyValueSubscription   *message);
+size_t ubiquity__v1__key_value_subscription__pack
+                     (const Ubiquity__V1__KeyValueSubscription   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__key_value_subscription__pack_to_buffer
+                     (const Ubiquity__V1__KeyValueSubscription   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__KeyValueSubscription *
+       ubiquity__v1__key_value_subscription__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__key_value_subscription__free_unpacked
+                     (Ubiquity__V1__KeyValueSubscription *message,
                       ProtobufCAllocator *allocator);
 /* Ubiquity__V1__SubscribeResponse methods */
 void   ubiquity__v1__subscribe_response__init
@@ -1453,6 +1505,9 @@ typedef void (*Ubiquity__V1__LiveQuery_Closure)
 typedef void (*Ubiquity__V1__SubscribeRequest_Closure)
                  (const Ubiquity__V1__SubscribeRequest *message,
                   void *closure_data);
+typedef void (*Ubiquity__V1__KeyValueSubscription_Closure)
+                 (const Ubiquity__V1__KeyValueSubscription *message,
+                  void *closure_data);
 typedef void (*Ubiquity__V1__SubscribeResponse_Closure)
                  (const Ubiquity__V1__SubscribeResponse *message,
                   void *closure_data);
@@ -1587,6 +1642,7 @@ extern const ProtobufCMessageDescriptor ubiquity__v1__change_filter__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__live_query__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__live_query__arguments_entry__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__subscribe_request__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__key_value_subscription__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__subscribe_response__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__transaction_batch__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__transaction__descriptor;
