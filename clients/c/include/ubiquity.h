@@ -27,6 +27,7 @@
 #include "google/rpc/status.pb-c.h"
 #include "ubiquity/v1/changes.pb-c.h"
 #include "ubiquity/v1/contexts.pb-c.h"
+#include "ubiquity/v1/keyvalue.pb-c.h"
 #include "ubiquity/v1/models.pb-c.h"
 #include "ubiquity/v1/stores.pb-c.h"
 
@@ -61,6 +62,10 @@ typedef struct ubq_error {
     const Ubiquity__V1__HistoryExpiredDetails *history_expired;
     /* SHUTTING_DOWN / SUBSCRIBER_TOO_SLOW: where to subscribe again from; NULL if absent. */
     const Ubiquity__V1__ResumeDetails *resume;
+    /* KEY_VERSION_CONFLICT: the key's current version and whether it exists; NULL if absent. */
+    const Ubiquity__V1__KeyValueConflictDetails *key_conflict;
+    /* KEY_VALUE_QUOTA: which quota, its limit, what the write asked for, what is used. */
+    const Ubiquity__V1__KeyValueQuotaDetails *key_quota;
     Google__Rpc__Status *status;   /* the whole decoded details message; NULL if none was sent */
 } ubq_error;
 
@@ -304,6 +309,27 @@ ubq_error *ubq_context_pin(ubq_context *ctx, ubq_pin pin, ProtobufCBinaryData to
 /* The pending state (counts, token, mode). Free *out with ubq_message_free. */
 ubq_error *ubq_context_state(ubq_context *ctx, Ubiquity__V1__ContextState **out);
 
+/* ---- the account's key-value store -------------------------------------------------------------- */
+
+typedef struct ubq_kv_options {
+    int64_t expected_version;   /* > 0: write only if the key is at this version (compare-and-set) */
+    bool must_not_exist;        /* write only if the key is not set */
+    const char *author;         /* recorded with the change (feeds can exclude it) */
+} ubq_kv_options;
+
+/* Each answers KEY_VERSION_CONFLICT (error->key_conflict) when its precondition does not hold and
+ * KEY_VALUE_QUOTA (error->key_quota) over a quota. `options` may be NULL. Free *out with
+ * ubq_message_free; for set and delete `out` may be NULL. */
+ubq_error *ubq_kv_get(ubq_client *client, const char *key, Ubiquity__V1__KeyValueEntry **out);
+ubq_error *ubq_kv_set(ubq_client *client, const char *key, const void *value, size_t len,
+                      const ubq_kv_options *options, Ubiquity__V1__KeyValueWriteResponse **out);
+ubq_error *ubq_kv_delete(ubq_client *client, const char *key, const ubq_kv_options *options,
+                         Ubiquity__V1__KeyValueWriteResponse **out);
+/* Keys starting with `prefix` (NULL: all), a page at a time: pass out->next_page_token back until
+ * it is empty ({0, NULL} for the first page). */
+ubq_error *ubq_kv_list(ubq_client *client, const char *prefix, uint32_t page_size, ProtobufCBinaryData page_token,
+                       Ubiquity__V1__KeyValueListResponse **out);
+
 /* ---- the change feed --------------------------------------------------------------------------- */
 
 typedef struct ubq_feed ubq_feed;
@@ -347,6 +373,10 @@ typedef struct ubq_feed_options {
 
 /* A feed on its own connection to the store's server. `options` may be NULL. Free with ubq_feed_free. */
 ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *options, ubq_feed **out);
+/* A feed of the account's key-value changes (events: SubscribeResponse.key_value_change, caught_up,
+ * progress). Of `options` it uses the start point, exclude_authors, reconnect_for_ms and
+ * on_history_expired; start_oldest begins with every key set now (reason INITIAL_SYNC). */
+ubq_error *ubq_kv_feed_new(ubq_client *client, const ubq_feed_options *options, ubq_feed **out);
 /* Delivers events to `on_event` until it returns UBQ_FEED_STOP (NULL returned), or an error that
  * is not resumable, or failures lasting longer than reconnect_for_ms. When the stream breaks
  * (server restart or drain, network, SUBSCRIBER_TOO_SLOW) it subscribes again from the last resume

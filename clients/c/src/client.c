@@ -27,6 +27,9 @@ static const struct { const char *name; const ProtobufCMessageDescriptor *d; siz
     {"ubiquity.v1.HistoryExpiredDetails", &ubiquity__v1__history_expired_details__descriptor,
      offsetof(ubq_error, history_expired)},
     {"ubiquity.v1.ResumeDetails", &ubiquity__v1__resume_details__descriptor, offsetof(ubq_error, resume)},
+    {"ubiquity.v1.KeyValueConflictDetails", &ubiquity__v1__key_value_conflict_details__descriptor,
+     offsetof(ubq_error, key_conflict)},
+    {"ubiquity.v1.KeyValueQuotaDetails", &ubiquity__v1__key_value_quota_details__descriptor, offsetof(ubq_error, key_quota)},
 };
 #define N_DETAIL_KINDS (sizeof detail_kinds / sizeof detail_kinds[0])
 

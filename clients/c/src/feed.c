@@ -55,17 +55,18 @@ static void free_strings(char **list, size_t n) {
     free(list);
 }
 
-ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *o, ubq_feed **out) {
+/* store_id NULL: the account's key-value feed. */
+static ubq_feed *feed_new(ubq_client *client, const char *store_id, const ubq_feed_options *o) {
     static const ubq_feed_options none = {0};
     if (!o) o = &none;
     ubq_feed *f = ubq__xcalloc(1, sizeof *f);
     f->client = ubq__xcalloc(1, sizeof *f->client);
-    f->client->target = ubq__xstrdup(store->client->target);
-    f->client->authorization = store->client->authorization ? ubq__xstrdup(store->client->authorization) : NULL;
+    f->client->target = ubq__xstrdup(client->target);
+    f->client->authorization = client->authorization ? ubq__xstrdup(client->authorization) : NULL;
     f->client->timeout_ms = STREAM_TIMEOUT_MS;
     f->client->save_attempts = 1;
     f->client->conn = ubq__conn_new(f->client->target, f->client->authorization);
-    f->store_id = ubq__xstrdup(store->id);
+    f->store_id = store_id ? ubq__xstrdup(store_id) : NULL;
     f->entities = copy_strings(o->entities, &f->n_entities);
     f->exclude_authors = copy_strings(o->exclude_authors, &f->n_exclude_authors);
     f->include_values = o->include_values;
@@ -84,7 +85,16 @@ ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *o, ubq_feed **
     f->reconnect_for_ms = o->reconnect_for_ms > 0 ? o->reconnect_for_ms : 60000;
     f->on_history_expired = o->on_history_expired;
     if (o->start_token.len) set_token(f, o->start_token);
-    *out = f;
+    return f;
+}
+
+ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *o, ubq_feed **out) {
+    *out = feed_new(store->client, store->id, o);
+    return NULL;
+}
+
+ubq_error *ubq_kv_feed_new(ubq_client *client, const ubq_feed_options *o, ubq_feed **out) {
+    *out = feed_new(client, NULL, o);
     return NULL;
 }
 
@@ -121,18 +131,25 @@ static ubq_error *subscribe_once(ubq_feed *f, bool *stopped) {
     Ubiquity__V1__SubscribeRequest req = UBIQUITY__V1__SUBSCRIBE_REQUEST__INIT;
     Ubiquity__V1__StartPoint from;
     Ubiquity__V1__ChangeFilter filter = UBIQUITY__V1__CHANGE_FILTER__INIT;
-    req.store_id = f->store_id;
+    Ubiquity__V1__KeyValueSubscription key_values = UBIQUITY__V1__KEY_VALUE_SUBSCRIPTION__INIT;
     ubq__start_point(&from, f->token, f->start_oldest);
     req.from = &from;
-    filter.entities = f->entities;
-    filter.n_entities = f->n_entities;
-    filter.exclude_authors = f->exclude_authors;
-    filter.n_exclude_authors = f->n_exclude_authors;
-    filter.include_values = f->include_values;
-    filter.include_tombstones = f->include_tombstones;
-    req.filter = &filter;
-    req.coalesce_window_ms = f->coalesce_window_ms;
-    req.live_query = f->live_query;
+    if (f->store_id) {
+        req.store_id = f->store_id;
+        filter.entities = f->entities;
+        filter.n_entities = f->n_entities;
+        filter.exclude_authors = f->exclude_authors;
+        filter.n_exclude_authors = f->n_exclude_authors;
+        filter.include_values = f->include_values;
+        filter.include_tombstones = f->include_tombstones;
+        req.filter = &filter;
+        req.coalesce_window_ms = f->coalesce_window_ms;
+        req.live_query = f->live_query;
+    } else {  /* the account's key-value changes: no store, no filter */
+        key_values.exclude_authors = f->exclude_authors;
+        key_values.n_exclude_authors = f->n_exclude_authors;
+        req.key_values = &key_values;
+    }
     size_t len = ubiquity__v1__subscribe_request__get_packed_size(&req);
     uint8_t *buf = ubq__xmalloc(len);
     ubiquity__v1__subscribe_request__pack(&req, buf);

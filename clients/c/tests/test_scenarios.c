@@ -20,7 +20,8 @@
 #include "fixtures.h"
 #include "server.h"
 
-static const scenario *const groups[] = {store_scenarios, context_scenarios, call_scenarios, feed_scenarios};
+static const scenario *const groups[] = {store_scenarios, context_scenarios, call_scenarios, feed_scenarios,
+                                          keyvalue_scenarios};
 
 /* --serve: run a program (the walkthrough) against a fresh server; its exit status is ours. */
 static int serve(char **argv) {
