@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // ubiquityd's config file (YAML): its node tree keeps line numbers for error messages.
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // C system libraries (Debian: libuv1-dev, libnghttp2-dev, libsqlite3-dev) with shims.
@@ -89,6 +91,7 @@ let package = Package(
                 "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage", "UbiquityLock", "CMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
             ]),
 
         // The command-line client.
