@@ -75,6 +75,8 @@ struct LayeredArguments {
     /// key → where its value came from, for the settings not left at their default.
     var origins: [String: SettingValue] = [:]
     var configPath: String?
+    /// UBIQUITY_* variables that name no setting (a typo, or another tool's).
+    var unknownEnvironment: [String] = []
 
     init(commandLine: [String], environment: [String: String], table: [Setting] = SettingsTable.all) throws {
         arguments = commandLine
@@ -84,12 +86,10 @@ struct LayeredArguments {
         })
         let byKey = Dictionary(uniqueKeysWithValues: table.map { ($0.key, $0) })
 
-        // Unknown UBIQUITY_* variables are errors like unknown keys: a typo would otherwise be
-        // silently ignored. (UBIQUITYD, without the underscore, is the tests' binary path.)
+        // Unknown UBIQUITY_* variables are only reported (--check-config): other tools share the
+        // prefix (scripts/test exports UBIQUITY_LOAD to every server it starts).
         let known = Set(table.map(\.environmentVariable) + [Setting.environmentVariable(for: "config")])
-        for name in environment.keys.sorted() where name.hasPrefix("UBIQUITY_") && !known.contains(name) {
-            throw ConfigError("environment variable \(name) is not a ubiquityd setting (ubiquityd --list-settings lists them)")
-        }
+        unknownEnvironment = environment.keys.filter { $0.hasPrefix("UBIQUITY_") && !known.contains($0) }.sorted()
 
         configPath = Self.commandLineValue("config", in: commandLine) ?? environment[Setting.environmentVariable(for: "config")]
         var fileValues: [String: SettingValue] = [:]
@@ -107,7 +107,10 @@ struct LayeredArguments {
                 continue
             }
             let name = setting.environmentVariable
-            let value = environment[name].map { SettingValue(text: $0, origin: "environment \(name)") } ?? fileValues[setting.key]
+            // An empty variable counts as unset, so a container image's ENV default can be cleared
+            // (docker run -e UBIQUITY_TLS_CERT=).
+            let fromEnvironment = environment[name].flatMap { $0.isEmpty ? nil : SettingValue(text: $0, origin: "environment \(name)") }
+            let value = fromEnvironment ?? fileValues[setting.key]
             guard let value else { continue }
             if setting.isFlag {
                 guard let on = Self.bool(value.text) else {

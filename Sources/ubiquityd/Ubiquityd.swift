@@ -59,6 +59,9 @@ struct Ubiquityd: ParsableCommand {
             }
         }
         print("configuration OK\(layered.configPath.map { " (config file \($0))" } ?? "")")
+        for name in layered.unknownEnvironment {
+            print("note: environment variable \(name) is not a ubiquityd setting; ignored (ubiquityd --list-settings lists them)")
+        }
         for key in layered.origins.keys.sorted() {
             guard let o = layered.origins[key] else { continue }
             print(o.origin == "command line" ? "\(key): from the command line" : "\(key): \(o.text)  (\(o.origin))")
