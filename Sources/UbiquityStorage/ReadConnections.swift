@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 import UbiquityLock
 
@@ -30,24 +31,57 @@ final class ReadConnections: @unchecked Sendable {
     private var ending = 0
     private var endWaiters = 0
 
-    init(count: Int, holdNanos: UInt64 = 0, open: () throws -> Connection) throws {
-        var conns: [Connection] = []
-        do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
-        for c in conns { c.releaseThread() }  // free connections belong to no thread
-        free = conns
+    /// Most connections; they open as concurrent reads need them (the first one here, so a
+    /// store that cannot be read fails to open), and stay open until `close`.
+    let count: Int
+    /// Connections open (free, checked out, or being opened by a checkout).
+    private var opened = 1
+    private let open: @Sendable () throws -> Connection
+    private let logger: Logger
+
+    init(count: Int, holdNanos: UInt64 = 0, logger: Logger, open: @escaping @Sendable () throws -> Connection) throws {
+        let first = try open()
+        first.releaseThread()  // free connections belong to no thread
+        free = [first]
+        self.count = max(1, count)
         self.holdNanos = holdNanos
+        self.logger = logger
+        self.open = open
     }
 
-    /// Waits for a free connection; nil once closed.
+    /// Waits for a free connection (opening one if none is free and fewer than `count` are
+    /// open); nil once closed.
     func checkout() -> Connection? {
         cond.lock(); defer { cond.unlock() }
-        while free.isEmpty && !closed { cond.wait() }
+        while free.isEmpty && !closed {
+            if opened < count && ending == 0 {  // a connection the sweeper is ending comes back in a moment
+                opened += 1
+                out += 1
+                cond.unlock()
+                let made: Connection?
+                do { made = try open() } catch {
+                    logger.warning("read connection not opened (reads share the open ones): \(error)")
+                    made = nil
+                }
+                cond.lock()
+                if let made { return made }  // opened on this thread: already its own
+                opened -= 1
+                out -= 1
+                cond.broadcast()
+                if opened > 0 { cond.wait() } else { return nil }  // none at all: fail the read
+                continue
+            }
+            cond.wait()
+        }
         if closed { return nil }
         out += 1
         let c = free.removeLast()
         c.adoptThread()
         return c
     }
+
+    /// Connections open now.
+    var openCount: Int { cond.withLockRead { opened } }
 
     /// Returns a connection. A snapshot it holds stays only if it is still young enough and no
     /// `releaseSnapshots` came since it began (checked under the lock that `releaseSnapshots`

@@ -1,9 +1,11 @@
 import Foundation
 import UbiquityLock
 
-/// A job for a reader thread: runs with a connection the thread checked out.
+/// A job for a reader thread: runs with a connection the thread checked out (nil: the store is
+/// closing, fail the job) and returns what to do once the connection is back, such as resuming
+/// its caller — so a caller's next read finds the connection free instead of opening another.
 struct ReaderJob {
-    let run: (Connection?) -> Void   // nil connection: the store is closing, fail the job
+    let run: (Connection?) -> () -> Void
 }
 
 /// The reader threads every store shares (docs/threading.md rule 18): `ubq-reader-N`, as many as
@@ -58,20 +60,22 @@ final class ReaderPool: @unchecked Sendable {
         let accepted = !closed
         if accepted { pending += 1 }
         cond.unlock()
-        guard accepted else { job.run(nil); return }
+        guard accepted else { job.run(nil)(); return }
         let (connections, gate) = (self.connections, self.gate)
         let run = UncheckedSendable(job.run)
         ReaderThreads.shared.submit { [self] in
             // Inside the gate whenever it has a connection (which may hold a snapshot, storage
             // rule 4): the writer's waits see every such reader.
             let t = gate.enter()
+            let done: () -> Void
             if let conn = connections.checkout() {
-                run.value(conn)
+                done = run.value(conn)
                 connections.checkin(conn)
             } else {
-                run.value(nil)
+                done = run.value(nil)
             }
             gate.leave(t)
+            done()
             cond.lock(); pending -= 1; if pending == 0 { cond.broadcast() }; cond.unlock()
         }
     }

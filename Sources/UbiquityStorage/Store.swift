@@ -263,7 +263,8 @@ public final class Store: Sendable {
         readerGate = gate
         do {
             let cfg = config
-            readConnections = try ReadConnections(count: max(1, config.readerCount), holdNanos: UInt64(max(0, config.readerSnapshotHoldMilliseconds)) * 1_000_000) {
+            readConnections = try ReadConnections(count: max(1, config.readerCount), holdNanos: UInt64(max(0, config.readerSnapshotHoldMilliseconds)) * 1_000_000,
+                                                   logger: config.logger) {
                 let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
                 try c.exec("PRAGMA query_only=1")
                 try c.exec("PRAGMA mmap_size=\(max(0, cfg.readerMmapBytes))")
@@ -400,8 +401,9 @@ public final class Store: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
                 readers.submit(ReaderJob { [self] conn in
-                    guard let conn else { cont.resume(throwing: StorageError(.storeClosed, "store is closed")); return }
-                    cont.resume(with: Result { try runRead(on: conn, flag: flag, transaction: transaction, use: use, body) })
+                    guard let conn else { return { cont.resume(throwing: StorageError(.storeClosed, "store is closed")) } }
+                    let result = Result { try runRead(on: conn, flag: flag, transaction: transaction, use: use, body) }
+                    return { cont.resume(with: result) }
                 })
             }
         } onCancel: { flag.cancel() }
