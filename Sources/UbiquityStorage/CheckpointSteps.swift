@@ -81,7 +81,8 @@ final class CheckpointFence {
 /// time: a store's writeback may wait for another store's, which only delays its next copy step
 /// (the checkpoint policy waits for `isDone`).
 final class DatabaseWriteback: @unchecked Sendable {
-    // Invariant: `fd` is written once in init; `waiters` only under `cond`.
+    // Invariant: `fd`, `logger` and `record` are written once in init. `cond` (NSCondition, not
+    // `Lock`: `shutdown` waits on it) orders each writeback's end with `shutdown`'s check.
     fileprivate let fd: Int32
     fileprivate let logger: Logger
     fileprivate let record: @Sendable (Double) -> Void

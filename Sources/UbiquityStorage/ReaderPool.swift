@@ -43,6 +43,7 @@ final class ReaderThreads: Sendable {
 /// one (held by another reader, which gives it back without waiting for anything).
 final class ReaderPool: @unchecked Sendable {
     // Invariant: `pending` and `closed` are accessed only while `cond` is locked.
+    // NSCondition, not `Lock`: `shutdown` waits on it for the store's queued reads.
     private let cond = NSCondition()
     private var pending = 0
     private var closed = false

@@ -10,6 +10,7 @@ final class SnapshotSweeper: @unchecked Sendable {
     static let shared = SnapshotSweeper()
 
     // Invariant: `watched` and `thread` are accessed only while `cond` is locked.
+    // NSCondition, not `Lock`: the thread waits on it until the next visit is due or a watch comes.
     private let cond = NSCondition()
     private struct Entry {
         let pool: ReadConnections

@@ -11,7 +11,10 @@ public struct StorageConfiguration: Sendable {
     public var readerCount: Int = ProcessInfo.processInfo.activeProcessorCount
     /// Most threads of the shared writer pool (`WriterPool`, docs/threading.md rule 18) that
     /// serves every open store's writer queue; threads start only when every one is busy and
-    /// another store has work. 8: TODO(measure).
+    /// another store has work. A store's queue uses one thread at a time, so this bounds how
+    /// many stores commit at once (each commit mostly waits for its fsync). 8: not measured
+    /// across stores yet (W1, W2 and W4 use one store, hence one thread; docs/benchmarks.md,
+    /// "Threads per open store"); a bound, not a cost: threads start only when needed.
     public var writerThreads: Int = 8
     /// FULL: an acknowledged save survives power loss.
     public var synchronous: SynchronousMode = .full

@@ -24,6 +24,7 @@ protocol WriterPoolMember: AnyObject, Sendable {
 final class WriterPool: @unchecked Sendable {
     // Invariant: `ready`, `timed`, `threads`, `busy`, `maxThreads` and every member's schedule,
     // timer flag and queued jobs are accessed only while `cond` is locked.
+    // NSCondition, not `Lock`: idle threads wait on it for a ready queue or a deadline.
     private let cond = NSCondition()
     private var ready = FIFOQueue<any WriterPoolMember>()
     /// Waiting queues with an idle deadline (checked when a thread finds nothing ready).

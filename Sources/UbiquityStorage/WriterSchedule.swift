@@ -49,6 +49,7 @@ struct WriterSchedule: Equatable {
     mutating func close() -> Bool {
         if closing { return false }
         closing = true
+        idleDeadline = nil  // the close step replaces the idle checkpoint (and the pool forgets the deadline)
         return becomeReady()
     }
 

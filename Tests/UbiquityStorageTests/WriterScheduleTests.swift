@@ -61,7 +61,11 @@ final class WriterScheduleTests: XCTestCase {
         XCTAssertFalse(s.close(), "once")
 
         var idle = WriterSchedule()
+        _ = idle.pushed()
+        _ = idle.taken(hasJobs: true)
+        _ = idle.served(hasJobs: false, now: 0, idleWait: 100)
         XCTAssertTrue(idle.close(), "a waiting queue goes onto the list for its close step")
+        XCTAssertNil(idle.idleDeadline, "no idle checkpoint after the close step")
         XCTAssertEqual(idle.taken(hasJobs: false), .close)
     }
 }
