@@ -22,11 +22,7 @@ struct Health: AsyncParsableCommand {
     var timeout: Double = 5
 
     func run() async throws {
-        guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(after: colon)...]) else {
-            throw ValidationError("--server must be HOST:PORT, e.g. 127.0.0.1:50051")
-        }
-        var host = String(server[..<colon])
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let (host, port) = try ServerOptions.address(server)
         var request = Grpc_Health_V1_HealthCheckRequest()
         request.service = service
         let status: Grpc_Health_V1_HealthCheckResponse.ServingStatus

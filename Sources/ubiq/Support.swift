@@ -16,12 +16,18 @@ struct ServerOptions: ParsableArguments {
     @Option(name: .long, help: "Seconds before a call gives up.")
     var timeout: Double = 30
 
-    func connect() async throws -> Session {
+    /// HOST:PORT, an IPv6 host in brackets.
+    static func address(_ server: String) throws -> (host: String, port: Int) {
         guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(after: colon)...]) else {
             throw ValidationError("--server must be HOST:PORT, e.g. 127.0.0.1:50051")
         }
         var host = String(server[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
+    }
+
+    func connect() async throws -> Session {
+        let (host, port) = try Self.address(server)
         do {
             return Session(channel: try await GRPCChannel(host: host, port: port), options: self)
         } catch {

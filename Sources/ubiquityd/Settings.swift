@@ -91,7 +91,8 @@ struct LayeredArguments {
         let known = Set(table.map(\.environmentVariable) + [Setting.environmentVariable(for: "config")])
         unknownEnvironment = environment.keys.filter { $0.hasPrefix("UBIQUITY_") && !known.contains($0) }.sorted()
 
-        configPath = Self.commandLineValue("config", in: commandLine) ?? environment[Setting.environmentVariable(for: "config")]
+        configPath = Self.commandLineValue("config", in: commandLine) 
+            ?? environment[Setting.environmentVariable(for: "config")].flatMap { $0.isEmpty ? nil : $0 }
         var fileValues: [String: SettingValue] = [:]
         if let configPath {
             fileValues = try ConfigFile.load(path: configPath)

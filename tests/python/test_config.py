@@ -177,3 +177,8 @@ def test_an_empty_environment_variable_counts_as_unset(server_binary, tmp_path):
     out = check(server_binary, tmp_path, "max-open-stores: 9\n", env={"UBIQUITY_MAX_OPEN_STORES": ""})
     assert out.returncode == 0, out.stderr
     assert re.search(r"^max-open-stores: 9 +\(.*ubiquityd.yaml:1\)$", out.stdout, re.M), out.stdout
+
+
+def test_an_empty_config_variable_reads_no_file(server_binary, tmp_path):
+    out = run(server_binary, "--check-config", env={"UBIQUITY_CONFIG": ""}, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "configuration OK", out
