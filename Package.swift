@@ -33,6 +33,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Debian's libhttp-parser-dev ships no pkg-config file: the module map links it by name.
         .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
+        // OpenSSL 3 (Debian libssl-dev) for the transport's TLS, with a shim for its macros.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // SQLite VFSes in C: the writer's WAL write coalescing (storage), and fault injection
         // (test support: only test targets depend on it).
         .target(name: "CSQLiteWALBuffer", dependencies: ["CSQLite"]),
@@ -46,11 +48,11 @@ let package = Package(
         .target(name: "UbiquityLock"),
         // Event-loop layer: libuv only.
         .target(name: "UbiquityLoop", dependencies: ["CLibUV", "UbiquityLock"]),
-        // HTTP/2 + gRPC transport: nghttp2, framing, routing, status, deadlines. No storage.
+        // HTTP/2 + gRPC transport: nghttp2, TLS, framing, routing, status, deadlines. No storage.
         .target(
             name: "UbiquityGRPC",
             dependencies: [
-                "UbiquityLoop", "UbiquityLock", "CNGHTTP2",
+                "UbiquityLoop", "UbiquityLock", "CNGHTTP2", "COpenSSL",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 // Call metrics through the swift-metrics API only: the backend is the daemon's choice.
