@@ -29,6 +29,13 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case contextNotFound = "CONTEXT_NOT_FOUND"
     case objectNotFound = "OBJECT_NOT_FOUND"
     case notFound = "NOT_FOUND"
+    // UNAUTHENTICATED
+    case missingCredentials = "MISSING_CREDENTIALS"
+    case badCredentials = "BAD_CREDENTIALS"
+    case sessionExpired = "SESSION_EXPIRED"
+    case sessionRevoked = "SESSION_REVOKED"
+    // PERMISSION_DENIED
+    case scopeExceeded = "SCOPE_EXCEEDED"
     // FAILED_PRECONDITION
     case noModel = "NO_MODEL"
     case modelVersionMismatch = "MODEL_VERSION_MISMATCH"
@@ -51,6 +58,7 @@ enum ErrorReason: String, CaseIterable, Sendable {
     // others
     case storageFull = "STORAGE_FULL"
     case subscriberTooSlow = "SUBSCRIBER_TOO_SLOW"
+    case signInRateLimited = "SIGN_IN_RATE_LIMITED"
     case corrupt = "CORRUPT"
     case cancelled = "CANCELLED"
     case readOnly = "READ_ONLY"

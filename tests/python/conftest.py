@@ -49,10 +49,46 @@ CHANNEL_OPTIONS = [
 ]
 
 
+class _Auth(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+            grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds the server's session (`ubiq_harness.SESSIONS`, looked up per call so a restarted
+    server's new session is used) unless the call sets `authorization` itself."""
+
+    def __init__(self, address: str):
+        self.address = address
+
+    def _details(self, d):
+        md = list(d.metadata or ())
+        if any(k == "authorization" for k, _ in md):
+            return d
+        md += ubiq_harness.auth_metadata(self.address)
+        fields = {f: getattr(d, f, None) for f in ("method", "timeout", "credentials", "wait_for_ready", "compression")}
+        return _CallDetails(metadata=md, **fields)
+
+    def intercept_unary_unary(self, continuation, d, request):
+        return continuation(self._details(d), request)
+
+    def intercept_unary_stream(self, continuation, d, request):
+        return continuation(self._details(d), request)
+
+    def intercept_stream_unary(self, continuation, d, requests):
+        return continuation(self._details(d), requests)
+
+    def intercept_stream_stream(self, continuation, d, requests):
+        return continuation(self._details(d), requests)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):
+        self.method, self.timeout, self.metadata = method, timeout, metadata
+        self.credentials, self.wait_for_ready, self.compression = credentials, wait_for_ready, compression
+
+
 def make_channel(address: str, options=()) -> grpc.Channel:
+    """A channel to a test server whose calls carry that server's session (see `_Auth`)."""
     ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS + list(options))
     grpc.channel_ready_future(ch).result(timeout=15)
-    return ch
+    return grpc.intercept_channel(ch, _Auth(address))
 
 
 def get_stats(channel: grpc.Channel) -> admin_pb2.ServerStats:

@@ -8,6 +8,7 @@ bounds only guard against hangs.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -28,8 +29,14 @@ def load_binary():
 
 
 def _run(load_binary, *args, timeout=600):
+    # the target's session (docs/accounts.md), as UBIQ_TOKEN
+    target = args[args.index("--target") + 1] if "--target" in args else ""
+    env = dict(os.environ)
+    env.pop("UBIQ_TOKEN", None)
+    if target in ubiq_harness.SESSIONS:
+        env["UBIQ_TOKEN"] = ubiq_harness.SESSIONS[target]
     try:
-        return subprocess.run([str(load_binary), *args], capture_output=True, text=True, timeout=timeout)
+        return subprocess.run([str(load_binary), *args], capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"ubiquity-load did not finish within {timeout} s: {e.stdout} {e.stderr}")
 

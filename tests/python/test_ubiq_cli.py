@@ -20,7 +20,10 @@ from ubiq_harness import REPO_ROOT, find_server_binary
 def ubiq(server):
     binary = find_server_binary().parent / "ubiq"
     assert binary.is_file(), f"{binary} missing: `swift build` builds it"
-    env = dict(os.environ, UBIQ_SERVER=server.address)
+    # No token: ubiq signs in with the operator key in the server's data directory, as the
+    # README walkthrough does with ./data (docs/accounts.md, "Local use").
+    env = dict(os.environ, UBIQ_SERVER=server.address, UBIQ_DATA_DIR=str(server.data_dir))
+    env.pop("UBIQ_TOKEN", None)
 
     def run(*args, ok=True, background=False):
         if background:  # a long-running command (watch): the caller reads its output as it comes

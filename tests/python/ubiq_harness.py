@@ -157,6 +157,18 @@ class ServerStartError(RuntimeError):
     pass
 
 
+# Session token per server address ("127.0.0.1:PORT"), set by `Ubiquityd.start` (the latest
+# server on that address). conftest's channels add `authorization: Bearer <token>` from here
+# on every call, so tests need no credentials of their own.
+SESSIONS: dict[str, str] = {}
+
+
+def auth_metadata(address: str) -> list[tuple[str, str]]:
+    """The `authorization` metadata of the server at `address` (empty if it runs --auth off)."""
+    token = SESSIONS.get(address)
+    return [("authorization", f"Bearer {token}")] if token else []
+
+
 class Ubiquityd:
     """One real ubiquityd process on 127.0.0.1 with a fresh data directory."""
 
@@ -174,6 +186,11 @@ class Ubiquityd:
         self.log_level = log_level
         self.requested_port = port
         self.proc: subprocess.Popen | None = None
+        # Credentials of the default account, made at each start (docs/accounts.md): an API key
+        # created with the operator key the server wrote, and a session signed in with it.
+        self.operator_key: str | None = None
+        self.api_key: str | None = None
+        self.token: str | None = None
         self.port: int | None = None
         self.returncode: int | None = None
         self._stdout_thread: threading.Thread | None = None
@@ -217,7 +234,34 @@ class Ubiquityd:
         # Keep draining stdout so the server can never block on a full pipe.
         self._stdout_thread = threading.Thread(target=self._drain_stdout, daemon=True)
         self._stdout_thread.start()
+        if self.auth_on:
+            self._sign_in()
         return self
+
+    @property
+    def auth_on(self) -> bool:
+        cmd = self.command
+        return not any(a == "--auth" and b == "off" for a, b in zip(cmd, cmd[1:]))
+
+    def _sign_in(self) -> None:
+        """Signs in to the default account: CreateApiKey with the operator key, then SignIn."""
+        import grpc
+        from ubiquity.v1 import accounts_pb2 as ac, accounts_pb2_grpc as acg
+
+        self.operator_key = (self.data_dir / "operator.key").read_text().strip()
+        with grpc.insecure_channel(self.address) as ch:
+            stub = acg.AccountsStub(ch)
+            self.api_key = stub.CreateApiKey(
+                ac.CreateApiKeyRequest(account_id="default", scope=ac.API_KEY_SCOPE_READ_WRITE, label="harness"),
+                metadata=[("authorization", f"Bearer {self.operator_key}")], timeout=30).secret
+            self.token = stub.SignIn(ac.SignInRequest(api_key=self.api_key, device_id=f"harness-{self.name}"),
+                                     timeout=30).session_token
+        SESSIONS[self.address] = self.token
+
+    @property
+    def auth(self) -> list[tuple[str, str]]:
+        """`authorization` metadata for this server's default-account session."""
+        return [("authorization", f"Bearer {self.token}")] if self.token else []
 
     def _read_first_line(self, timeout: float) -> bytes:
         import selectors
