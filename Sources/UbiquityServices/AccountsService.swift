@@ -8,9 +8,20 @@ import UbiquityStorage
 /// in SignOut — so its table has no account resolution.
 public struct AccountsService: Sendable {
     let backend: Backend
+    let contexts: ContextRegistry
     var auth: Authenticator { backend.authenticator }
 
-    public init(backend: Backend) { self.backend = backend }
+    public init(backend: Backend, contexts: ContextRegistry) {
+        self.backend = backend
+        self.contexts = contexts
+    }
+
+    /// Sessions that just ended: their streams end (SESSION_REVOKED, with resume tokens) and
+    /// their contexts close.
+    private func ended(_ ids: Set<String>) {
+        backend.subscriptions.endSessions(ids, .sessionRevoked)
+        contexts.endSessions(ids)
+    }
 
     public func register(into router: inout Router) {
         router.register(service: "ubiquity.v1.Accounts") { t in
@@ -75,7 +86,7 @@ public struct AccountsService: Sendable {
         guard let ended = try auth.credentials.revokeKey(req.keyID) else {
             throw ServiceError.notFound("no API key \(req.keyID.prefix(40))", reason: .notFound)
         }
-        backend.subscriptions.endSessions(Set(ended.map(\.id)), .sessionRevoked)
+        self.ended(Set(ended.map(\.id)))
         var res = Ubiquity_V1_RevokeApiKeyResponse()
         res.sessionsRevoked = UInt32(ended.count)
         return res
@@ -99,7 +110,7 @@ public struct AccountsService: Sendable {
     func signOut(_ req: Ubiquity_V1_SignOutRequest, _ call: ServerCall) throws -> Ubiquity_V1_SignOutResponse {
         let account = try auth.account(metadata: call.context.metadata, access: .read)
         if let id = account.session, try auth.credentials.revokeSession(id: id) != nil {
-            backend.subscriptions.endSessions([id], .sessionRevoked)
+            ended([id])
         }
         return Ubiquity_V1_SignOutResponse()
     }

@@ -64,6 +64,11 @@ public final class Backend: Sendable {
         directory = try StoreDirectory(root: dataDirectory, configuration: storage, maxOpenStores: maxOpenStores)
         catalog = try Catalog(path: dataDirectory + "/catalog.sqlite")
         try catalog.ensureAccount(Account.defaultAccount.id)
+        // Store files live in their account's folder (SPEC §4.8); a data directory from before
+        // accounts has them all in <data>/stores and they move there now, once.
+        let catalog = self.catalog
+        directory.locateAccounts { catalog.store(id: $0)?.account }
+        for r in catalog.allStores() { try directory.adoptLegacyFiles(r.id) }
         let credentials = try Credentials(root: dataDirectory)
         _ = try credentials.addAccount(id: Account.defaultAccount.id, displayName: "default")
         authenticator = Authenticator(credentials: credentials, sessionLifetime: sessionLifetimeSeconds)

@@ -118,8 +118,10 @@ struct MethodTable {
             // The transport has checked there is exactly one message.
             let bytes = try await call.receive() ?? []
             let response = try await Self.converting(queryFields) {
+                // credentials before the request: an unauthenticated caller learns nothing from validation
+                let account = try backend.account(metadata: call.context.metadata, access: access)
                 let request = try Decoder.decode(bytes)
-                return try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata, access: access), call: call))
+                return try await method(request, ServerContext(account: account, call: call))
             }
             call.finish(message: response.bytes)
         }
@@ -136,7 +138,8 @@ struct MethodTable {
         let access = Access.of(path: prefix + name)
         router.registerSync(prefix + name, execution: execution) { bytes, call in
             SyncUnaryReply(try Self.convertingSync(queryFields) {
-                try method(try Decoder.decode(bytes), ServerContext(account: try backend.account(metadata: call.metadata, access: access), sync: call))
+                let account = try backend.account(metadata: call.metadata, access: access)
+                return try method(try Decoder.decode(bytes), ServerContext(account: account, sync: call))
             }.bytes)
         }
     }
@@ -164,9 +167,11 @@ struct MethodTable {
         let access = Access.of(path: prefix + name)
         router.register(prefix + name, kind: .serverStreaming) { call in
             // The transport has checked there is exactly one request message.
-            let request = try Req(requestBytes: try await call.receive() ?? [])
+            let bytes = try await call.receive() ?? []
             try await Self.converting("") {
-                try await method(request, EncodedWriter(call: call), ServerContext(account: try backend.account(metadata: call.context.metadata, access: access), call: call))
+                let account = try backend.account(metadata: call.context.metadata, access: access)
+                let request = try Req(requestBytes: bytes)
+                try await method(request, EncodedWriter(call: call), ServerContext(account: account, call: call))
             }
         }
     }

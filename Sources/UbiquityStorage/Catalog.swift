@@ -117,6 +117,9 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Every store of every account.
+    public func allStores() -> [StoreRecord] { state.withLock { Array($0.byID.values) } }
+
     /// The account's stores, by name.
     public func stores(account: String) -> [StoreRecord] {
         state.withLock { $0.byID.values.filter { $0.account == account }.sorted { $0.name < $1.name } }

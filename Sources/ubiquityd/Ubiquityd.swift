@@ -241,9 +241,9 @@ struct Ubiquityd: ParsableCommand {
         let dataServices = ["ubiquity.v1.Accounts", "ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes"]
         let health = HealthService(services: ["ubiquity.v1.Admin"] + dataServices)
         let contexts = ContextRegistry(limits: serviceLimits)
-        AccountsService(backend: backend).register(into: &router)
         ModelsService(backend: backend).register(into: &router)
         StoresService(backend: backend, contexts: contexts).register(into: &router)
+        AccountsService(backend: backend, contexts: contexts).register(into: &router)
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         ChangesService(backend: backend).register(into: &router)

@@ -49,19 +49,25 @@ CHANNEL_OPTIONS = [
 ]
 
 
+DATA_SERVICES = {"ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Models", "ubiquity.v1.Changes"}
+
+
 class _Auth(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
             grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
-    """Adds the server's session (`ubiq_harness.SESSIONS`, looked up per call so a restarted
-    server's new session is used) unless the call sets `authorization` itself."""
+    """Adds the server's session (`ubiq_harness.auth_metadata`, looked up per call so a
+    restarted server's new session is used) unless the call sets `authorization` itself."""
 
-    def __init__(self, address: str):
+    def __init__(self, address: str, channel: grpc.Channel):
         self.address = address
+        self.channel = channel  # the raw channel, for signing in without another connection
 
     def _details(self, d):
         md = list(d.metadata or ())
-        if any(k == "authorization" for k, _ in md):
+        method = d.method.decode() if isinstance(d.method, bytes) else d.method
+        # only data services need a session; Admin, Health and reflection stay open
+        if any(k == "authorization" for k, _ in md) or method.split("/")[1:2][0] not in DATA_SERVICES:
             return d
-        md += ubiq_harness.auth_metadata(self.address)
+        md += ubiq_harness.auth_metadata(self.address, self.channel)
         fields = {f: getattr(d, f, None) for f in ("method", "timeout", "credentials", "wait_for_ready", "compression")}
         return _CallDetails(metadata=md, **fields)
 
@@ -88,7 +94,7 @@ def make_channel(address: str, options=()) -> grpc.Channel:
     """A channel to a test server whose calls carry that server's session (see `_Auth`)."""
     ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS + list(options))
     grpc.channel_ready_future(ch).result(timeout=15)
-    return grpc.intercept_channel(ch, _Auth(address))
+    return grpc.intercept_channel(ch, _Auth(address, ch))
 
 
 def get_stats(channel: grpc.Channel) -> admin_pb2.ServerStats:

@@ -33,8 +33,9 @@ def _run(load_binary, *args, timeout=600):
     target = args[args.index("--target") + 1] if "--target" in args else ""
     env = dict(os.environ)
     env.pop("UBIQ_TOKEN", None)
-    if target in ubiq_harness.SESSIONS:
-        env["UBIQ_TOKEN"] = ubiq_harness.SESSIONS[target]
+    token = ubiq_harness.session_token(target)
+    if token:
+        env["UBIQ_TOKEN"] = token
     try:
         return subprocess.run([str(load_binary), *args], capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
