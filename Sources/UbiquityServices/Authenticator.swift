@@ -50,17 +50,17 @@ public final class Authenticator: Sendable {
         let token: String
         switch BearerToken.parse(metadata[Self.header]) {
         case .failure(.missing):
-            throw Self.unauthenticated(.missingCredentials, "this call needs `authorization: Bearer <session token>`: sign in with Accounts.SignIn")
+            throw Self.unauthenticated(reason: .missingCredentials, "this call needs `authorization: Bearer <session token>`: sign in with Accounts.SignIn")
         case .success(.session(let t)): token = t
         case .success(.other), .failure(.malformed):
-            throw Self.unauthenticated(.badCredentials, "the authorization value is not `Bearer <session token>` (a session token starts with ubs_): sign in with Accounts.SignIn")
+            throw Self.unauthenticated(reason: .badCredentials, "the authorization value is not `Bearer <session token>` (a session token starts with ubs_): sign in with Accounts.SignIn")
         }
         let session: Credentials.SessionRecord
         switch credentials.resolve(token: token, now: Date().timeIntervalSince1970) {
         case .valid(let s): session = s
-        case .expired: throw Self.unauthenticated(.sessionExpired, "the session expired: sign in again")
-        case .revoked: throw Self.unauthenticated(.sessionRevoked, "the session was signed out or its API key revoked: sign in again")
-        case .unknown: throw Self.unauthenticated(.badCredentials, "the session token is not valid: sign in again")
+        case .expired: throw Self.unauthenticated(reason: .sessionExpired, "the session expired: sign in again")
+        case .revoked: throw Self.unauthenticated(reason: .sessionRevoked, "the session was signed out or its API key revoked: sign in again")
+        case .unknown: throw Self.unauthenticated(reason: .badCredentials, "the session token is not valid: sign in again")
         }
         if access == .write, session.scope == .readOnly {
             throw ServiceError(code: .permissionDenied, reason: .scopeExceeded, message: "this session's API key is read-only: use a read-write key for this call")
@@ -72,11 +72,11 @@ public final class Authenticator: Sendable {
     func requireOperator(_ metadata: Metadata) throws {
         switch BearerToken.parse(metadata[Self.header]) {
         case .failure(.missing):
-            throw Self.unauthenticated(.missingCredentials, "this is an operator call: send `authorization: Bearer <operator key>` (the key is in <data-dir>/operator.key)")
+            throw Self.unauthenticated(reason: .missingCredentials, "this is an operator call: send `authorization: Bearer <operator key>` (the key is in <data-dir>/operator.key)")
         case .success(.other(let key)) where credentials.isOperatorKey(key):
             return
         default:
-            throw Self.unauthenticated(.badCredentials, "this is an operator call and the authorization value is not the operator key (<data-dir>/operator.key)")
+            throw Self.unauthenticated(reason: .badCredentials, "this is an operator call and the authorization value is not the operator key (<data-dir>/operator.key)")
         }
     }
 
@@ -95,12 +95,12 @@ public final class Authenticator: Sendable {
         }
         guard let key = credentials.verifyKey(apiKey) else {
             limiter.withLock { $0.failed(key: keyID, address: address, now: now) }
-            throw Self.unauthenticated(.badCredentials, "the API key is not valid")
+            throw Self.unauthenticated(reason: .badCredentials, "the API key is not valid")
         }
         return try credentials.createSession(key: key, deviceID: deviceID, lifetime: sessionLifetime)
     }
 
-    static func unauthenticated(_ reason: ErrorReason, _ message: String) -> ServiceError {
+    static func unauthenticated(reason: ErrorReason, _ message: String) -> ServiceError {
         ServiceError(code: .unauthenticated, reason: reason, message: message)
     }
 }

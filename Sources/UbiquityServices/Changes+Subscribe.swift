@@ -263,9 +263,9 @@ struct SubscriptionRunner: Sendable {
         case .storeDestroyed:
             e = .notFound("the store was destroyed", reason: .storeNotFound)
         case .sessionRevoked:
-            e = Authenticator.unauthenticated(.sessionRevoked, "the session was signed out or its API key revoked: sign in again and resume from the resume_token in the ResumeDetails")
+            e = Authenticator.unauthenticated(reason: .sessionRevoked, "the session was signed out or its API key revoked: sign in again and resume from the resume_token in the ResumeDetails")
         case .sessionExpired:
-            e = Authenticator.unauthenticated(.sessionExpired, "the session expired: sign in again and resume from the resume_token in the ResumeDetails")
+            e = Authenticator.unauthenticated(reason: .sessionExpired, "the session expired: sign in again and resume from the resume_token in the ResumeDetails")
         }
         e.details = [d]
         return e
