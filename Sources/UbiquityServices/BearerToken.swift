@@ -14,7 +14,12 @@ enum BearerToken: Equatable, Sendable {
         guard let header, !header.isEmpty else { return .failure(.missing) }
         guard header.utf8.count <= maxLength else { return .failure(.malformed) }
         // RFC 6750: the scheme is case-insensitive, followed by one or more spaces.
-        guard header.utf8.count > 7, header.prefix(7).lowercased() == "bearer " else { return .failure(.malformed) }
+        // (byte | 0x20) folds an ASCII capital to lower case (the space is matched exactly): no
+        // allocation per call
+        guard header.utf8.count > 7,
+              header.utf8.prefix(7).elementsEqual("bearer ".utf8, by: { $0 == $1 || ($1 != 0x20 && $0 | 0x20 == $1) }) else {
+            return .failure(.malformed)
+        }
         let token = header.dropFirst(7).drop(while: { $0 == " " })
         guard !token.isEmpty, token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else { return .failure(.malformed) }
         if token.hasPrefix("ubs_") {

@@ -55,21 +55,10 @@ public final class Credentials: Sendable {
         var keys: [String: KeyRecord] = [:]
         var sessions: [String: SessionRecord] = [:]
     }
-    private let state: StateLock
+    private let state: GuardedState<State>
     private let operatorKeyHash: [UInt8]
     /// Where the operator key file is.
     public let operatorKeyPath: String
-
-    /// Same pattern as `Catalog.StateLock`: the connection is only touched under the lock.
-    private final class StateLock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value: State
-        init(_ v: State) { value = v }
-        func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
-            lock.lock(); defer { lock.unlock() }
-            return try body(&value)
-        }
-    }
 
     /// Ended sessions are kept this long past their expiry so a late call still learns why its
     /// token stopped working (SESSION_EXPIRED / SESSION_REVOKED rather than a bare "not valid").
@@ -109,7 +98,7 @@ public final class Credentials: Sendable {
             }
         } catch { c.close(); throw error }
         c.releaseThread()
-        state = StateLock(s)
+        state = GuardedState(s)
     }
 
     public func close() { state.withLock { $0.conn?.adoptThread(); $0.conn?.close(); $0.conn = nil } }

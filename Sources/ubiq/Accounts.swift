@@ -66,6 +66,12 @@ extension Session {
 
 struct OperatorOptions: ParsableArguments {
     @Option(help: "File holding the operator key (default: <data-dir>/operator.key).") var operatorKeyFile: String?
+
+    /// One operator call: connects without signing in and sends the operator key.
+    func call<Req: Message, Res: Message>(_ server: ServerOptions, _ method: String, _ request: Req, _ type: Res.Type) async throws -> Res {
+        let s = try await server.connect(authenticate: false)
+        return try await s.operatorCall(method, request, type, key: OperatorKey.read(operatorKeyFile, dataDir: server.dataDir))
+    }
 }
 
 struct AccountCommand: AsyncParsableCommand {
@@ -83,9 +89,7 @@ struct AccountCommand: AsyncParsableCommand {
         func run() async throws {
             var r = Ubiquity_V1_CreateAccountRequest()
             r.displayName = displayName
-            let s = try await server.connect(authenticate: false)
-            print(AccountCommand.show(try await s.operatorCall("Accounts/CreateAccount", r, Ubiquity_V1_Account.self,
-                                                               key: OperatorKey.read(op.operatorKeyFile, dataDir: server.dataDir))))
+            print(AccountCommand.show(try await op.call(server, "Accounts/CreateAccount", r, Ubiquity_V1_Account.self)))
         }
     }
     struct List: AsyncParsableCommand {
@@ -93,9 +97,7 @@ struct AccountCommand: AsyncParsableCommand {
         @OptionGroup var server: ServerOptions
         @OptionGroup var op: OperatorOptions
         func run() async throws {
-            let s = try await server.connect(authenticate: false)
-            let r = try await s.operatorCall("Accounts/ListAccounts", Ubiquity_V1_ListAccountsRequest(), Ubiquity_V1_ListAccountsResponse.self,
-                                             key: OperatorKey.read(op.operatorKeyFile, dataDir: server.dataDir))
+            let r = try await op.call(server, "Accounts/ListAccounts", Ubiquity_V1_ListAccountsRequest(), Ubiquity_V1_ListAccountsResponse.self)
             for a in r.accounts { print(AccountCommand.show(a)) }
         }
     }
@@ -107,9 +109,7 @@ struct AccountCommand: AsyncParsableCommand {
         func run() async throws {
             var r = Ubiquity_V1_GetAccountRequest()
             r.accountID = accountID
-            let s = try await server.connect(authenticate: false)
-            print(AccountCommand.show(try await s.operatorCall("Accounts/GetAccount", r, Ubiquity_V1_Account.self,
-                                                               key: OperatorKey.read(op.operatorKeyFile, dataDir: server.dataDir))))
+            print(AccountCommand.show(try await op.call(server, "Accounts/GetAccount", r, Ubiquity_V1_Account.self)))
         }
     }
     struct KeyCommand: AsyncParsableCommand {
@@ -132,9 +132,7 @@ struct AccountCommand: AsyncParsableCommand {
             case let s where s.hasPrefix("store:"): r.scope = .oneStore; r.storeName = String(s.dropFirst(6))
             default: throw ValidationError("--scope must be read-write, read-only or store:<name>")
             }
-            let s = try await server.connect(authenticate: false)
-            let res = try await s.operatorCall("Accounts/CreateApiKey", r, Ubiquity_V1_CreateApiKeyResponse.self,
-                                               key: OperatorKey.read(op.operatorKeyFile, dataDir: server.dataDir))
+            let res = try await op.call(server, "Accounts/CreateApiKey", r, Ubiquity_V1_CreateApiKeyResponse.self)
             print(res.secret)
         }
     }
@@ -146,9 +144,7 @@ struct AccountCommand: AsyncParsableCommand {
         func run() async throws {
             var r = Ubiquity_V1_RevokeApiKeyRequest()
             r.keyID = keyID
-            let s = try await server.connect(authenticate: false)
-            let res = try await s.operatorCall("Accounts/RevokeApiKey", r, Ubiquity_V1_RevokeApiKeyResponse.self,
-                                               key: OperatorKey.read(op.operatorKeyFile, dataDir: server.dataDir))
+            let res = try await op.call(server, "Accounts/RevokeApiKey", r, Ubiquity_V1_RevokeApiKeyResponse.self)
             print("revoked; \(res.sessionsRevoked) session(s) ended")
         }
     }

@@ -454,3 +454,15 @@ def _wait_expired(t: Tenant, token: str) -> None:
         except grpc.RpcError as e:
             return reason_of(e) == "SESSION_EXPIRED"
     ubiq_harness.wait_until(expired, 30, message="the short session to expire")
+
+
+def test_auth_off_serves_the_default_account_without_credentials(start_server, raw):
+    srv = start_server(["--auth", "off"], name="accounts-off")
+    c = raw(srv)
+    stores = stg.StoresStub(c)
+    sid = stores.OpenStore(st.OpenStoreRequest(name="open"), timeout=30).store.store_id
+    assert [s.store_id for s in stores.ListStores(st.ListStoresRequest(), timeout=30).stores] == [sid]
+    # the store is the default account's: a default-account session of the same data sees it
+    t = Tenant(srv, c, "d", account_id="default")
+    assert [s.store_id for s in t.stores.ListStores(st.ListStoresRequest(), metadata=t.md, timeout=30).stores] == [sid]
+    assert (srv.data_dir / "accounts" / "default" / "stores" / f"{sid}.sqlite").is_file()
