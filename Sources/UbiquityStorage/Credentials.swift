@@ -54,6 +54,7 @@ public final class Credentials: Sendable {
         var accounts: [String: AccountRecord] = [:]
         var keys: [String: KeyRecord] = [:]
         var sessions: [String: SessionRecord] = [:]
+        var signInsSincePurge = 0
     }
     private let state: GuardedState<State>
     private let operatorKeyHash: [UInt8]
@@ -63,9 +64,12 @@ public final class Credentials: Sendable {
     /// Ended sessions are kept this long past their expiry so a late call still learns why its
     /// token stopped working (SESSION_EXPIRED / SESSION_REVOKED rather than a bare "not valid").
     public static let endedSessionMemorySeconds: Double = 7 * 86_400
+    /// How often (in sign-ins) long-ended sessions are dropped; also at every start.
+    let purgeEverySignIns: Int
 
     /// Opens (creating if needed) the credentials database and the operator key file in `root`.
-    public init(root: String) throws {
+    public init(root: String, purgeEverySignIns: Int = 1024) throws {
+        self.purgeEverySignIns = purgeEverySignIns
         operatorKeyPath = root + "/operator.key"
         operatorKeyHash = SHA256.digest(Array(try Self.operatorKey(at: operatorKeyPath).utf8))
         let c = try Connection(path: root + "/credentials.sqlite", readOnly: false, vfs: nil, busyTimeoutMS: 5000)
@@ -223,6 +227,15 @@ public final class Credentials: Sendable {
             try c.run("INSERT INTO ubq_sessions(id, account, key_id, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
                       [.text(r.id), .text(r.account), .text(r.keyID), .text(deviceID), .real(r.expiresAt)])
             s.sessions[r.id] = r
+            // every sign-in adds a session: forget long-ended ones now and then, so a server that
+            // runs for months holds only the sessions of the last `endedSessionMemorySeconds`
+            s.signInsSincePurge += 1
+            if s.signInsSincePurge >= purgeEverySignIns {
+                s.signInsSincePurge = 0
+                let horizon = Date().timeIntervalSince1970 - Self.endedSessionMemorySeconds
+                try c.run("DELETE FROM ubq_sessions WHERE expires_at < ?", [.real(horizon)])
+                s.sessions = s.sessions.filter { $0.value.expiresAt >= horizon }
+            }
         }
         return (r, token)
     }

@@ -61,6 +61,19 @@ final class CredentialsTests: XCTestCase {
         XCTAssertNil(try c.revokeKey("ffffffffffffffff"))
     }
 
+    func testLongEndedSessionsAreForgottenEveryFewSignIns() throws {
+        let c = try Credentials(root: dir.path, purgeEverySignIns: 3)
+        defer { c.close() }
+        let (key, _) = try c.createKey(account: "a", scope: .readWrite, label: "")
+        let longAgo = -(Credentials.endedSessionMemorySeconds + 60)
+        let (_, old) = try c.createSession(key: key, deviceID: "d", lifetime: longAgo)
+        let (_, recent) = try c.createSession(key: key, deviceID: "d", lifetime: -60)
+        guard case .expired = c.resolve(token: old, now: Date().timeIntervalSince1970) else { return XCTFail("not yet purged") }
+        _ = try c.createSession(key: key, deviceID: "d", lifetime: 3600)  // the third sign-in purges
+        XCTAssertEqual(c.resolve(token: old, now: Date().timeIntervalSince1970), .unknown)
+        guard case .expired = c.resolve(token: recent, now: Date().timeIntervalSince1970) else { return XCTFail("recently ended: kept") }
+    }
+
     func testConstantTimeEqual() {
         XCTAssertTrue(Credentials.constantTimeEqual([1, 2, 3], [1, 2, 3]))
         XCTAssertFalse(Credentials.constantTimeEqual([1, 2, 3], [1, 2, 4]))
