@@ -15,6 +15,7 @@ enum Access: Sendable {
         "Stores/FetchStream", "Stores/ExportBaseline",
         "Changes/Subscribe", "Changes/FetchHistory", "Changes/FetchDeletions",
         "Models/GetModel",
+        "KeyValue/Get", "KeyValue/List",
         "Contexts/CreateContext", "Contexts/Fetch", "Contexts/Insert", "Contexts/Update", "Contexts/Delete",
         "Contexts/Rollback", "Contexts/Reset", "Contexts/Refresh", "Contexts/SetQueryGeneration", "Contexts/GetState",
         "Contexts/CloseContext",

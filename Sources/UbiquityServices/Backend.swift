@@ -49,6 +49,9 @@ public final class Backend: Sendable {
     public let limits: ServiceLimits
     /// Every running Subscribe (the change feed's limits, endings and sweep).
     public let subscriptions: Subscriptions
+    /// Every account's key-value entries (docs/keyvalue.md) and the wake-ups of their subscribers.
+    public let keyValues: KeyValueStore
+    let keyValueFeed = KeyValueFeed()
     private let models = Lock<[String: ModelInfo]>([:])
     /// Sessions, API keys and the operator key (docs/accounts.md).
     public let authenticator: Authenticator
@@ -60,9 +63,11 @@ public final class Backend: Sendable {
 
     public init(dataDirectory: String, storage: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256,
                 limits: ServiceLimits = ServiceLimits(), feedLimits: FeedLimits = FeedLimits(),
+                keyValueQuotas: KeyValueQuotas = KeyValueQuotas(),
                 authRequired: Bool = true, sessionLifetimeSeconds: Double = 86_400) throws {
         directory = try StoreDirectory(root: dataDirectory, configuration: storage, maxOpenStores: maxOpenStores)
         catalog = try Catalog(path: dataDirectory + "/catalog.sqlite")
+        keyValues = try KeyValueStore(path: dataDirectory + "/keyvalue.sqlite", quotas: keyValueQuotas)
         try catalog.ensureAccount(Account.defaultAccount.id)
         // Store files live in their account's folder (SPEC §4.8); a data directory from before
         // accounts has them all in <data>/stores and they move there now, once.
@@ -77,10 +82,18 @@ public final class Backend: Sendable {
         subscriptions = Subscriptions(limits: feedLimits)
     }
 
-    public func shutdown() async {
+    /// Ends every store and key-value subscription (UNAVAILABLE + resume token): they never end on
+    /// their own, so a drain would otherwise wait for them.
+    public func endSubscriptions() {
         subscriptions.shutdown()
+        keyValueFeed.shutdown()
+    }
+
+    public func shutdown() async {
+        endSubscriptions()
         await directory.shutdown()
         catalog.close()
+        keyValues.close()
         authenticator.credentials.close()
     }
 

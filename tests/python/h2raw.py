@@ -78,7 +78,8 @@ def grpc_request_headers(authority: str, path: str, extra=(), content_type="appl
     return headers
 
 
-DATA_SERVICES = {"ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Models", "ubiquity.v1.Changes"}
+DATA_SERVICES = {"ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Models", "ubiquity.v1.Changes",
+                 "ubiquity.v1.KeyValue"}
 
 
 @dataclass

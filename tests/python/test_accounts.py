@@ -30,7 +30,7 @@ from ubiquity.v1 import (
     stores_pb2_grpc as stg,
 )
 
-DATA_SERVICES = ["ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Models", "ubiquity.v1.Changes"]
+DATA_SERVICES = ["ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Models", "ubiquity.v1.Changes", "ubiquity.v1.KeyValue"]
 
 
 def bearer(token: str) -> list[tuple[str, str]]:
