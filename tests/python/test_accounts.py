@@ -26,6 +26,8 @@ from ubiquity.v1 import (
     changes_pb2 as ch,
     changes_pb2_grpc as chg,
     contexts_pb2_grpc as cxg,
+    keyvalue_pb2 as kv,
+    keyvalue_pb2_grpc as kvg,
     models_pb2_grpc as mdg,
     stores_pb2_grpc as stg,
 )
@@ -373,21 +375,30 @@ def test_cross_account_matrix(start_server, raw):
     sid, ids = a.store_with_data("shared-name")
     ctx = a.contexts.CreateContext(cx.CreateContextRequest(store_id=sid, name="a-ctx"), metadata=a.md, timeout=30).context_id
     b_sid, _ = b.store_with_data("b-store")
-    before = a.baseline(sid)
+    a_kv = kvg.KeyValueStub(c)
+    a_kv.Set(kv.KeyValueSetRequest(key="a-key", value=b"A's"), metadata=a.md, timeout=30)
+
+    def a_entries():
+        r = a_kv.List(kv.KeyValueListRequest(), metadata=a.md, timeout=30)
+        return [(e.key, e.value, e.version) for e in r.entries]
+    before = a.baseline(sid), a_entries()
 
     missing_sid, missing_ctx = str(uuid.uuid4()), str(uuid.uuid4())
     missing_ids = [i.replace(sid, missing_sid) for i in ids]
-    foreign = {"store_id": sid, "source_store_id": sid, "context_id": ctx, "parent_context_id": ctx, "object_ids": ids}
+    foreign = {"store_id": sid, "source_store_id": sid, "context_id": ctx, "parent_context_id": ctx, "object_ids": ids,
+               "key": "a-key"}
     absent = {"store_id": missing_sid, "source_store_id": missing_sid, "context_id": missing_ctx,
-              "parent_context_id": missing_ctx, "object_ids": missing_ids}
+              "parent_context_id": missing_ctx, "object_ids": missing_ids, "key": "missing-key"}
     checked = 0
     for service, m in _methods():
         if m.name in ("OpenStore", "ListStores"):
             continue  # by name / the caller's own: below
-        got = _shape(_call(c, service, m, foreign, b.md), sid, ctx, *ids)
-        want = _shape(_call(c, service, m, absent, b.md), missing_sid, missing_ctx, *missing_ids)
+        got = _shape(_call(c, service, m, foreign, b.md), sid, ctx, "a-key", *ids)
+        want = _shape(_call(c, service, m, absent, b.md), missing_sid, missing_ctx, "missing-key", *missing_ids)
         assert got == want, f"{service}/{m.name}: foreign {got} vs missing {want}"
-        assert got[0] != "OK", f"{service}/{m.name} succeeded on another account's resource"
+        # key-value keys are named within the caller's own account: B's Set/List act on B's keys
+        if service != "ubiquity.v1.KeyValue":
+            assert got[0] != "OK", f"{service}/{m.name} succeeded on another account's resource"
         checked += 1
     assert checked >= 30, checked
 
@@ -401,8 +412,8 @@ def test_cross_account_matrix(start_server, raw):
     assert opened.created and opened.store.store_id != sid
     listed = {s.store_id for s in b.stores.ListStores(st.ListStoresRequest(), metadata=b.md, timeout=30).stores}
     assert sid not in listed and b_sid in listed
-    # A is unchanged, and A's context still works
-    assert a.baseline(sid) == before
+    # A is unchanged (store and key-value entries), and A's context still works
+    assert (a.baseline(sid), a_entries()) == before
     a.contexts.GetState(cx.ContextRequest(context_id=ctx), metadata=a.md, timeout=30)
 
 
