@@ -194,6 +194,8 @@ class Ubiquityd:
         self.interop = interop
         self.log_level = log_level
         self.requested_port = port
+        # grpc.ChannelCredentials when the server serves TLS (conftest.channel_for uses them).
+        self.credentials = None
         self.proc: subprocess.Popen | None = None
         # Credentials of the default account, made on first use after each start
         # (docs/accounts.md): an API key created with the operator key the server wrote, and a
@@ -270,7 +272,8 @@ class Ubiquityd:
                 from ubiquity.v1 import accounts_pb2 as ac, accounts_pb2_grpc as acg
 
                 own = channel is None
-                ch = grpc.insecure_channel(self.address) if own else channel
+                ch = (grpc.insecure_channel(self.address) if self.credentials is None else grpc.secure_channel(
+                    self.address, self.credentials, options=[("grpc.ssl_target_name_override", "localhost")])) if own else channel
                 try:
                     stub = acg.AccountsStub(ch)
                     self._api_key = stub.CreateApiKey(
