@@ -316,7 +316,8 @@ def test_health_reflection_and_admin_stay_open(start_server, raw):
 
 
 def test_auth_off_is_refused_off_loopback(server_binary, tmp_path):
-    p = subprocess.run([str(server_binary), "--host", "0.0.0.0", "--port", "0", "--auth", "off",
+    # --allow-plaintext: past the TLS check, so the refusal is the one under test
+    p = subprocess.run([str(server_binary), "--host", "0.0.0.0", "--port", "0", "--allow-plaintext", "--auth", "off",
                         "--data-dir", str(tmp_path / "d")], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     assert p.returncode != 0 and b"--auth off" in p.stderr, p.stderr
 
