@@ -53,8 +53,7 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     private func run(
         _ continuation: AsyncThrowingStream<FeedEvent, any Error>.Continuation, _ progress: FeedProgress
     ) async {
-        var options = CallOptions.defaults
-        options.timeout = nil  // a feed runs for as long as it is read
+        let options = client.options(timeout: nil)  // a feed runs for as long as it is read
         while !Task.isCancelled {
             let request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
             do {

@@ -188,7 +188,7 @@ public actor Context {
                 }, metadata: md, options: opts)
         }
         state = State(proto: response.state)
-        return SaveResult(proto: response.result, clientTransactionID: txid)
+        return SaveResult(proto: response.result, clientTransactionID: txid, savedToParent: response.savedToParent)
     }
 
     /// Drops the pending changes; the pin stays.

@@ -263,8 +263,10 @@ public struct SaveResult: Sendable {
     public var replayed: Bool
     /// The client transaction ID the save was sent with.
     public var clientTransactionID: String
+    /// A nested context's save went into its parent context, not the store.
+    public var savedToParent: Bool
 
-    init(proto r: Ubiquity_V1_SaveResult, clientTransactionID: String) {
+    init(proto r: Ubiquity_V1_SaveResult, clientTransactionID: String, savedToParent: Bool = false) {
         token = GenerationToken(ifPresent: r.token)
         generation = r.generation
         permanentIDs = r.permanentIds
@@ -274,6 +276,7 @@ public struct SaveResult: Sendable {
         dryRun = r.dryRun
         replayed = r.replayed
         self.clientTransactionID = clientTransactionID
+        self.savedToParent = savedToParent
     }
 }
 

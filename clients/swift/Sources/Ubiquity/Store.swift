@@ -41,12 +41,12 @@ public struct Store: Sendable {
     public func fetch(
         _ entity: String, where predicate: String = "", _ arguments: [String: Argument] = [:],
         sort: [SortDescriptor] = [], limit: Int32 = 0, offset: Int32 = 0,
-        resultType: ResultType = .objects, at token: GenerationToken? = nil
+        resultType: ResultType = .objects, properties: [String] = [], at token: GenerationToken? = nil
     ) async throws -> FetchResult {
         try await fetch(
             FetchRequest(
                 entity, where: predicate, arguments, sort: sort, limit: limit, offset: offset,
-                resultType: resultType), at: token)
+                resultType: resultType, properties: properties), at: token)
     }
 
     /// Objects by ID at `token` or current; IDs with no object there are left out.

@@ -63,7 +63,7 @@ public final class UbiquityClient: Sendable {
         // grpc-swift's default first reconnect waits 1 s and grows to 2 min; a feed resuming
         // after a server restart should find the new process within a fraction of a second.
         config.backoff = .init(
-            initial: .milliseconds(100), max: .seconds(5), multiplier: 1.6, jitter: 0.2)
+            initial: .milliseconds(100), max: .seconds(2), multiplier: 1.6, jitter: 0.2)
         let transport = try HTTP2ClientTransport.Posix(
             target: resolvableTarget, transportSecurity: .plaintext, config: config)
         let grpc = GRPCClient(transport: transport, interceptors: interceptors)
@@ -130,9 +130,13 @@ public final class UbiquityClient: Sendable {
         return md
     }
 
+    /// Every call waits for a connection, up to its deadline, instead of failing at once while the
+    /// channel reconnects (a server restart, a network blip): grpc-swift's default fails a call
+    /// outright whenever the channel is between connection attempts.
     func options(timeout: Duration?) -> CallOptions {
         var options = CallOptions.defaults
         options.timeout = timeout
+        options.waitForReady = true
         return options
     }
 

@@ -39,16 +39,19 @@ public enum Value: Sendable, Hashable {
         }
     }
 
+    /// The text of a `.string`.
     public var string: String? {
         if case .string(let v) = self { return v }
         return nil
     }
 
+    /// The value of a `.bool`.
     public var bool: Bool? {
         if case .bool(let v) = self { return v }
         return nil
     }
 
+    /// True for `.null` (an attribute without a value).
     public var isNull: Bool { self == .null }
 }
 

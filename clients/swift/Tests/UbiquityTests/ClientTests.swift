@@ -37,6 +37,8 @@ import Ubiquity
         #expect(count.count == 3)
         let onlyIDs = try await f.store.fetch("Person", where: "name == 'Ann'", resultType: .objectIDs)
         #expect(onlyIDs.objectIDs == [ids[0]])
+        let rows = try await f.store.fetch("Person", where: "age > 35", sort: [.ascending("age")], resultType: .dictionaries, properties: ["name"])
+        #expect(rows.rows.map { $0["name"]?.string } == ["Bob", "Cid"])
         let got = try await f.store.get([ids[0], ids[2]])
         #expect(Set(got.values.compactMap { $0["name"]?.string }) == ["Ann", "Cid"])
         #expect(got[ids[0]]?.version == 1)
@@ -82,6 +84,21 @@ import Ubiquity
         #expect(try await f.store.fetch("Person").objects.map { $0["name"]?.string } == ["Ann"])
         let error = await #expect(throws: UbiquityError.self) { try await ctx.refreshState() }
         #expect(error?.kind == .notFound && error?.reason == "CONTEXT_NOT_FOUND")
+    }
+
+    @Test func aNestedContextSavesIntoItsParentWhoseSaveCommits() async throws {
+        let f = try await Fixture.make()
+        defer { Task { await f.close() } }
+        let parent = try await f.store.context(name: "parent")
+        let child = try await parent.child(name: "child")
+        try await child.insert("Person", ["name": "Ann"])
+        let intoParent = try await child.save()
+        #expect(intoParent.savedToParent)
+        #expect(try await parent.refreshState().insertedCount == 1)
+        #expect(try await f.store.fetch("Person").objects.isEmpty)  // not in the store yet
+        let committed = try await parent.save()
+        #expect(!committed.savedToParent && committed.permanentIDs.count == 1)
+        #expect(try await f.store.fetch("Person").objects.map { $0["name"]?.string } == ["Ann"])
     }
 
     /// A context that read Ann at age 30, then the store moved her to 35 and email new@x.
