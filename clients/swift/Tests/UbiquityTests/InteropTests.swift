@@ -32,6 +32,14 @@ import Ubiquity
         return o
     }
 
+    /// A request stream that stays open until the call is cancelled, and then fails rather than
+    /// ends: ending it would half-close the stream (END_STREAM), and the server could finish the
+    /// call with OK before the client's RST_STREAM arrives.
+    func holdOpenUntilCancelled() async throws {
+        for await _ in AsyncStream<Void>.makeStream().stream {}
+        try Task.checkCancellation()
+    }
+
     func payload(_ size: Int) -> Grpc_Testing_Payload { .with { $0.body = Data(count: size) } }
 
     func openStreams(_ admin: Ubiquity_V1_Admin.Client<Transport>) async throws -> UInt64 {
@@ -160,7 +168,7 @@ import Ubiquity
             let call = Task {
                 try await test.streamingInputCall(options: options) { _ in
                     // Send nothing: the case cancels before the first request message.
-                    for await _ in AsyncStream<Void>.makeStream().stream {}
+                    try await holdOpenUntilCancelled()
                 }
             }
             try await pollUntil("the server sees the StreamingInputCall stream") {
@@ -184,7 +192,7 @@ import Ubiquity
                             $0.responseParameters = [.with { $0.size = 31415 }]
                             $0.payload = payload(27182)
                         })
-                    for await _ in AsyncStream<Void>.makeStream().stream {}  // then send nothing more
+                    try await holdOpenUntilCancelled()  // then send nothing more
                 } onResponse: { response in
                     for try await message in response.messages {
                         gotFirst.yield(message.payload.body.count)
@@ -207,7 +215,7 @@ import Ubiquity
             let error = await #expect(throws: RPCError.self) {
                 try await test.fullDuplexCall(options: short) { writer in
                     try await writer.write(.with { $0.payload = payload(27182) })
-                    for await _ in AsyncStream<Void>.makeStream().stream {}
+                    try await holdOpenUntilCancelled()
                 } onResponse: { response in
                     for try await _ in response.messages {}
                 }
