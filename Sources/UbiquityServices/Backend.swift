@@ -36,24 +36,37 @@ public final class Backend: Sendable {
     public let limits: ServiceLimits
     /// Every running Subscribe (the change feed's limits, endings and sweep).
     public let subscriptions: Subscriptions
+    /// Every account's key-value entries (docs/keyvalue.md) and the wake-ups of their subscribers.
+    public let keyValues: KeyValueStore
+    let keyValueFeed = KeyValueFeed()
     private let models = Lock<[String: ModelInfo]>([:])
 
     /// Metadata key carrying the model version hash a client was built with (§4.7).
     public static let modelVersionKey = "ubiquity-model-version"
 
     public init(dataDirectory: String, storage: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256,
-                limits: ServiceLimits = ServiceLimits(), feedLimits: FeedLimits = FeedLimits()) throws {
+                limits: ServiceLimits = ServiceLimits(), feedLimits: FeedLimits = FeedLimits(),
+                keyValueQuotas: KeyValueQuotas = KeyValueQuotas()) throws {
         directory = try StoreDirectory(root: dataDirectory, configuration: storage, maxOpenStores: maxOpenStores)
         catalog = try Catalog(path: dataDirectory + "/catalog.sqlite")
+        keyValues = try KeyValueStore(path: dataDirectory + "/keyvalue.sqlite", quotas: keyValueQuotas)
         try catalog.ensureAccount(Account.defaultAccount.id)
         self.limits = limits
         subscriptions = Subscriptions(limits: feedLimits)
     }
 
-    public func shutdown() async {
+    /// Ends every store and key-value subscription (UNAVAILABLE + resume token): they never end on
+    /// their own, so a drain would otherwise wait for them.
+    public func endSubscriptions() {
         subscriptions.shutdown()
+        keyValueFeed.shutdown()
+    }
+
+    public func shutdown() async {
+        endSubscriptions()
         await directory.shutdown()
         catalog.close()
+        keyValues.close()
     }
 
     /// The account a call acts for, from its metadata (the default account until authentication

@@ -11,6 +11,7 @@ extension ChangesService {
     static let maxCoalesceWindowMS: UInt32 = 10_000
 
     func subscribe(_ req: Ubiquity_V1_SubscribeRequest, writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>, context: ServerContext) async throws {
+        if req.hasKeyValues { return try await subscribeKeyValues(req, writer: writer, context: context) }
         if req.hasLiveQuery && !req.filter.entities.isEmpty {
             throw ServiceError.invalid("filter.entities", "a live query names its entity in live_query.entity: leave filter.entities empty", reason: .invalidArgument)
         }

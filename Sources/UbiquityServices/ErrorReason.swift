@@ -24,11 +24,13 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case unsupported = "UNSUPPORTED"
     case limitExceeded = "LIMIT_EXCEEDED"
     case invalidArgument = "INVALID_ARGUMENT"
+    case badKey = "BAD_KEY"
     // NOT_FOUND
     case storeNotFound = "STORE_NOT_FOUND"
     case contextNotFound = "CONTEXT_NOT_FOUND"
     case objectNotFound = "OBJECT_NOT_FOUND"
     case notFound = "NOT_FOUND"
+    case keyNotFound = "KEY_NOT_FOUND"
     // FAILED_PRECONDITION
     case noModel = "NO_MODEL"
     case modelVersionMismatch = "MODEL_VERSION_MISMATCH"
@@ -40,6 +42,7 @@ enum ErrorReason: String, CaseIterable, Sendable {
     // ABORTED
     case mergeConflict = "MERGE_CONFLICT"
     case constraintConflict = "CONSTRAINT_CONFLICT"
+    case keyVersionConflict = "KEY_VERSION_CONFLICT"
     // UNAVAILABLE
     case generationNotReached = "GENERATION_NOT_REACHED"
     case busy = "BUSY"
@@ -51,6 +54,7 @@ enum ErrorReason: String, CaseIterable, Sendable {
     // others
     case storageFull = "STORAGE_FULL"
     case subscriberTooSlow = "SUBSCRIBER_TOO_SLOW"
+    case keyValueQuota = "KEY_VALUE_QUOTA"
     case corrupt = "CORRUPT"
     case cancelled = "CANCELLED"
     case readOnly = "READ_ONLY"

@@ -138,6 +138,20 @@ struct MethodTable {
         }
     }
 
+    /// A unary method run synchronously on a blocking worker thread, decoded and encoded by
+    /// SwiftProtobuf: short SQLite work that would otherwise hold a cooperative thread through an
+    /// fsync (the key-value store's reads and writes).
+    mutating func blocking<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
+        _ name: String, _ method: @escaping @Sendable (Req, ServerContext) throws -> Res
+    ) {
+        let backend = accounts(name)
+        router.registerSync(prefix + name, execution: .blocking) { bytes, call in
+            SyncUnaryReply(try Self.convertingSync("") {
+                try method(try Req(requestBytes: bytes), ServerContext(account: try backend.account(metadata: call.metadata), sync: call)).serializedBytes()
+            })
+        }
+    }
+
     /// A server-streaming method: the handler writes typed messages as it goes.
     mutating func serverStreaming<Req: SwiftProtobuf.Message, Res: SwiftProtobuf.Message>(
         _ name: String, queryFields: String = "",

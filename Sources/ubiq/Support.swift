@@ -83,6 +83,10 @@ struct Session {
                     lines.append("  reason: \(info.reason)")
                 } else if let br = try? Google_Rpc_BadRequest(unpackingAny: any) {
                     for v in br.fieldViolations { lines.append("  \(v.field): \(v.description_p)") }
+                } else if let kc = try? Ubiquity_V1_KeyValueConflictDetails(unpackingAny: any) {
+                    lines.append("  key \(kc.key): \(kc.exists ? "at version \(kc.currentVersion)" : "not set (version \(kc.currentVersion))")")
+                } else if let q = try? Ubiquity_V1_KeyValueQuotaDetails(unpackingAny: any) {
+                    lines.append("  quota \(q.quota): limit \(q.limit), requested \(q.requested), used \(q.used)")
                 } else if let cd = try? Ubiquity_V1_ConflictDetails(unpackingAny: any) {
                     for c in cd.conflicts {
                         lines.append("  conflict on \(c.objectID.isEmpty ? c.temporaryID : c.objectID): your version \(c.clientVersion), store version \(c.storeVersion)")

@@ -7,13 +7,13 @@ import UbiquityProtos
 struct Ubiq: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ubiq",
-        abstract: "Command-line client for ubiquityd: models, stores, objects, fetches, the change feed.",
+        abstract: "Command-line client for ubiquityd: models, stores, objects, fetches, the change feed, the key-value store.",
         discussion: """
             Values are plain JSON, typed by the store's model (dates: ISO 8601 or seconds since 1970; \
             binary: base64). Stores are named; `ubiq store open NAME` creates one.
             """,
         subcommands: [StoreCommand.self, ModelCommand.self, Insert.self, Update.self, Delete.self, Fetch.self, SaveBatch.self, Generation.self,
-                      Watch.self, History.self])
+                      Watch.self, History.self, KeyValueCommand.self])
 }
 
 struct StoreCommand: AsyncParsableCommand {

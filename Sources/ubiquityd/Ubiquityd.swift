@@ -90,6 +90,14 @@ struct Ubiquityd: ParsableCommand {
     var tombstoneRetentionSeconds = StorageConfiguration().tombstoneRetentionSeconds ?? 0
     @Option(help: "Per streaming call: response bytes queued for a peer that is not reading before the handler waits (a Subscribe's buffer).")
     var streamSendBufferBytes = ServerConfiguration().streamOutboundHighWater
+    @Option(help: "Key-value store: keys per account.")
+    var kvMaxKeys = KeyValueQuotas().maxKeys
+    @Option(help: "Key-value store: bytes per account (every key's UTF-8 plus its value).")
+    var kvMaxAccountBytes = KeyValueQuotas().maxAccountBytes
+    @Option(help: "Key-value store: UTF-8 bytes of one key.")
+    var kvMaxKeyBytes = KeyValueQuotas().maxKeyBytes
+    @Option(help: "Key-value store: bytes of one value.")
+    var kvMaxValueBytes = KeyValueQuotas().maxValueBytes
     @Option(help: "Change feed: open Subscribe calls per store.")
     var maxSubscribersPerStore = FeedLimits().maxSubscribersPerStore
     @Option(help: "Change feed: open Subscribe calls per connection.")
@@ -207,9 +215,15 @@ struct Ubiquityd: ParsableCommand {
         feedLimits.progressIntervalSeconds = Double(feedProgressIntervalMs) / 1000
         // a response never exceeds what the transport may send
         feedLimits.maxResponseBytes = min(maxFeedResponseBytes, maxSendMessageBytes)
+        var kvQuotas = KeyValueQuotas()
+        kvQuotas.maxKeys = kvMaxKeys
+        kvQuotas.maxAccountBytes = kvMaxAccountBytes
+        kvQuotas.maxKeyBytes = kvMaxKeyBytes
+        kvQuotas.maxValueBytes = kvMaxValueBytes
         let backend: Backend
         do {
-            backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits, feedLimits: feedLimits)
+            backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits, feedLimits: feedLimits,
+                                  keyValueQuotas: kvQuotas)
         } catch let e as StorageError where e.reason == .directoryLocked {
             logger.critical("data directory in use", metadata: ["data_dir": "\(dataDir)", "error": "\(e)"])
             FileHandle.standardError.write(Data("ubiquityd: \(e.message) (one ubiquityd per data directory)\n".utf8))
@@ -228,7 +242,7 @@ struct Ubiquityd: ParsableCommand {
         let counters = ServerCountersBox()
         var router = Router()
         let serviceNames = ServiceNamesBox()
-        let dataServices = ["ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes"]
+        let dataServices = ["ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes", "ubiquity.v1.KeyValue"]
         let health = HealthService(services: ["ubiquity.v1.Admin"] + dataServices)
         let contexts = ContextRegistry(limits: serviceLimits)
         ModelsService(backend: backend).register(into: &router)
@@ -236,6 +250,7 @@ struct Ubiquityd: ParsableCommand {
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         ChangesService(backend: backend).register(into: &router)
+        KeyValueService(backend: backend).register(into: &router)
         backend.subscriptions.startSweeper()
         let expiry = contextsService.startExpiry(interval: min(30, max(0.5, contextIdleSeconds / 4)))
         defer { expiry.cancel() }  // before the backend shuts down (defers run last-first)
@@ -269,7 +284,7 @@ struct Ubiquityd: ParsableCommand {
         let server = GRPCServer(configuration: config, router: router, logger: logger, counters: counters.counters)
         // Subscriptions never end on their own: end them (UNAVAILABLE + resume token) when the
         // drain starts, so they do not hold up the graceful shutdown.
-        server.onDrain { health.drain(); backend.subscriptions.shutdown() }
+        server.onDrain { health.drain(); backend.endSubscriptions() }
         do {
             try server.start()
             MemoryTrimmer.start()

@@ -80,6 +80,30 @@ def test_cli_errors_are_clear_and_change_nothing(ubiq):
     assert "generation 0" in ubiq("generation", "--store", store).stdout
 
 
+def test_kv_get_set_delete_list(ubiq):
+    p = f"cli{uuid.uuid4().hex[:8]}."
+    assert ubiq("kv", "set", p + "theme", "dark").stdout.strip() == f"set {p}theme → version 1"
+    got = ubiq("kv", "get", p + "theme")
+    assert got.stdout == "dark\n" and "version 1" in got.stderr
+    assert "version 2" in ubiq("kv", "set", "--expected-version", "1", p + "theme", "light").stdout
+    bad = ubiq("kv", "set", "--expected-version", "1", p + "theme", "blue", ok=False)
+    assert bad.returncode != 0 and "KEY_VERSION_CONFLICT" in bad.stderr and "at version 2" in bad.stderr
+    bad = ubiq("kv", "set", "--create-only", p + "theme", "blue", ok=False)
+    assert "KEY_VERSION_CONFLICT" in bad.stderr
+    ubiq("kv", "set", "--base64", p + "blob", "AAEC")
+    assert ubiq("kv", "get", "--base64", p + "blob").stdout.strip() == "AAEC"
+    listed = ubiq("kv", "list", "--prefix", p)
+    assert listed.stdout.splitlines() == [f"{p}blob  v1  3 B  AAEC", f"{p}theme  v2  5 B  light"]
+    assert "keys" in listed.stderr and "bytes" in listed.stderr
+    bad = ubiq("kv", "set", "a/b", "x", ok=False)
+    assert "BAD_KEY" in bad.stderr and "path separator" in bad.stderr
+    bad = ubiq("kv", "set", "k" * 200, "x", ok=False)
+    assert "KEY_VALUE_QUOTA" in bad.stderr and "limit 128" in bad.stderr
+    assert "deleted" in ubiq("kv", "delete", p + "theme").stdout
+    assert "was not set" in ubiq("kv", "delete", p + "theme").stdout
+    assert "KEY_NOT_FOUND" in ubiq("kv", "get", p + "theme", ok=False).stderr
+
+
 class Lines:
     """A running process's stdout and stderr lines, as they arrive (reader threads; a test waits
     for the line it needs, with a bound against hangs)."""

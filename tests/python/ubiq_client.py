@@ -14,8 +14,10 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from ubiquity.v1 import (
+    changes_pb2_grpc as chg,
     contexts_pb2 as cx,
     contexts_pb2_grpc as cxg,
+    keyvalue_pb2_grpc as kvg,
     models_pb2 as md,
     models_pb2_grpc as mdg,
     objects_pb2 as ob,
@@ -123,6 +125,8 @@ class Client:
         self.stores = stg.StoresStub(channel)
         self.models = mdg.ModelsStub(channel)
         self.contexts = cxg.ContextsStub(channel)
+        self.kv = kvg.KeyValueStub(channel)
+        self.changes = chg.ChangesStub(channel)
         self.md = list(metadata)
 
     def open(self, name: str | None = None, model: md.Model | None = None) -> str:

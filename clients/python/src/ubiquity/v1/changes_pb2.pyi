@@ -51,17 +51,25 @@ class LiveQuery(_message.Message):
     def __init__(self, entity: _Optional[str] = ..., predicate: _Optional[str] = ..., arguments: _Optional[_Mapping[str, _objects_pb2.Argument]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("store_id", "filter", "coalesce_window_ms", "live_query")
+    __slots__ = ("store_id", "filter", "coalesce_window_ms", "live_query", "key_values")
     STORE_ID_FIELD_NUMBER: _ClassVar[int]
     FROM_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     COALESCE_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
     LIVE_QUERY_FIELD_NUMBER: _ClassVar[int]
+    KEY_VALUES_FIELD_NUMBER: _ClassVar[int]
     store_id: str
     filter: ChangeFilter
     coalesce_window_ms: int
     live_query: LiveQuery
-    def __init__(self, store_id: _Optional[str] = ..., filter: _Optional[_Union[ChangeFilter, _Mapping]] = ..., coalesce_window_ms: _Optional[int] = ..., live_query: _Optional[_Union[LiveQuery, _Mapping]] = ..., **kwargs) -> None: ...
+    key_values: KeyValueSubscription
+    def __init__(self, store_id: _Optional[str] = ..., filter: _Optional[_Union[ChangeFilter, _Mapping]] = ..., coalesce_window_ms: _Optional[int] = ..., live_query: _Optional[_Union[LiveQuery, _Mapping]] = ..., key_values: _Optional[_Union[KeyValueSubscription, _Mapping]] = ..., **kwargs) -> None: ...
+
+class KeyValueSubscription(_message.Message):
+    __slots__ = ("exclude_authors",)
+    EXCLUDE_AUTHORS_FIELD_NUMBER: _ClassVar[int]
+    exclude_authors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, exclude_authors: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
     __slots__ = ("resume_token", "resume_generation", "transactions", "caught_up", "progress", "cursor_at_risk", "store_event", "key_value_change", "live_query")

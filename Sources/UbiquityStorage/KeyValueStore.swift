@@ -1,0 +1,263 @@
+import Foundation
+
+/// Every account's key-value entries, in one server-wide database (`<root>/keyvalue.sqlite`;
+/// docs/keyvalue.md "Storage" says why one file and not one per account).
+///
+/// Small and rarely written: one writer connection behind a lock, the database's only writer
+/// (SPEC §4.8), and one read-only connection behind another for every read, so a read never
+/// waits for a write's fsync (WAL: readers see the last commit). Every write is one SQLite
+/// transaction with `synchronous=FULL`: durable when it returns.
+///
+/// Each key keeps its latest state — a deleted key stays as a tombstone — with the account's
+/// change sequence number (`seq`) of its last change, so "what changed after seq S" is one range
+/// read (`changes(account:after:limit:)`): the key-value change feed is this table, compacted to
+/// each key's latest change.
+public final class KeyValueStore: Sendable {
+    /// One key's latest state.
+    public struct Entry: Sendable, Equatable {
+        public var key: String
+        /// Empty for a tombstone.
+        public var value: [UInt8]
+        public var version: Int64
+        /// The account's change sequence number of this key's last change.
+        public var seq: Int64
+        public var deleted: Bool
+        public var author: String
+        public var updatedMS: Int64
+
+        public init(key: String, value: [UInt8], version: Int64, seq: Int64, deleted: Bool, author: String, updatedMS: Int64) {
+            self.key = key; self.value = value; self.version = version; self.seq = seq
+            self.deleted = deleted; self.author = author; self.updatedMS = updatedMS
+        }
+    }
+
+    /// A write's condition on the key's current state.
+    public enum Condition: Sendable, Equatable {
+        case none
+        /// The key is set at exactly this version.
+        case version(Int64)
+        case mustNotExist
+    }
+
+    /// What a write did.
+    public enum WriteOutcome: Sendable, Equatable {
+        /// Written: the key's new state (a tombstone for a delete).
+        case written(Entry)
+        /// A delete of a key that is not set: nothing changed. `seq` is the account's position.
+        case absent(version: Int64, seq: Int64)
+        /// The condition does not hold: nothing changed.
+        case conflict(exists: Bool, version: Int64)
+        /// The write would exceed a quota: nothing changed.
+        case quota(KeyValueQuotas.Violation)
+    }
+
+    /// A page of `list`.
+    public struct Page: Sendable {
+        public var entries: [Entry]
+        /// More keys with the prefix follow the last entry.
+        public var hasMore: Bool
+        /// The account's position when the page was read.
+        public var seq: Int64
+        public var usage: KeyValueUsage
+    }
+
+    public let quotas: KeyValueQuotas
+    private let writer: ConnectionLock
+    private let reader: ConnectionLock
+
+    /// The connection under an NSLock: it is not Sendable, and is adopted and released inside the
+    /// lock (`ConnectionOwner`), so only the thread holding the lock uses it.
+    private final class ConnectionLock: @unchecked Sendable {
+        private let lock = NSLock()
+        private var conn: Connection?
+        init(_ c: Connection) { conn = c }
+        func withConnection<R>(_ body: (Connection) throws -> R) throws -> R {
+            lock.lock(); defer { lock.unlock() }
+            guard let c = conn else { throw StorageError(.storeClosed, "the key-value store is closed") }
+            c.adoptThread()
+            defer { c.releaseThread() }
+            return try body(c)
+        }
+        func close() {
+            lock.lock(); defer { lock.unlock() }
+            conn?.adoptThread(); conn?.close(); conn = nil
+        }
+    }
+
+    /// Opens (creating if needed) the key-value database at `path`.
+    public init(path: String, quotas: KeyValueQuotas = KeyValueQuotas()) throws {
+        let c = try Connection(path: path, readOnly: false, vfs: nil, busyTimeoutMS: 5000)
+        do {
+            try c.exec("PRAGMA journal_mode=WAL")
+            try c.exec("PRAGMA synchronous=FULL")
+            try c.exec("""
+                CREATE TABLE IF NOT EXISTS ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+                    version INTEGER NOT NULL, seq INTEGER NOT NULL, deleted INTEGER NOT NULL, author TEXT NOT NULL,
+                    updated_ms INTEGER NOT NULL, PRIMARY KEY(account, key)) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS ubq_kv_by_seq ON ubq_kv(account, seq);
+                CREATE TABLE IF NOT EXISTS ubq_kv_accounts(account TEXT PRIMARY KEY, seq INTEGER NOT NULL,
+                    keys INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID;
+                """)
+        } catch { c.close(); throw error }
+        c.releaseThread()  // used by whichever thread holds the lock
+        writer = ConnectionLock(c)
+        do {
+            let r = try Connection(path: path, readOnly: true, vfs: nil, busyTimeoutMS: 5000)
+            r.releaseThread()
+            reader = ConnectionLock(r)
+        } catch { writer.close(); throw error }
+        self.quotas = quotas
+    }
+
+    public func close() { reader.close(); writer.close() }
+
+    private static let columns = "key, value, version, seq, deleted, author, updated_ms"
+
+    private static func entry(_ st: Statement) -> Entry {
+        let value: [UInt8] = if case .blob(let b) = st.value(1) { b } else { [] }
+        return Entry(key: st.text(0), value: value, version: st.int(2), seq: st.int(3), deleted: st.int(4) != 0,
+                     author: st.text(5), updatedMS: st.int(6))
+    }
+
+    private static func row(_ c: Connection, account: String, key: String) throws -> Entry? {
+        var found: Entry?
+        try c.query("SELECT \(columns) FROM ubq_kv WHERE account = ? AND key = ?", [.text(account), .text(key)]) { found = entry($0) }
+        return found
+    }
+
+    private static func account(_ c: Connection, _ account: String) throws -> (seq: Int64, usage: KeyValueUsage) {
+        var r: (Int64, KeyValueUsage) = (0, KeyValueUsage())
+        try c.query("SELECT seq, keys, bytes FROM ubq_kv_accounts WHERE account = ?", [.text(account)]) { st in
+            r = (st.int(0), KeyValueUsage(keys: st.int(1), bytes: st.int(2)))
+        }
+        return r
+    }
+
+    /// The key's value if it is set.
+    public func get(account: String, key: String) throws -> Entry? {
+        try reader.withConnection { c in try Self.row(c, account: account, key: key).flatMap { $0.deleted ? nil : $0 } }
+    }
+
+    /// The account's position (the seq of its last change; 0 if it never changed) and usage.
+    public func position(account: String) throws -> (seq: Int64, usage: KeyValueUsage) {
+        try reader.withConnection { c in try Self.account(c, account) }
+    }
+
+    /// Sets a key if `condition` holds and the quotas allow it.
+    public func set(account: String, key: String, value: [UInt8], condition: Condition, author: String,
+                    nowMS: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> WriteOutcome {
+        try write(account, key: key) { current, acct in
+            if let refused = Self.refusal(condition, current) { return (refused, nil) }
+            let live = current.flatMap { $0.deleted ? nil : $0 }
+            let keyBytes = key.utf8.count
+            if let v = quotas.check(usage: acct.usage, keyBytes: keyBytes, oldValueBytes: live?.value.count, valueBytes: value.count) {
+                return (.quota(v), nil)
+            }
+            let e = Entry(key: key, value: value, version: (current?.version ?? 0) + 1, seq: acct.seq + 1, deleted: false,
+                          author: author, updatedMS: nowMS)
+            return (.written(e), acct.usage.setting(keyBytes: keyBytes, oldValueBytes: live?.value.count, valueBytes: value.count))
+        }
+    }
+
+    /// Deletes a key if `condition` holds (a key that is not set: `.absent`, nothing written).
+    public func delete(account: String, key: String, condition: Condition, author: String,
+                       nowMS: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> WriteOutcome {
+        try write(account, key: key) { current, acct in
+            if let refused = Self.refusal(condition, current) { return (refused, nil) }
+            guard let live = current, !live.deleted else { return (.absent(version: current?.version ?? 0, seq: acct.seq), nil) }
+            let e = Entry(key: key, value: [], version: live.version + 1, seq: acct.seq + 1, deleted: true, author: author, updatedMS: nowMS)
+            return (.written(e), acct.usage.deleting(keyBytes: key.utf8.count, valueBytes: live.value.count))
+        }
+    }
+
+    private static func refusal(_ condition: Condition, _ current: Entry?) -> WriteOutcome? {
+        let exists = current.map { !$0.deleted } ?? false
+        let version = current?.version ?? 0
+        switch condition {
+        case .none: return nil
+        case .mustNotExist: return exists ? .conflict(exists: true, version: version) : nil
+        case .version(let v): return exists && version == v ? nil : .conflict(exists: exists, version: version)
+        }
+    }
+
+    /// One write transaction (BEGIN IMMEDIATE: the read and the write see no other write in
+    /// between): `decide` sees the key's row and the account's position and usage,
+    /// and returns the outcome and, for a write, the usage after it; the row and the account's
+    /// counters are then written and committed together.
+    private func write(_ account: String, key: String,
+                       _ decide: (Entry?, (seq: Int64, usage: KeyValueUsage)) -> (WriteOutcome, KeyValueUsage?)) throws -> WriteOutcome {
+        try writer.withConnection { c in
+            try c.run("BEGIN IMMEDIATE")
+            do {
+                let acct = try Self.account(c, account)
+                let outcome = decide(try Self.row(c, account: account, key: key), acct)
+                if case .written(let e) = outcome.0, let usage = outcome.1 {
+                    try c.run("""
+                        INSERT INTO ubq_kv(account, key, value, version, seq, deleted, author, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT(account, key) DO UPDATE SET value = excluded.value, version = excluded.version, seq = excluded.seq,
+                            deleted = excluded.deleted, author = excluded.author, updated_ms = excluded.updated_ms
+                        """, [.text(account), .text(e.key), .blob(e.value), .integer(e.version), .integer(e.seq),
+                              .integer(e.deleted ? 1 : 0), .text(e.author), .integer(e.updatedMS)])
+                    try c.run("""
+                        INSERT INTO ubq_kv_accounts(account, seq, keys, bytes) VALUES (?, ?, ?, ?)
+                        ON CONFLICT(account) DO UPDATE SET seq = excluded.seq, keys = excluded.keys, bytes = excluded.bytes
+                        """, [.text(account), .integer(e.seq), .integer(usage.keys), .integer(usage.bytes)])
+                    try c.run("COMMIT")
+                } else {
+                    try c.run("ROLLBACK")
+                }
+                return outcome.0
+            } catch { try? c.run("ROLLBACK"); throw error }
+        }
+    }
+
+    /// Up to `limit` set keys starting with `prefix`, in key order (byte order of the UTF-8:
+    /// SQLite's BINARY collation), after `afterKey` if given; one read, so the page, its `seq` and
+    /// its usage are consistent.
+    public func list(account: String, prefix: String, afterKey: String?, limit: Int) throws -> Page {
+        try reader.withConnection { c in
+            try c.run("BEGIN")
+            defer { try? c.run("COMMIT") }
+            let acct = try Self.account(c, account)
+            var entries: [Entry] = []
+            var more = false
+            // Keys with the prefix are contiguous in byte order, starting at the prefix itself.
+            let (op, from) = afterKey.map { (">", $0) } ?? (">=", prefix)
+            let st = try c.statement("SELECT \(Self.columns) FROM ubq_kv WHERE account = ? AND key \(op) ? AND deleted = 0 ORDER BY key")
+            defer { st.reset() }
+            try st.bind([.text(account), .text(from)])
+            while try st.step() {
+                let e = Self.entry(st)
+                guard e.key.utf8.starts(with: prefix.utf8) else { break }
+                if entries.count == limit { more = true; break }
+                entries.append(e)
+            }
+            return Page(entries: entries, hasMore: more, seq: acct.seq, usage: acct.usage)
+        }
+    }
+
+    /// The account's keys changed after `seq` — each key's latest state, tombstones included — in
+    /// change order, at most `limit`.
+    public func changes(account: String, after seq: Int64, limit: Int) throws -> [Entry] {
+        try reader.withConnection { c in
+            var out: [Entry] = []
+            try c.query("SELECT \(Self.columns) FROM ubq_kv WHERE account = ? AND seq > ? ORDER BY seq LIMIT ?",
+                        [.text(account), .integer(seq), .integer(Int64(limit))]) { out.append(Self.entry($0)) }
+            return out
+        }
+    }
+
+    /// Removes every entry of the account and its counters, in one transaction (DeleteAccount,
+    /// SPEC §4.6: a crash leaves either all of them or none). Its feed positions start again at
+    /// 0, so the account's old tokens must not outlive it: account IDs are never reused.
+    public func removeAccount(_ account: String) throws {
+        try writer.withConnection { c in
+            try c.run("BEGIN IMMEDIATE")
+            do {
+                try c.run("DELETE FROM ubq_kv WHERE account = ?", [.text(account)])
+                try c.run("DELETE FROM ubq_kv_accounts WHERE account = ?", [.text(account)])
+                try c.run("COMMIT")
+            } catch { try? c.run("ROLLBACK"); throw error }
+        }
+    }
+}
