@@ -186,6 +186,21 @@ public nonisolated struct Ubiquity_V1_SubscribeRequest: Sendable {
   /// Clears the value of `liveQuery`. Subsequent reads from it will return its default value.
   public mutating func clearLiveQuery() {self._liveQuery = nil}
 
+  /// Follow the account's key-value store instead of a store (docs/keyvalue.md "Change feed"):
+  /// leave `store_id`, `filter` and `live_query` unset. Responses then carry `key_value_change`,
+  /// `caught_up` and `progress`, and `resume_token` is a key-value feed token (from a KeyValue
+  /// write or List, or an earlier key-value subscription). `from.oldest` starts with an initial
+  /// sync: every key currently set, as changes with reason INITIAL_SYNC; `from.now` (the default)
+  /// only what changes from now on; `from.token` what changed after that token.
+  public var keyValues: Ubiquity_V1_KeyValueSubscription {
+    get {_keyValues ?? Ubiquity_V1_KeyValueSubscription()}
+    set {_keyValues = newValue}
+  }
+  /// Returns true if `keyValues` has been explicitly set.
+  public var hasKeyValues: Bool {self._keyValues != nil}
+  /// Clears the value of `keyValues`. Subsequent reads from it will return its default value.
+  public mutating func clearKeyValues() {self._keyValues = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -193,6 +208,22 @@ public nonisolated struct Ubiquity_V1_SubscribeRequest: Sendable {
   fileprivate var _from: Ubiquity_V1_StartPoint? = nil
   fileprivate var _filter: Ubiquity_V1_ChangeFilter? = nil
   fileprivate var _liveQuery: Ubiquity_V1_LiveQuery? = nil
+  fileprivate var _keyValues: Ubiquity_V1_KeyValueSubscription? = nil
+}
+
+/// What a key-value subscription wants.
+public nonisolated struct Ubiquity_V1_KeyValueSubscription: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Skip changes whose author is one of these (typically the subscriber's own device ID). A
+  /// skipped change still moves the resume token.
+  public var excludeAuthors: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 /// One message of a subscription: exactly one event, and the token to resume from after it.
@@ -676,7 +707,10 @@ public nonisolated struct Ubiquity_V1_ImportCounts: Sendable {
   public init() {}
 }
 
-/// One change to the account's key-value store (NSUbiquitousKeyValueStore's change notification).
+/// One change to the account's key-value store (NSUbiquitousKeyValueStore's change notification),
+/// sent on key-value subscriptions (`SubscribeRequest.key_values`) in the order the changes were
+/// made. A key changed several times since a subscriber's token is sent once, in its latest state
+/// (the feed keeps each key's latest change: docs/keyvalue.md "Change feed").
 public nonisolated struct Ubiquity_V1_KeyValueChange: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -715,10 +749,12 @@ public nonisolated struct Ubiquity_V1_KeyValueChange: Sendable {
     /// The first sync of the account's values to this device.
     case initialSync // = 2
 
-    /// A write was refused because the account is over its key-value quota.
+    /// A write was refused because the account is over its key-value quota. Not sent: quotas are
+    /// enforced when a write is made (RESOURCE_EXHAUSTED to the writer), so the stored values never
+    /// exceed them.
     case quotaViolation // = 3
 
-    /// The account changed (sign-in, sign-out, switch).
+    /// The account changed (sign-in, sign-out, switch). Reserved for the accounts work; not sent yet.
     case accountChange // = 4
     case UNRECOGNIZED(Int)
 
@@ -1174,7 +1210,7 @@ nonisolated extension Ubiquity_V1_LiveQuery: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Ubiquity_V1_SubscribeRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SubscribeRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}store_id\0\u{1}from\0\u{1}filter\0\u{3}coalesce_window_ms\0\u{3}live_query\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}store_id\0\u{1}from\0\u{1}filter\0\u{3}coalesce_window_ms\0\u{3}live_query\0\u{3}key_values\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1187,6 +1223,7 @@ nonisolated extension Ubiquity_V1_SubscribeRequest: SwiftProtobuf.Message, Swift
       case 3: try { try decoder.decodeSingularMessageField(value: &self._filter) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.coalesceWindowMs) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._liveQuery) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._keyValues) }()
       default: break
       }
     }
@@ -1212,6 +1249,9 @@ nonisolated extension Ubiquity_V1_SubscribeRequest: SwiftProtobuf.Message, Swift
     try { if let v = self._liveQuery {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
     } }()
+    try { if let v = self._keyValues {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1221,6 +1261,37 @@ nonisolated extension Ubiquity_V1_SubscribeRequest: SwiftProtobuf.Message, Swift
     if lhs._filter != rhs._filter {return false}
     if lhs.coalesceWindowMs != rhs.coalesceWindowMs {return false}
     if lhs._liveQuery != rhs._liveQuery {return false}
+    if lhs._keyValues != rhs._keyValues {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_KeyValueSubscription: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".KeyValueSubscription"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}exclude_authors\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.excludeAuthors) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.excludeAuthors.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.excludeAuthors, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_KeyValueSubscription, rhs: Ubiquity_V1_KeyValueSubscription) -> Bool {
+    if lhs.excludeAuthors != rhs.excludeAuthors {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
