@@ -1,5 +1,6 @@
 import ArgumentParser
 import UbiquityGRPC
+import UbiquityHTTP
 import UbiquityServices
 import UbiquityStorage
 
@@ -34,6 +35,12 @@ struct ServerOptions: ParsableArguments {
     var tlsClientCa: String?
     @Flag(help: "Serve plaintext h2c on a non-loopback --host (refused without it: only loopback is plaintext by default).")
     var allowPlaintext = false
+    @Option(help: "Authentication of data RPCs: on (default; `authorization: Bearer <session token>`, docs/accounts.md) or off (every call acts for the default account; refused unless --host is a loopback address — for measuring the cost of auth).")
+    var auth = "on"
+    @Option(help: "Seconds a session lasts from Accounts.SignIn.")
+    var sessionLifetimeSeconds = 86_400
+    @Option(help: "Serve Prometheus metrics (GET /metrics) and a health check (GET /healthz) over HTTP/1.1 on host:port ([v6]:port for IPv6; port 0 picks one, printed). Off unless given; keep it on loopback or a private network.")
+    var metricsAddress = ""
 }
 
 /// The flags an operator rarely needs to change: transport and storage tuning, limits and quotas.
@@ -125,6 +132,8 @@ struct TuningOptions: ParsableArguments {
     var maxFeedResponseBytes = FeedLimits().maxResponseBytes
     @Option(help: "Change feed: recent transactions each open store keeps in memory for its subscribers (older positions read history from disk).")
     var feedWindowTransactions = StorageConfiguration().changeFeedWindowTransactions
+    @Option(help: "Milliseconds a metrics connection has, from its accept or last response, to send a whole request before it is closed.")
+    var metricsRequestTimeoutMs: UInt64 = HTTPServerConfiguration().requestTimeoutMilliseconds
     @Flag(help: "Also serve grpc.testing.TestService (the gRPC interop test service). For tests only.")
     var enableInteropTesting = false
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import UbiquityGRPC
+import UbiquityHTTP
 import UbiquityInterop
 import UbiquityProtos
 import UbiquityServices
@@ -107,11 +108,20 @@ struct Ubiquityd: ParsableCommand {
         guard tuning.maxFeedResponseBytes >= 4096 else { throw ValidationError("--max-feed-response-bytes must be at least 4096") }
         guard tuning.streamSendBufferBytes >= 1024 else { throw ValidationError("--stream-send-buffer-bytes must be at least 1024") }
         guard tuning.feedWindowTransactions >= 1 else { throw ValidationError("--feed-window-transactions must be at least 1") }
+        if !options.metricsAddress.isEmpty && MetricsAddress(options.metricsAddress) == nil {
+            throw ValidationError("--metrics-address must be host:port or [v6]:port, e.g. 127.0.0.1:9464")
+        }
+        guard tuning.metricsRequestTimeoutMs >= 10 else { throw ValidationError("--metrics-request-timeout-ms must be at least 10") }
         guard (options.tlsCert == nil) == (options.tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard options.tlsClientCa == nil || options.tlsCert != nil else { throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key") }
         if options.tlsCert == nil && !options.allowPlaintext && !ServerConfiguration.isLoopback(host: options.host) {
             throw ValidationError("--host \(options.host) is not a loopback address: give --tls-cert and --tls-key to serve TLS there, or --allow-plaintext to serve unencrypted h2c (anyone on the network can read and alter it)")
         }
+        guard ["on", "off"].contains(options.auth) else { throw ValidationError("--auth must be on or off") }
+        if options.auth == "off" && !ServerConfiguration.isLoopback(host: options.host) {
+            throw ValidationError("--auth off is only allowed with --host 127.0.0.1 or ::1: anyone who can reach the port could read and write every store")
+        }
+        guard (1...31_536_000).contains(options.sessionLifetimeSeconds) else { throw ValidationError("--session-lifetime-seconds must be 1...31536000") }
     }
 
     func run() throws {
@@ -124,6 +134,8 @@ struct Ubiquityd: ParsableCommand {
         let logger = Logger(label: "ubiquityd")
 
         try FileManager.default.createDirectory(atPath: options.dataDir, withIntermediateDirectories: true)
+        // Before anything records: the call metrics are made as methods register.
+        let metrics = options.metricsAddress.isEmpty ? nil : DaemonMetrics()
 
         var config = ServerConfiguration()
         config.host = options.host
@@ -160,6 +172,7 @@ struct Ubiquityd: ParsableCommand {
         storage.historyRetentionBytes = tuning.historyRetentionBytes > 0 ? tuning.historyRetentionBytes : nil
         storage.tombstoneRetentionSeconds = tuning.tombstoneRetentionSeconds > 0 ? tuning.tombstoneRetentionSeconds : nil
         storage.logger = Logger(label: "ubiquity.storage")
+        if metrics != nil { storage.observer = DaemonMetrics.storageObserver() }
         var serviceLimits = ServiceLimits()
         serviceLimits.maxFetchResults = tuning.maxFetchResults
         serviceLimits.maxChangesPerSave = tuning.maxChangesPerSave
@@ -183,7 +196,8 @@ struct Ubiquityd: ParsableCommand {
         let backend: Backend
         do {
             backend = try Backend(dataDirectory: options.dataDir, storage: storage, maxOpenStores: tuning.maxOpenStores, limits: serviceLimits, feedLimits: feedLimits,
-                                  keyValueQuotas: kvQuotas)
+                                  keyValueQuotas: kvQuotas,
+                                  authRequired: options.auth == "on", sessionLifetimeSeconds: Double(options.sessionLifetimeSeconds))
         } catch let e as StorageError where e.reason == .directoryLocked {
             logger.critical("data directory in use", metadata: ["data_dir": "\(options.dataDir)", "error": "\(e)"])
             FileHandle.standardError.write(Data("ubiquityd: \(e.message) (one ubiquityd per data directory)\n".utf8))
@@ -200,13 +214,15 @@ struct Ubiquityd: ParsableCommand {
 
         let limitsConfig = config
         let counters = ServerCountersBox()
-        var router = Router()
+        var router = Router(callMetrics: metrics != nil)
         let serviceNames = ServiceNamesBox()
-        let dataServices = ["ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes", "ubiquity.v1.KeyValue"]
+        let dataServices = ["ubiquity.v1.Accounts", "ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes",
+                            "ubiquity.v1.KeyValue"]
         let health = HealthService(services: ["ubiquity.v1.Admin"] + dataServices)
         let contexts = ContextRegistry(limits: serviceLimits)
         ModelsService(backend: backend).register(into: &router)
         StoresService(backend: backend, contexts: contexts).register(into: &router)
+        AccountsService(backend: backend, contexts: contexts).register(into: &router)
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         ChangesService(backend: backend).register(into: &router)
@@ -256,7 +272,7 @@ struct Ubiquityd: ParsableCommand {
         let server = GRPCServer(configuration: config, router: router, logger: logger, counters: counters.counters, tls: tls)
         // Subscriptions never end on their own: end them (UNAVAILABLE + resume token) when the
         // drain starts, so they do not hold up the graceful shutdown.
-        server.onDrain { health.drain(); backend.endSubscriptions() }
+        server.onDrain { health.drain(); backend.endSubscriptions(); metrics?.drain() }
         do {
             try server.start()
             MemoryTrimmer.start()
@@ -267,6 +283,21 @@ struct Ubiquityd: ParsableCommand {
         let address = options.host.contains(":") ? "[\(options.host)]:\(server.port)" : "\(options.host):\(server.port)"
         counters.listenAddress = address
         FileHandle.standardOutput.write(Data("ubiquityd listening on \(address)\n".utf8))
+        if let metrics, let metricsAt = MetricsAddress(options.metricsAddress) {
+            metrics.sampleTransport(counters.counters, maxConnections: tuning.maxConnections)
+            metrics.sampleStorage(backend.directory, maxOpenStores: tuning.maxOpenStores)
+            metrics.sampleServices(contexts: contexts, subscriptions: backend.subscriptions)
+            do {
+                let bound = try metrics.start(address: metricsAt, requestTimeoutMilliseconds: tuning.metricsRequestTimeoutMs)
+                FileHandle.standardOutput.write(Data("ubiquityd metrics on http://\(bound)/metrics\n".utf8))
+            } catch {
+                logger.critical("cannot serve metrics", metadata: ["address": "\(options.metricsAddress)", "error": "\(error)"])
+                server.beginShutdown()
+                server.waitUntilFinished()
+                throw ExitCode(2)
+            }
+        }
+        defer { metrics?.stop() }
         logger.info("listening", metadata: ["address": "\(address)", "data_dir": "\(options.dataDir)", "tls": "\(tls != nil)",
                                             "event_loops": "\(config.eventLoops)", "services": "\(router.services.joined(separator: ","))"])
         server.waitUntilFinished()
