@@ -325,10 +325,7 @@ public final class StoreDirectory: Sendable {
             throw StorageError.invalid("replacement is not a Ubiquity store")
         }
         sqlite3_finalize(check)
-        guard let b = sqlite3_backup_init(dst.db, "main", src, "main") else { throw dst.error(sqlite3_errcode(dst.db), sql: "backup") }
-        let rc = sqlite3_backup_step(b, -1)
-        sqlite3_backup_finish(b)
-        guard rc == SQLITE_DONE else { throw dst.error(rc, sql: "backup") }
+        try dst.backup(from: src)
         try dst.exec("PRAGMA journal_mode=WAL")
         try dst.exec("BEGIN IMMEDIATE")
         try Meta.set(dst, "store_id", .text(id.uuidString))
