@@ -318,6 +318,8 @@ public final class StoreDirectory: Sendable {
             throw StorageError(.notFound, "cannot open replacement \(sourcePath)")
         }
         defer { sqlite3_close_v2(src) }
+        // a restore may bring back a store whose folder is gone (or never existed here)
+        try FileManager.default.createDirectory(atPath: (path(for: id) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let dst = try Connection(path: path(for: id), readOnly: false, vfs: configuration.vfsName, busyTimeoutMS: configuration.busyTimeoutMilliseconds)
         defer { dst.close() }
         var check: OpaquePointer?
