@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // OpenSSL 3 (Debian libssl-dev) for the transport's TLS, with a shim for its macros.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // SQLite VFSes in C: the writer's WAL write coalescing (storage), and fault injection
         // (test support: only test targets depend on it).
         .target(name: "CSQLiteWALBuffer", dependencies: ["CSQLite"]),
@@ -42,11 +44,11 @@ let package = Package(
         .target(name: "UbiquityLock"),
         // Event-loop layer: libuv only.
         .target(name: "UbiquityLoop", dependencies: ["CLibUV", "UbiquityLock"]),
-        // HTTP/2 + gRPC transport: nghttp2, framing, routing, status, deadlines. No storage.
+        // HTTP/2 + gRPC transport: nghttp2, TLS, framing, routing, status, deadlines. No storage.
         .target(
             name: "UbiquityGRPC",
             dependencies: [
-                "UbiquityLoop", "UbiquityLock", "CNGHTTP2",
+                "UbiquityLoop", "UbiquityLock", "CNGHTTP2", "COpenSSL",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

@@ -1,4 +1,7 @@
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Transport settings. Every limit has a documented default (docs/operations.md, SPEC §5); the
 /// defaults follow gRPC core where it has one.
@@ -50,6 +53,20 @@ public struct ServerConfiguration: Sendable {
     public var streamResetRate: UInt64 = 100
 
     public init() {}
+
+    /// Whether `host` (an IPv4 or IPv6 literal) is a loopback address: 127.0.0.0/8, ::1, or
+    /// ::ffff:127.x.x.x. Plaintext h2c is the default only there (docs/tls.md).
+    public static func isLoopback(host: String) -> Bool {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            return UInt32(bigEndian: v4.s_addr) >> 24 == 127
+        }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+        let b = withUnsafeBytes(of: &v6) { Array($0) }
+        if b[0..<15].allSatisfy({ $0 == 0 }) && b[15] == 1 { return true }
+        return b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff && b[12] == 127
+    }
 }
 
 /// Live counters, shared by all loops (relaxed atomics: they are statistics, not synchronization).

@@ -22,11 +22,15 @@ public final class GRPCServer: Sendable {
     private let boundPort = Atomic<Int>(0)
     private let finished = DispatchSemaphore(value: 0)
     private let loopsDone = Atomic<Int>(0)
+    /// Serve TLS with this context (reloaded on SIGHUP); nil: h2c.
+    private let tls: TLSContextStore?
 
     /// `counters` may be created first so services can read them (Admin.GetServerStats).
-    public init(configuration: ServerConfiguration, router: Router, logger: Logger, counters: ServerCounters = ServerCounters()) {
+    public init(configuration: ServerConfiguration, router: Router, logger: Logger, counters: ServerCounters = ServerCounters(),
+                tls: TLSContextStore? = nil) {
         self.configuration = configuration
         self.counters = counters
+        self.tls = tls
         var pool: BlockingPool?
         if router.methods.values.contains(where: { $0.execution == .blocking }) {
             let n = configuration.blockingThreads > 0 ? configuration.blockingThreads : Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
@@ -82,6 +86,9 @@ public final class GRPCServer: Sendable {
                     for sig in [SIGTERM, SIGINT] {
                         state.get.signals.append(SignalWatcher(loop: loop, signal: sig) { [self] _ in self.beginShutdown() })
                     }
+                    if let tls = self.tls {
+                        state.get.signals.append(SignalWatcher(loop: loop, signal: SIGHUP) { [self] _ in self.reloadTLS(tls) })
+                    }
                 }
                 result.withLock { $0 = r }
                 ready.signal()
@@ -113,14 +120,38 @@ public final class GRPCServer: Sendable {
             tcp.close()
             return
         }
+        let io: any ConnectionIO
+        if let tls {
+            do {
+                io = try TLSConnection(tcp: tcp, context: tls.context, logger: env.logger)
+            } catch {
+                env.logger.error("cannot start TLS on a connection", metadata: ["peer": "\(tcp.peerDescription)", "error": "\(error)"])
+                env.counters.refusedConnections.wrappingAdd(1, ordering: .relaxed)
+                tcp.close()
+                return
+            }
+        } else {
+            io = tcp
+        }
         env.counters.acceptedConnections.wrappingAdd(1, ordering: .relaxed)
         env.counters.openConnections.wrappingAdd(1, ordering: .relaxed)
-        let conn = HTTP2Connection(tcp: tcp, env: env) { [self] c in
+        let conn = HTTP2Connection(tcp: io, env: env) { [self] c in
             env.counters.openConnections.wrappingSubtract(1, ordering: .relaxed)
             state.connections.removeValue(forKey: ObjectIdentifier(c))
             maybeStopLoop(state, loop: tcp.loop)
         }
         state.connections[ObjectIdentifier(conn)] = conn
+    }
+
+    /// SIGHUP: read the certificate and key again. Open connections keep the context they
+    /// started with; a file that no longer loads leaves the previous one in use.
+    private func reloadTLS(_ tls: TLSContextStore) {
+        do {
+            try tls.reload()
+            env.logger.notice("TLS certificate reloaded", metadata: ["certificate": "\(tls.configuration.certificateChainFile)"])
+        } catch {
+            env.logger.error("TLS reload failed; still serving the previous certificate", metadata: ["error": "\(error)"])
+        }
     }
 
     /// One timer per loop checks its connections' handshake and idle timeouts

@@ -99,6 +99,8 @@ public struct ClientConnectionOptions: Sendable {
     public var maxWriteQueueBytes = 1 << 20
     /// How long `connect` waits for the server's first SETTINGS frame.
     public var settingsTimeoutMilliseconds: UInt64 = 10_000
+    /// Speak TLS (ALPN h2; the server's certificate must name the host) instead of h2c.
+    public var tls: TLSContext?
     public init() {}
 }
 
@@ -116,6 +118,9 @@ public final class ClientConnection {
     public let loop: EventLoop
     public let authority: String
     let tcp: TCPConnection
+    /// Between nghttp2 and `tcp` when the connection speaks TLS (docs/tls.md); nil for h2c,
+    /// which then pays one nil check per flush, not a protocol witness per call.
+    private let tls: TLSConnection?
     private let options: ClientConnectionOptions
     // @exclusivity(unchecked) here and on the flags below: loop-thread only and never accessed
     // through overlapping accesses (no callback re-enters while it is being modified). Measured:
@@ -142,6 +147,8 @@ public final class ClientConnection {
     @exclusivity(unchecked) public private(set) var isClosed = false
     /// The peer sent GOAWAY: no new calls on this connection.
     @exclusivity(unchecked) public private(set) var receivedGoAway = false
+    /// Why TLS ended the connection (OpenSSL's reason), for the calls' and `connect`'s errors.
+    fileprivate var tlsRefusal: String?
     /// Called once when the connection is closed (by either side), after pending calls failed.
     public var onClose: ((UVError?) -> Void)?
 
@@ -158,7 +165,17 @@ public final class ClientConnection {
             switch result {
             case .success(let tcp):
                 let authority = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
-                let connection = ClientConnection(tcp: tcp, authority: authority, options: options)
+                var tls: TLSConnection?
+                if let context = options.tls {
+                    do {
+                        tls = try TLSConnection(connectedTCP: tcp, context: context, host: host)
+                    } catch {
+                        tcp.close()
+                        completion(.failure(RPCError(.unavailable, "cannot start TLS to \(host):\(port): \(error)")))
+                        return
+                    }
+                }
+                let connection = ClientConnection(tcp: tcp, tls: tls, authority: authority, options: options)
                 connection.awaitSettings(completion)
             case .failure(let error):
                 completion(.failure(RPCError(.unavailable, "cannot connect to \(host):\(port): \(error)")))
@@ -166,8 +183,9 @@ public final class ClientConnection {
         }
     }
 
-    init(tcp: TCPConnection, authority: String, options: ClientConnectionOptions) {
+    init(tcp: TCPConnection, tls: TLSConnection? = nil, authority: String, options: ClientConnectionOptions) {
         self.tcp = tcp
+        self.tls = tls
         self.loop = tcp.loop
         self.authority = authority
         self.options = options
@@ -175,7 +193,7 @@ public final class ClientConnection {
         active.reserveCapacity(64)
         activeIDs.reserveCapacity(64)
         completed.reserveCapacity(64)
-        tcp.delegate = ConnectionDelegate(self)
+        if let tls { tls.owner = ConnectionDelegate(self) } else { tcp.delegate = ConnectionDelegate(self) }
         session = Self.makeSession(self)
         var settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
@@ -315,7 +333,7 @@ public final class ClientConnection {
         }
         if let session, !closing {
             nghttp2_session_terminate_session(session, NGHTTP2_NO_ERROR.rawValue)
-            _ = NGHTTP2Glue.pump(session, into: tcp, limit: options.maxWriteQueueBytes)
+            _ = pump(session)
         }
         closeNow(nil)
     }
@@ -325,7 +343,8 @@ public final class ClientConnection {
         isClosed = true
         closing = true
         for stream in active where stream.localStatus == nil {
-            stream.localStatus = (.unavailable, error.map { "the connection closed: \($0)" } ?? "the connection closed")
+            stream.localStatus = (.unavailable, error.map { "the connection closed: \($0)" }
+                                  ?? tlsRefusal.map { "the connection closed: TLS: \($0)" } ?? "the connection closed")
         }
         completed.append(contentsOf: active)
         for stream in active { stream.activeIndex = -1 }
@@ -334,9 +353,10 @@ public final class ClientConnection {
         lastStream = nil
         if let session { nghttp2_session_del(session) }
         session = nil
-        tcp.close()
+        if let tls { tls.close() } else { tcp.close() }
         runCompletions()
-        finishReady(RPCError(.unavailable, "the connection closed before the server's HTTP/2 SETTINGS arrived"))
+        finishReady(RPCError(.unavailable, "the connection closed before the server's HTTP/2 SETTINGS arrived"
+                                 + (tlsRefusal.map { " (TLS: \($0))" } ?? "")))
         let cb = onClose
         onClose = nil
         cb?(error)
@@ -373,7 +393,7 @@ public final class ClientConnection {
 
     fileprivate func didDrainWrites() {
         if closing {
-            if tcp.queuedWriteBytes == 0 { closeNow(nil) }
+            if queuedWriteBytes == 0 { closeNow(nil) }
             return
         }
         flush()
@@ -383,15 +403,22 @@ public final class ClientConnection {
     public func flush() {
         runCompletions()
         guard let session, !isClosed else { return }
-        if !NGHTTP2Glue.pump(session, into: tcp, limit: options.maxWriteQueueBytes) {
+        if !pump(session) {
             closeNow(nil)
             return
         }
         if !closing, nghttp2_session_want_read(session) == 0, nghttp2_session_want_write(session) == 0 {
             // GOAWAY received and every stream done, or the session ended: nothing more to do.
             closing = true
-            if tcp.queuedWriteBytes == 0 { closeNow(nil) }
+            if queuedWriteBytes == 0 { closeNow(nil) }
         }
+    }
+
+    private var queuedWriteBytes: Int { tls?.queuedWriteBytes ?? tcp.queuedWriteBytes }
+
+    private func pump(_ session: OpaquePointer) -> Bool {
+        if let tls { return NGHTTP2Glue.pump(session, into: tls, limit: options.maxWriteQueueBytes) }
+        return NGHTTP2Glue.pump(session, into: tcp, limit: options.maxWriteQueueBytes)
     }
 
     private func runCompletions() {
@@ -673,15 +700,23 @@ public final class ClientConnection {
     }
 }
 
-/// The TCP delegate. A separate object so `ClientConnection` need not expose the protocol;
-/// it holds the connection strongly until the handle closes (the cycle ends in `connectionDidClose`).
-private final class ConnectionDelegate: TCPConnectionDelegate {
+/// The TCP (or TLS) delegate. A separate object so `ClientConnection` need not expose the
+/// protocols; it holds the connection strongly until the handle closes (the cycle ends in
+/// `connectionDidClose` / `tlsDidClose`).
+private final class ConnectionDelegate: TCPConnectionDelegate, TLSConnectionOwner {
     var owner: ClientConnection?
     init(_ owner: ClientConnection) { self.owner = owner }
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) { owner?.didRead(bytes) }
     func connectionDidReachEOF(_ connection: TCPConnection, error: UVError?) { owner?.didReachEOF(error) }
     func connectionDidDrainWrites(_ connection: TCPConnection) { owner?.didDrainWrites() }
     func connectionDidClose(_ connection: TCPConnection) { owner = nil }
+    func tlsDidRead(_ bytes: UnsafeRawBufferPointer) { owner?.didRead(bytes) }
+    func tlsDidReachEOF(refusal: String?) {
+        if let refusal { owner?.tlsRefusal = refusal }
+        owner?.didReachEOF(nil)
+    }
+    func tlsDidDrainWrites() { owner?.didDrainWrites() }
+    func tlsDidClose() { owner = nil }
 }
 
 func bytesEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: StaticString) -> Bool { NGHTTP2Glue.equal(a, b) }

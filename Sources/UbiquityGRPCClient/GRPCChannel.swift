@@ -20,8 +20,8 @@ public final class GRPCChannel: Sendable {
 
     private var loop: EventLoop { thread.loop }
 
-    /// Connects; throws `RPCError(.unavailable, …)` if it cannot.
-    public init(host: String, port: Int) async throws {
+    /// Connects; throws `RPCError(.unavailable, …)` if it cannot. `tls`: speak TLS with it.
+    public init(host: String, port: Int, tls: TLSContext? = nil) async throws {
         let thread = EventLoopThread(name: "ubq-client")
         thread.start()
         let loop = thread.loop
@@ -29,7 +29,9 @@ public final class GRPCChannel: Sendable {
         do {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, any Error>) in
                 loop.execute {
-                    ClientConnection.connect(loop: loop, host: host, port: port) { result in
+                    var options = ClientConnectionOptions()
+                    options.tls = tls
+                    ClientConnection.connect(loop: loop, host: host, port: port, options: options) { result in
                         switch result {
                         case .success(let connection):
                             state.get.connection = connection

@@ -29,9 +29,10 @@ public final class EventLoop: @unchecked Sendable {
     private var inDrain = false
     private let loopThread = Atomic<UInt>(0)
     /// Reusable read buffer shared by all connections of this loop: a read callback consumes it
-    /// synchronously before libuv allocates for the next read.
-    let readBuffer: UnsafeMutableRawPointer
-    let readBufferSize = 256 * 1024
+    /// synchronously before libuv allocates for the next read. Loop thread only; TLS decrypts
+    /// into it once the read's ciphertext has been copied to OpenSSL (TLSConnection).
+    public let readBuffer: UnsafeMutableRawPointer
+    public let readBufferSize = 256 * 1024
     public let name: String
 
     public init(name: String = "loop") {

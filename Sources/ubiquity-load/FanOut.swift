@@ -74,7 +74,7 @@ final class FanOutWriter: @unchecked Sendable {
     }
 
     func connect(_ completion: @escaping (RPCError?) -> Void) {
-        ClientConnection.connect(loop: loop, host: options.host, port: options.port) { r in
+        ClientConnection.connect(loop: loop, host: options.host, port: options.port, options: ClientTLS.options) { r in
             switch r {
             case .success(let c): self.connection = c; completion(nil)
             case .failure(let e): completion(e)
@@ -187,7 +187,7 @@ final class SubscriberWorker: @unchecked Sendable {
         var slots = [ClientConnection?](repeating: nil, count: connectionCount)
         guard left > 0 else { completion(nil); return }
         for i in 0..<connectionCount {
-            ClientConnection.connect(loop: loop, host: options.host, port: options.port) { r in
+            ClientConnection.connect(loop: loop, host: options.host, port: options.port, options: ClientTLS.options) { r in
                 switch r {
                 case .success(let c): slots[i] = c
                 case .failure(let e): failed = failed ?? e

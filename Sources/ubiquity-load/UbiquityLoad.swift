@@ -69,6 +69,9 @@ struct UbiquityLoad: ParsableCommand {
     @Option(help: "Seed of the keys the fetch workloads pick.")
     var seed: UInt64 = 1
 
+    @Option(help: "Speak TLS (ALPN h2) to the target, trusting this PEM CA; the server's certificate must name the --target host.")
+    var tlsCa: String?
+
     @Flag(help: "point-fetch / predicate-fetch: one more connection keeps saving 100 objects at a time meanwhile (not measured), as pinned-fetch does.")
     var withWrites = false
 
@@ -126,6 +129,13 @@ struct UbiquityLoad: ParsableCommand {
 
     func run() throws {
         ignoreSIGPIPE()
+        if let tlsCa {
+            do {
+                ClientTLS.context = try TLSContext(clientTrusting: tlsCa)
+            } catch {
+                throw ValidationError("--tls-ca: \(error)")
+            }
+        }
         let (host, port) = parseTarget()!
         let authority = target
         let data = DataSet(store: store, objects: objects, seed: seed)
@@ -372,5 +382,18 @@ struct Report {
         if let note { lines.append("note         \(note)") }
         if let background { lines.append("background   \(background.ok + background.errors) calls, \(background.errors) errors (not measured)") }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// `--tls-ca`'s client context, for every connection the generator makes.
+enum ClientTLS {
+    // nonisolated(unsafe): written once at the start of `run()`, before any thread or
+    // connection exists; only read afterwards.
+    nonisolated(unsafe) static var context: TLSContext?
+
+    static var options: ClientConnectionOptions {
+        var o = ClientConnectionOptions()
+        o.tls = context
+        return o
     }
 }

@@ -92,7 +92,7 @@ final class Worker: @unchecked Sendable {
         connections.reserveCapacity(left)
         var slots = [ClientConnection?](repeating: nil, count: left)
         for i in 0..<count {
-            ClientConnection.connect(loop: loop, host: host, port: port) { r in
+            ClientConnection.connect(loop: loop, host: host, port: port, options: ClientTLS.options) { r in
                 switch r {
                 case .success(let c): slots[i] = c
                 case .failure(let e): failed = failed ?? e

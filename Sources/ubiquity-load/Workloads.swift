@@ -208,7 +208,7 @@ enum StoreSetup {
 
     /// Opens the prepared store and checks it holds objects p1...pN (N may be 0: saves only).
     static func open(host: String, port: Int, data: DataSet) async throws -> Store {
-        let channel = try await GRPCChannel(host: host, port: port)
+        let channel = try await GRPCChannel(host: host, port: port, tls: ClientTLS.context)
         defer { channel.close() }
         var open = Ubiquity_V1_OpenStoreRequest()
         open.name = data.store
@@ -236,7 +236,7 @@ enum StoreSetup {
     /// intended result size) and returns that count.
     @discardableResult
     static func probeFetch(host: String, port: Int, store: Store) async throws -> Int {
-        let channel = try await GRPCChannel(host: host, port: port)
+        let channel = try await GRPCChannel(host: host, port: port, tls: ClientTLS.context)
         defer { channel.close() }
         var r = Ubiquity_V1_FetchRequest()
         r.storeID = store.id
@@ -258,7 +258,7 @@ enum StoreSetup {
     /// Creates a context pinned at the current generation, then moves the store past it (one
     /// save), and returns the pinned token. The context lives until the server's idle timeout.
     static func pin(host: String, port: Int, store: Store) async throws -> Data {
-        let channel = try await GRPCChannel(host: host, port: port)
+        let channel = try await GRPCChannel(host: host, port: port, tls: ClientTLS.context)
         defer { channel.close() }
         var cur = Ubiquity_V1_CurrentGenerationRequest()
         cur.storeID = store.id
@@ -275,7 +275,7 @@ enum StoreSetup {
     /// `--workload prepare`: (re)creates the store with the bench model and inserts `objects`
     /// objects with BatchInsert, `batch` per call, two calls in flight. Returns the report.
     static func prepare(host: String, port: Int, data: DataSet, batch: Int) async throws -> (seconds: Double, calls: Int) {
-        let channel = try await GRPCChannel(host: host, port: port)
+        let channel = try await GRPCChannel(host: host, port: port, tls: ClientTLS.context)
         defer { channel.close() }
         var open = Ubiquity_V1_OpenStoreRequest()
         open.name = data.store

@@ -112,6 +112,14 @@ struct Ubiquityd: ParsableCommand {
     var feedWindowTransactions = StorageConfiguration().changeFeedWindowTransactions
     @Flag(help: "Also serve grpc.testing.TestService (the gRPC interop test service). For tests only.")
     var enableInteropTesting = false
+    @Option(help: "Serve TLS (HTTP/2 over TLS 1.2+, ALPN h2) with this PEM certificate chain; needs --tls-key. SIGHUP reloads both.")
+    var tlsCert: String?
+    @Option(help: "PEM private key of --tls-cert.")
+    var tlsKey: String?
+    @Option(help: "PEM CA bundle: require every client to present a certificate issued by it (mutual TLS).")
+    var tlsClientCa: String?
+    @Flag(help: "Serve plaintext h2c on a non-loopback --host (refused without it: only loopback is plaintext by default).")
+    var allowPlaintext = false
     @Option(help: "Restore a full backup (a directory `ubiq admin backup` wrote, with its manifest) into --data-dir, which must be empty or missing, then exit without serving. docs/operations.md \"Back up and restore\".")
     var restoreFrom: String?
 
@@ -154,6 +162,11 @@ struct Ubiquityd: ParsableCommand {
         guard maxFeedResponseBytes >= 4096 else { throw ValidationError("--max-feed-response-bytes must be at least 4096") }
         guard streamSendBufferBytes >= 1024 else { throw ValidationError("--stream-send-buffer-bytes must be at least 1024") }
         guard feedWindowTransactions >= 1 else { throw ValidationError("--feed-window-transactions must be at least 1") }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+        guard tlsClientCa == nil || tlsCert != nil else { throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key") }
+        if tlsCert == nil && !allowPlaintext && !ServerConfiguration.isLoopback(host: host) {
+            throw ValidationError("--host \(host) is not a loopback address: give --tls-cert and --tls-key to serve TLS there, or --allow-plaintext to serve unencrypted h2c (anyone on the network can read and alter it)")
+        }
     }
 
     func run() throws {
@@ -292,7 +305,19 @@ struct Ubiquityd: ParsableCommand {
         reflection.register(into: &router)
         serviceNames.names = router.services
 
-        let server = GRPCServer(configuration: config, router: router, logger: logger, counters: counters.counters)
+        var tls: TLSContextStore?
+        if let tlsCert, let tlsKey {
+            do {
+                tls = try TLSContextStore(TLSConfiguration(certificateChainFile: tlsCert, privateKeyFile: tlsKey, clientCAFile: tlsClientCa))
+            } catch {
+                logger.critical("cannot load the TLS certificate", metadata: ["error": "\(error)"])
+                FileHandle.standardError.write(Data("ubiquityd: cannot load the TLS certificate: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
+        } else if !ServerConfiguration.isLoopback(host: host) {
+            logger.warning("serving plaintext h2c on a non-loopback address (--allow-plaintext): traffic and credentials can be read and altered on the network", metadata: ["host": "\(host)"])
+        }
+        let server = GRPCServer(configuration: config, router: router, logger: logger, counters: counters.counters, tls: tls)
         // Subscriptions never end on their own: end them (UNAVAILABLE + resume token) when the
         // drain starts, so they do not hold up the graceful shutdown.
         server.onDrain { health.drain(); backend.endSubscriptions() }
@@ -306,7 +331,7 @@ struct Ubiquityd: ParsableCommand {
         let address = host.contains(":") ? "[\(host)]:\(server.port)" : "\(host):\(server.port)"
         counters.listenAddress = address
         FileHandle.standardOutput.write(Data("ubiquityd listening on \(address)\n".utf8))
-        logger.info("listening", metadata: ["address": "\(address)", "data_dir": "\(dataDir)",
+        logger.info("listening", metadata: ["address": "\(address)", "data_dir": "\(dataDir)", "tls": "\(tls != nil)",
                                             "event_loops": "\(config.eventLoops)", "services": "\(router.services.joined(separator: ","))"])
         server.waitUntilFinished()
     }

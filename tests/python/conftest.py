@@ -49,10 +49,20 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def make_channel(address: str, options=()) -> grpc.Channel:
-    ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS + list(options))
+def make_channel(address: str, options=(), credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
+    """A ready channel: h2c, or TLS with `credentials` (test certificates name "localhost")."""
+    if credentials is None:
+        ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS + list(options))
+    else:
+        ch = grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS + [
+            ("grpc.ssl_target_name_override", "localhost")] + list(options))
     grpc.channel_ready_future(ch).result(timeout=15)
     return ch
+
+
+def channel_for(server: ubiq_harness.Ubiquityd, options=()) -> grpc.Channel:
+    """A ready channel to `server`, over TLS when it serves TLS (its `credentials`)."""
+    return make_channel(server.address, options, server.credentials)
 
 
 def get_stats(channel: grpc.Channel) -> admin_pb2.ServerStats:
@@ -168,13 +178,15 @@ def start_server(server_binary, tmp_path):
     """
     started: list[ubiq_harness.Ubiquityd] = []
 
-    def start(args=(), name=None, interop=True, port=0):
+    def start(args=(), name=None, interop=True, port=0, credentials=None):
+        """`credentials`: grpc channel credentials for a server started with --tls-cert."""
         name = name or f"instance{len(started) + 1}"
         args = list(args)
         if "--shutdown-grace-seconds" not in args:
             args += ["--shutdown-grace-seconds", str(GRACE_SECONDS)]
         srv = ubiq_harness.Ubiquityd(server_binary, tmp_path, name=name, args=args,
                                      interop=interop, port=port)
+        srv.credentials = credentials
         _register(srv)
         started.append(srv)
         srv.start()
@@ -210,7 +222,7 @@ def _leak_check(srv: ubiq_harness.Ubiquityd) -> str | None:
     but the checking one (the stats call may count itself)."""
     last = []
     try:
-        ch = make_channel(srv.address)
+        ch = channel_for(srv)
     except Exception as e:  # noqa: BLE001 - reported, not raised, in teardown
         return f"{srv.name}: could not connect for the leak check: {e!r}"
     try:

@@ -173,6 +173,8 @@ class Ubiquityd:
         self.interop = interop
         self.log_level = log_level
         self.requested_port = port
+        # grpc.ChannelCredentials when the server serves TLS (conftest.channel_for uses them).
+        self.credentials = None
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.returncode: int | None = None

@@ -1,0 +1,394 @@
+/*
+ * The Ubiquity C client: gRPC over one HTTP/2 connection (nghttp2 client session on a blocking
+ * socket), protobuf-c messages generated from Protos/ (clients/c/gen).
+ *
+ * Conventions (README.md "Ownership" says the same with examples):
+ *  - Every call that can fail returns `ubq_error *`: NULL on success, else an error the caller
+ *    frees with ubq_error_free(). Out-parameters are written only on success.
+ *  - Results are the generated protobuf-c messages (Ubiquity__V1__FetchResults, …). The caller owns
+ *    each returned message and frees it with ubq_message_free(); pointers into it (objects, values,
+ *    tokens) live as long as the message.
+ *  - Strings and tokens passed in are borrowed for the duration of the call only (copied when an
+ *    object must keep them: a store's ID, a feed's resume token).
+ *  - Handles (ubq_client, ubq_store, ubq_context, ubq_feed, ubq_values, ubq_changes) are freed with
+ *    their own *_free / *_close function. A store or context must be freed before its client.
+ *  - Threads: a ubq_client and everything made from it belong to one thread at a time (one blocking
+ *    call in flight per connection). A ubq_feed has its own connection and may run on another
+ *    thread than its client's.
+ */
+#ifndef UBIQUITY_H
+#define UBIQUITY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "google/rpc/error_details.pb-c.h"
+#include "google/rpc/status.pb-c.h"
+#include "ubiquity/v1/changes.pb-c.h"
+#include "ubiquity/v1/contexts.pb-c.h"
+#include "ubiquity/v1/keyvalue.pb-c.h"
+#include "ubiquity/v1/models.pb-c.h"
+#include "ubiquity/v1/stores.pb-c.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors -------------------------------------------------------------------------------- */
+
+/* gRPC status codes. */
+typedef enum {
+    UBQ_OK = 0, UBQ_CANCELLED = 1, UBQ_UNKNOWN = 2, UBQ_INVALID_ARGUMENT = 3,
+    UBQ_DEADLINE_EXCEEDED = 4, UBQ_NOT_FOUND = 5, UBQ_ALREADY_EXISTS = 6,
+    UBQ_PERMISSION_DENIED = 7, UBQ_RESOURCE_EXHAUSTED = 8, UBQ_FAILED_PRECONDITION = 9,
+    UBQ_ABORTED = 10, UBQ_OUT_OF_RANGE = 11, UBQ_UNIMPLEMENTED = 12, UBQ_INTERNAL = 13,
+    UBQ_UNAVAILABLE = 14, UBQ_DATA_LOSS = 15, UBQ_UNAUTHENTICATED = 16
+} ubq_code;
+
+/*
+ * A failed call: the gRPC status and its decoded `grpc-status-details-bin` (docs/errors.md).
+ * Everything it points to is owned by the error and freed by ubq_error_free().
+ */
+typedef struct ubq_error {
+    ubq_code code;
+    char *message;                 /* grpc-message, percent-decoded; never NULL */
+    const char *reason;            /* ErrorInfo.reason ("MERGE_CONFLICT", …); NULL if none */
+    const Google__Rpc__ErrorInfo *info;             /* NULL if absent */
+    const Google__Rpc__BadRequest *bad_request;     /* field violations; NULL if absent */
+    /* MERGE_CONFLICT / CONSTRAINT_CONFLICT: the conflict records; NULL if absent. */
+    const Ubiquity__V1__ConflictDetails *conflicts;
+    /* HISTORY_EXPIRED: the oldest retained and current tokens; NULL if absent. */
+    const Ubiquity__V1__HistoryExpiredDetails *history_expired;
+    /* SHUTTING_DOWN / SUBSCRIBER_TOO_SLOW: where to subscribe again from; NULL if absent. */
+    const Ubiquity__V1__ResumeDetails *resume;
+    /* KEY_VERSION_CONFLICT: the key's current version and whether it exists; NULL if absent. */
+    const Ubiquity__V1__KeyValueConflictDetails *key_conflict;
+    /* KEY_VALUE_QUOTA: which quota, its limit, what the write asked for, what is used. */
+    const Ubiquity__V1__KeyValueQuotaDetails *key_quota;
+    Google__Rpc__Status *status;   /* the whole decoded details message; NULL if none was sent */
+} ubq_error;
+
+void ubq_error_free(ubq_error *error);
+/* True when the error's reason is `reason` (e.g. ubq_error_is(e, "CONTEXT_NOT_FOUND")). */
+bool ubq_error_is(const ubq_error *error, const char *reason);
+/* The canonical name of a code ("ABORTED"); static storage. */
+const char *ubq_code_name(ubq_code code);
+
+/* Frees any message this library returned (FetchResults, SaveResult, ContextState, …). NULL is fine. */
+void ubq_message_free(const void *message);
+
+/* ---- client -------------------------------------------------------------------------------- */
+
+typedef struct ubq_client ubq_client;
+
+typedef struct ubq_client_options {
+    /* Deadline of each call in milliseconds (sent as grpc-timeout); 0 means 30000. */
+    int64_t timeout_ms;
+    /* A session token sent as `authorization: Bearer <token>` on every call; NULL for none. */
+    const char *bearer_token;
+    /* Sign-in with an API key and a device ID (accounts, SPEC §4.6). Reserved: the server has no
+     * Accounts service yet; ubq_connect refuses a non-NULL api_key with UNIMPLEMENTED. */
+    const char *api_key;
+    const char *device_id;
+    /* Attempts of a save whose outcome is unknown (UNAVAILABLE, DEADLINE_EXCEEDED), with one
+     * client transaction ID; 0 means 3. */
+    int save_attempts;
+} ubq_client_options;
+
+/* Connects to `target` ("host:port"; plain-text HTTP/2). `options` may be NULL. The connection is
+ * made lazily again after a failure. On success *out is the caller's: free it with ubq_client_free. */
+ubq_error *ubq_connect(const char *target, const ubq_client_options *options, ubq_client **out);
+void ubq_client_free(ubq_client *client);
+
+/* ---- values -------------------------------------------------------------------------------- */
+
+/*
+ * A set of named values: an object's attribute values for inserts and updates, or a fetch's
+ * predicate arguments (`$name`). The set copies what it is given; free it with ubq_values_free.
+ * Setters return the set (for chaining) and never fail except by aborting on out-of-memory.
+ */
+typedef struct ubq_values ubq_values;
+ubq_values *ubq_values_new(void);
+void ubq_values_free(ubq_values *values);
+ubq_values *ubq_values_string(ubq_values *v, const char *name, const char *value);
+ubq_values *ubq_values_int16(ubq_values *v, const char *name, int16_t value);
+ubq_values *ubq_values_int32(ubq_values *v, const char *name, int32_t value);
+ubq_values *ubq_values_int64(ubq_values *v, const char *name, int64_t value);
+ubq_values *ubq_values_double(ubq_values *v, const char *name, double value);
+ubq_values *ubq_values_bool(ubq_values *v, const char *name, bool value);
+ubq_values *ubq_values_null(ubq_values *v, const char *name);
+/* Any value kind (decimal, date, binary, uuid, uri, float): copied. */
+ubq_values *ubq_values_value(ubq_values *v, const char *name, const Ubiquity__V1__Value *value);
+/* An argument list for `IN $name`: `count` strings. */
+ubq_values *ubq_values_string_list(ubq_values *v, const char *name, const char *const *items, size_t count);
+
+/*
+ * Reading values from results. Every protobuf map of values (ManagedObject.values,
+ * ConflictRecord.store_values, Change.values, Row.values …) is an array of entries with a key and
+ * a value; UBQ_GET(msg, field, key) finds one: UBQ_GET(obj, values, "age"). The pointer lives as
+ * long as the message; NULL when the key is absent.
+ */
+const Ubiquity__V1__Value *ubq_map_get(const void *const *entries, size_t count, const char *key);
+#define UBQ_GET(msg, field, key) ubq_map_get((const void *const *)(msg)->field, (msg)->n_##field, (key))
+/* The value as an integer (int16/int32/int64 kinds) or double (float/double kinds); false when
+ * absent, null or of another kind. */
+bool ubq_value_int(const Ubiquity__V1__Value *value, int64_t *out);
+bool ubq_value_double(const Ubiquity__V1__Value *value, double *out);
+/* The string of a string/decimal/uuid/uri value; NULL otherwise. Owned by the message the value is in. */
+const char *ubq_value_string(const Ubiquity__V1__Value *value);
+
+/* ---- stores -------------------------------------------------------------------------------- */
+
+typedef struct ubq_store ubq_store;
+/* Opens (creates unless must_exist) the store `name`. Free *out with ubq_store_free. */
+ubq_error *ubq_open_store(ubq_client *client, const char *name, bool must_exist, ubq_store **out);
+void ubq_store_free(ubq_store *store);
+/* The store's ID (owned by the store, valid until ubq_store_free). */
+const char *ubq_store_id(const ubq_store *store);
+/* Whether ubq_open_store created the store. */
+bool ubq_store_created(const ubq_store *store);
+/* All stores; free *out with ubq_message_free. */
+ubq_error *ubq_list_stores(ubq_client *client, Ubiquity__V1__ListStoresResponse **out);
+/* Registers (or migrates to) a model built with the generated structs (borrowed for the call).
+ * `out` may be NULL; else free *out with ubq_message_free. */
+ubq_error *ubq_register_model(ubq_store *store, const Ubiquity__V1__Model *model,
+                              Ubiquity__V1__RegisterModelResponse **out);
+/* The current generation's token: a copy in *out the caller frees with free(out->data). */
+ubq_error *ubq_current_token(ubq_store *store, ProtobufCBinaryData *out);
+
+/* A fetch. Zero-initialise and set what you need: `{ .predicate = "age > $min", .arguments = a }`. */
+typedef struct ubq_fetch_options {
+    const char *predicate;             /* NSPredicate format; NULL or "" fetches every object */
+    const ubq_values *arguments;       /* values of `$name` variables; NULL for none */
+    const char *const *sort;           /* NULL-terminated key paths; a leading '-' sorts descending */
+    int32_t limit;                     /* 0: no limit */
+    int32_t offset;
+    Ubiquity__V1__ResultType result_type;  /* 0: objects */
+    ProtobufCBinaryData at;            /* read at this token; {0, NULL}: current */
+    int32_t batch_size;                /* ubq_fetch_stream: objects per batch; 0: the server's default */
+} ubq_fetch_options;
+
+/* Fetch objects of `entity`; `options` may be NULL. Free *out with ubq_message_free; out->token
+ * is the generation read (pass it as `at` to read the same generation again). */
+ubq_error *ubq_fetch(ubq_store *store, const char *entity, const ubq_fetch_options *options,
+                     Ubiquity__V1__FetchResults **out);
+/* A fetch whose results arrive in batches, all at one generation (Stores.FetchStream), for
+ * results too large for one message. `on_batch` gets each batch (borrowed for the call) and
+ * returns false to stop early (the call then returns NULL). */
+typedef bool (*ubq_fetch_batch_fn)(const Ubiquity__V1__FetchResults *batch, void *user);
+ubq_error *ubq_fetch_stream(ubq_store *store, const char *entity, const ubq_fetch_options *options,
+                            ubq_fetch_batch_fn on_batch, void *user);
+/* The store's model and its version hash. Free *out with ubq_message_free. */
+ubq_error *ubq_get_model(ubq_store *store, Ubiquity__V1__GetModelResponse **out);
+/* Objects by ID at `at` (NULL: current). Free *out with ubq_message_free. */
+ubq_error *ubq_get_objects(ubq_store *store, const char *const *object_ids, size_t count,
+                           const ProtobufCBinaryData *at, Ubiquity__V1__GetObjectsResponse **out);
+/* The object with `object_id` in a GetObjects response (owned by the response); NULL when missing. */
+const Ubiquity__V1__ManagedObject *ubq_find_object(const Ubiquity__V1__GetObjectsResponse *response,
+                                                   const char *object_id);
+
+/* ---- saves ----------------------------------------------------------------------------------- */
+
+/* A set of changes for ubq_save: copies what it is given; free with ubq_changes_free. */
+typedef struct ubq_changes ubq_changes;
+ubq_changes *ubq_changes_new(void);
+void ubq_changes_free(ubq_changes *changes);
+/* A new object labelled `temporary_id` (SaveResult.permanent_ids maps the label to its ID). */
+void ubq_changes_insert(ubq_changes *c, const char *temporary_id, const char *entity, const ubq_values *values);
+/* New values for an existing object; expected_version < 0: no optimistic-locking check. */
+void ubq_changes_update(ubq_changes *c, const char *object_id, const ubq_values *values, int64_t expected_version);
+void ubq_changes_delete(ubq_changes *c, const char *object_id, int64_t expected_version);
+
+typedef struct ubq_save_options {
+    Ubiquity__V1__MergePolicy merge_policy;  /* 0: the server's default (error) */
+    const char *author;
+    /* NULL: a fresh random UUID. Every retry of this save sends the same one, so a save whose
+     * answer was lost is applied once (SaveResult.replayed says a retry found it applied). */
+    const char *client_transaction_id;
+    bool dry_run;
+    bool conflicts_in_response;
+} ubq_save_options;
+
+/* One transaction; retried (ubq_client_options.save_attempts) when its outcome is unknown.
+ * `options` may be NULL. Free *out with ubq_message_free. */
+ubq_error *ubq_save(ubq_store *store, const ubq_changes *changes, const ubq_save_options *options,
+                    Ubiquity__V1__SaveResult **out);
+/* The permanent ID of a temporary label in a SaveResult; NULL if absent. Owned by the result. */
+const char *ubq_permanent_id(const Ubiquity__V1__SaveResult *result, const char *temporary_id);
+/* Trims history through `token` (Changes.DeleteHistory). */
+ubq_error *ubq_delete_history(ubq_store *store, ProtobufCBinaryData token);
+/* A page of committed transactions after `after` (exclusive; {0, NULL}: from the oldest retained),
+ * at most page_size (0: the server's default). Go on from out->next_token while out->has_more.
+ * Free *out with ubq_message_free. */
+ubq_error *ubq_fetch_history(ubq_store *store, ProtobufCBinaryData after, uint32_t page_size,
+                             Ubiquity__V1__FetchHistoryResponse **out);
+/* A page of IDs deleted after `after` (exclusive), from the tombstone index that outlives the full
+ * history: after HISTORY_EXPIRED with deletions_available, what to drop from a cache. Paged like
+ * ubq_fetch_history. Free *out with ubq_message_free. */
+ubq_error *ubq_fetch_deletions(ubq_store *store, ProtobufCBinaryData after, uint32_t page_size,
+                               Ubiquity__V1__FetchDeletionsResponse **out);
+
+/* ---- set-based writes -------------------------------------------------------------------------- */
+
+typedef struct ubq_batch_options {
+    const char *author;            /* recorded in history */
+    bool upsert;                   /* insert: a uniqueness clash updates the existing object */
+    bool return_object_ids;        /* insert: answer the new objects' IDs */
+} ubq_batch_options;
+
+/* Each is one transaction (Stores.BatchInsert / BatchUpdate / BatchDelete); `options` may be NULL;
+ * out->count says how many objects it wrote. Free *out with ubq_message_free; `out` may be NULL. */
+ubq_error *ubq_batch_insert(ubq_store *store, const char *entity, const ubq_values *const *objects, size_t count,
+                            const ubq_batch_options *options, Ubiquity__V1__BatchResponse **out);
+/* Sets `values` on every object of `entity` matching `predicate` (NULL: all) with `arguments`. */
+ubq_error *ubq_batch_update(ubq_store *store, const char *entity, const char *predicate, const ubq_values *arguments,
+                            const ubq_values *values, const ubq_batch_options *options,
+                            Ubiquity__V1__BatchResponse **out);
+ubq_error *ubq_batch_delete(ubq_store *store, const char *entity, const char *predicate, const ubq_values *arguments,
+                            const ubq_batch_options *options, Ubiquity__V1__BatchResponse **out);
+/* Removes the store and its files on the server (the handle still needs ubq_store_free). */
+ubq_error *ubq_destroy_store(ubq_store *store);
+
+/* ---- contexts -------------------------------------------------------------------------------- */
+
+typedef struct ubq_context ubq_context;
+
+typedef enum {
+    UBQ_PIN_AT_FIRST_READ = 0,  /* the default: the first read pins its generation until refresh */
+    UBQ_UNPINNED,               /* every read sees the newest generation */
+    UBQ_PIN_AT_TOKEN            /* reads see `token`'s generation */
+} ubq_pin;
+
+typedef struct ubq_context_options {
+    const char *name;
+    const char *author;
+    Ubiquity__V1__MergePolicy merge_policy;   /* 0: error */
+    ubq_pin pin;
+    ProtobufCBinaryData token;                /* for UBQ_PIN_AT_TOKEN */
+    const ubq_context *parent;                /* a nested context saves into its parent */
+} ubq_context_options;
+
+/* A server-side unit of work. `options` may be NULL (its token and parent are borrowed for the
+ * call). Close *out with ubq_context_close. */
+ubq_error *ubq_context_create(ubq_store *store, const ubq_context_options *options, ubq_context **out);
+/* Closes the context on the server (best effort) and frees the handle. NULL is fine. */
+void ubq_context_close(ubq_context *ctx);
+/* The context's ID (owned by the context, valid until ubq_context_close). */
+const char *ubq_context_id(const ubq_context *ctx);
+/* Inserts one pending object; *object_id (malloc'd, the caller frees it with free()) is its ID in
+ * the context, which SaveResult.permanent_ids maps to the permanent one. object_id may be NULL. */
+ubq_error *ubq_context_insert(ubq_context *ctx, const char *entity, const ubq_values *values, char **object_id);
+ubq_error *ubq_context_update(ubq_context *ctx, const char *object_id, const ubq_values *values);
+ubq_error *ubq_context_delete(ubq_context *ctx, const char *object_id);
+/* A fetch through the context (its pinned generation; pending changes unless excluded). Free *out
+ * with ubq_message_free. */
+ubq_error *ubq_context_fetch(ubq_context *ctx, const char *entity, const ubq_fetch_options *options,
+                             bool exclude_pending, Ubiquity__V1__FetchResults **out);
+typedef struct ubq_context_save_options {
+    const char *client_transaction_id;  /* NULL: a fresh random UUID, the same for every retry */
+    bool dry_run;                       /* check and report, apply nothing */
+    /* Under the error policy a conflicting save answers OK with its conflicts in
+     * result->unresolved_conflicts (all of them, in full) instead of failing ABORTED; nothing is
+     * applied and the pending changes stay. */
+    bool conflicts_in_response;
+} ubq_context_save_options;
+
+/* Saves the pending changes in one transaction with the context's merge policy, retried like
+ * ubq_save with one client transaction ID. `options` may be NULL. On a conflict under the error
+ * policy the pending changes stay. Free *out with ubq_message_free; `out` may be NULL. */
+ubq_error *ubq_context_save(ubq_context *ctx, const ubq_context_save_options *options,
+                            Ubiquity__V1__ContextSaveResponse **out);
+/* Discards pending changes (rollback) / also forgets what was read (reset). */
+ubq_error *ubq_context_rollback(ubq_context *ctx);
+ubq_error *ubq_context_reset(ubq_context *ctx);
+/* Moves a pinned context to the newest generation; merge_changes keeps pending changes on top. */
+ubq_error *ubq_context_refresh(ubq_context *ctx, bool merge_changes);
+/* Changes how the context pins its generation. */
+ubq_error *ubq_context_pin(ubq_context *ctx, ubq_pin pin, ProtobufCBinaryData token);
+/* The pending state (counts, token, mode). Free *out with ubq_message_free. */
+ubq_error *ubq_context_state(ubq_context *ctx, Ubiquity__V1__ContextState **out);
+
+/* ---- the account's key-value store -------------------------------------------------------------- */
+
+typedef struct ubq_kv_options {
+    int64_t expected_version;   /* > 0: write only if the key is at this version (compare-and-set) */
+    bool must_not_exist;        /* write only if the key is not set */
+    const char *author;         /* recorded with the change (feeds can exclude it) */
+} ubq_kv_options;
+
+/* Each answers KEY_VERSION_CONFLICT (error->key_conflict) when its precondition does not hold and
+ * KEY_VALUE_QUOTA (error->key_quota) over a quota. `options` may be NULL. Free *out with
+ * ubq_message_free; for set and delete `out` may be NULL. */
+ubq_error *ubq_kv_get(ubq_client *client, const char *key, Ubiquity__V1__KeyValueEntry **out);
+ubq_error *ubq_kv_set(ubq_client *client, const char *key, const void *value, size_t len,
+                      const ubq_kv_options *options, Ubiquity__V1__KeyValueWriteResponse **out);
+ubq_error *ubq_kv_delete(ubq_client *client, const char *key, const ubq_kv_options *options,
+                         Ubiquity__V1__KeyValueWriteResponse **out);
+/* Keys starting with `prefix` (NULL: all), a page at a time: pass out->next_page_token back until
+ * it is empty ({0, NULL} for the first page). */
+ubq_error *ubq_kv_list(ubq_client *client, const char *prefix, uint32_t page_size, ProtobufCBinaryData page_token,
+                       Ubiquity__V1__KeyValueListResponse **out);
+
+/* ---- the change feed --------------------------------------------------------------------------- */
+
+typedef struct ubq_feed ubq_feed;
+
+typedef enum { UBQ_FEED_CONTINUE = 0, UBQ_FEED_STOP = 1 } ubq_feed_action;
+
+/* Called for every event (transactions, caught_up, progress, …), in order. The event is borrowed
+ * for the call. Return UBQ_FEED_STOP to end ubq_feed_run (which then returns NULL). */
+typedef ubq_feed_action (*ubq_feed_event_fn)(ubq_feed *feed, const Ubiquity__V1__SubscribeResponse *event,
+                                             void *user);
+/* HISTORY_EXPIRED: re-baseline (e.g. a fetch at error->history_expired->current_token), then set
+ * *resume_from to the token to continue from (copied by the feed; it stays the hook's) and return
+ * true; return false to end ubq_feed_run with the error. */
+typedef bool (*ubq_history_expired_fn)(ubq_feed *feed, const ubq_error *error,
+                                       ProtobufCBinaryData *resume_from, void *user);
+
+typedef struct ubq_feed_options {
+    /* Where to start: a token (start_token.len > 0), else the oldest retained history
+     * (start_oldest), else now. */
+    ProtobufCBinaryData start_token;
+    bool start_oldest;
+    const char *const *entities;    /* NULL-terminated filter; NULL: every entity */
+    /* NULL-terminated authors whose transactions are skipped (typically this device's own
+     * saves' author); progress markers still advance the token past them. */
+    const char *const *exclude_authors;
+    bool include_values;
+    bool include_tombstones;        /* deletes carry the kept-on-delete attributes' last values */
+    uint32_t coalesce_window_ms;    /* the server may hold transactions this long to batch them */
+    /* A live query instead of raw changes (docs/changes.md "Live queries"): events are
+     * SubscribeResponse.live_query updates saying which objects entered, changed inside or left
+     * the predicate's result set. Set `entity` to use it (then leave `entities` NULL). */
+    struct {
+        const char *entity;
+        const char *predicate;          /* NULL or "": every object of the entity */
+        const ubq_values *arguments;    /* `$name` values; copied */
+    } live_query;
+    /* How long failures may last in a row before ubq_feed_run gives up (ms); 0 means 60000. */
+    int64_t reconnect_for_ms;
+    ubq_history_expired_fn on_history_expired;   /* NULL: HISTORY_EXPIRED ends the run */
+} ubq_feed_options;
+
+/* A feed on its own connection to the store's server. `options` may be NULL. Free with ubq_feed_free. */
+ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *options, ubq_feed **out);
+/* A feed of the account's key-value changes (events: SubscribeResponse.key_value_change, caught_up,
+ * progress). Of `options` it uses the start point, exclude_authors, reconnect_for_ms and
+ * on_history_expired; start_oldest begins with every key set now (reason INITIAL_SYNC). */
+ubq_error *ubq_kv_feed_new(ubq_client *client, const ubq_feed_options *options, ubq_feed **out);
+/* Delivers events to `on_event` until it returns UBQ_FEED_STOP (NULL returned), or an error that
+ * is not resumable, or failures lasting longer than reconnect_for_ms. When the stream breaks
+ * (server restart or drain, network, SUBSCRIBER_TOO_SLOW) it subscribes again from the last resume
+ * token: no transaction is lost or delivered twice. Can be called again after it returned. */
+ubq_error *ubq_feed_run(ubq_feed *feed, ubq_feed_event_fn on_event, void *user);
+/* The last resume token (borrowed; valid until the next event or ubq_feed_free). */
+ProtobufCBinaryData ubq_feed_token(const ubq_feed *feed);
+/* How many times the feed subscribed again after a broken stream. */
+int ubq_feed_reconnects(const ubq_feed *feed);
+void ubq_feed_free(ubq_feed *feed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,57 @@
+/* What the library's files share and ubiquity.h does not show. */
+#ifndef UBQ_INTERNAL_H
+#define UBQ_INTERNAL_H
+
+#include "ubiquity.h"
+#include "conn.h"
+#include "wire.h"
+
+struct ubq_client {
+    char *target;
+    char *authorization;          /* "Bearer …" or NULL */
+    ubq__conn *conn;
+    int64_t timeout_ms;
+    int save_attempts;
+};
+
+struct ubq_store {
+    ubq_client *client;
+    char *id;
+    bool created;
+};
+
+/* A map entry of any protobuf-c map (string key, message value): every generated *Entry struct has
+ * this layout; the descriptor given at init says which one it is on the wire. */
+typedef struct { ProtobufCMessage base; char *key; void *value; } ubq__entry;
+
+/* Entries for a map field: values (as Value) or arguments (as Argument), pointing into `v`, which
+ * must outlive them. Free with ubq__entries_free (the entries only). NULL `v`: no entries. */
+void **ubq__value_entries(const ubq_values *v, const ProtobufCMessageDescriptor *entry, size_t *n);
+void **ubq__argument_entries(const ubq_values *v, const ProtobufCMessageDescriptor *entry, size_t *n);
+void ubq__entries_free(void **entries, size_t n);
+
+/* A deep copy of a message (pack + unpack), owned by the caller: free with ubq_message_free. */
+void *ubq__copy_message(const ProtobufCMessage *message);
+
+ubq_error *ubq__error(int code, const char *message, const uint8_t *details, size_t details_len);
+/* One unary call: packs `request`, unpacks the response into *out (free with ubq_message_free). */
+ubq_error *ubq__unary(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                      const ProtobufCMessageDescriptor *response, void **out);
+/* Whether a save's outcome is unknown after this code (the server may have applied it). */
+bool ubq__save_retryable(int code);
+/* Retries `attempt` with backoff while ubq__save_retryable: one client transaction ID throughout. */
+typedef ubq_error *(*ubq__attempt_fn)(void *state, void **out);
+ubq_error *ubq__with_retries(ubq_client *c, ubq__attempt_fn attempt, void *state, void **out);
+/* A random (version 4) UUID in canonical form, into out[37]. */
+void ubq__uuid(char out[37]);
+/* A start point: after `token` when it is not empty, else the oldest retained (oldest) or now. */
+void ubq__start_point(Ubiquity__V1__StartPoint *from, ProtobufCBinaryData token, bool oldest);
+/* A malloc'd copy of a token. */
+ProtobufCBinaryData ubq__token_copy(ProtobufCBinaryData t);
+/* Points a SaveRequest's inserts/updates/deletes at the changes' own messages (no copy). */
+void ubq__changes_fill(const ubq_changes *c, Ubiquity__V1__SaveRequest *r);
+/* FetchSpec for a fetch; free with ubq__fetch_spec_free. */
+Ubiquity__V1__FetchSpec *ubq__fetch_spec(const char *entity, const ubq_fetch_options *o);
+void ubq__fetch_spec_free(Ubiquity__V1__FetchSpec *spec);
+
+#endif

@@ -1,0 +1,23 @@
+/* A real ubiquityd for the tests: started on 127.0.0.1 with its own data directory, like
+ * tests/python/ubiq_harness.py does — it prints `ubiquityd listening on 127.0.0.1:PORT` once ready. */
+#ifndef UBQ_TEST_SERVER_H
+#define UBQ_TEST_SERVER_H
+
+#include <sys/types.h>
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char address[64];
+    char data_dir[512];
+    char log_path[600];
+} test_server;
+
+/* Starts $UBIQUITYD on `port` (0: any free port) with `data_dir` (created). 0 on success. */
+int test_server_start(test_server *s, const char *data_dir, int port);
+/* The same with more flags (a NULL-terminated list), e.g. {"--idle-timeout-ms", "200", NULL}. */
+int test_server_start_with(test_server *s, const char *data_dir, int port, const char *const *flags);
+/* SIGTERM, then waits for the exit; the exit status (0 for a clean drain). */
+int test_server_stop(test_server *s);
+
+#endif
