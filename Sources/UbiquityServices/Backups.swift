@@ -49,18 +49,24 @@ public struct Backups: Sendable {
             stores.append(.init(account: r.account, storeID: r.id.uuidString.lowercased(), name: r.name, generation: copied.generation,
                                 epoch: copied.epoch, file: file, sha256: sha, sizeBytes: size))
         }
-        var catalog: BackupManifest.FileEntry?, keyValue: BackupManifest.FileEntry?
+        var databases: [BackupManifest.FileEntry] = []
         if storeID == nil {
-            try backend.catalog.backup(to: directory + "/" + BackupFiles.catalogFile)
-            let c = try BackupFiles.seal(directory, BackupFiles.catalogFile)
-            catalog = .init(file: BackupFiles.catalogFile, sha256: c.sha256, sizeBytes: c.size)
-            try backend.keyValues.backup(to: directory + "/" + BackupFiles.keyValueFile)
-            let k = try BackupFiles.seal(directory, BackupFiles.keyValueFile)
-            keyValue = .init(file: BackupFiles.keyValueFile, sha256: k.sha256, sizeBytes: k.size)
+            for (file, copy) in serverDatabases {
+                try copy(directory + "/" + file)
+                let (sha, size) = try BackupFiles.seal(directory, file)
+                databases.append(.init(file: file, sha256: sha, sizeBytes: size))
+            }
         }
-        let manifest = BackupManifest(serverVersion: serverVersion, stores: stores, catalog: catalog, keyValue: keyValue)
+        let manifest = BackupManifest(serverVersion: serverVersion, stores: stores, databases: databases)
         try BackupFiles.writeManifest(manifest, to: directory)
         return manifest
+    }
+
+    /// The server-wide databases a full backup copies (each under its name in the data
+    /// directory), the catalog first.
+    private var serverDatabases: [(file: String, copy: (String) throws -> Void)] {
+        [(BackupFiles.catalogFile, backend.catalog.backup(to:)),
+         (BackupFiles.keyValueFile, backend.keyValues.backup(to:))]
     }
 
     // MARK: Restore one store (online)
@@ -108,13 +114,13 @@ public struct Backups: Sendable {
     // MARK: Restore everything (offline)
 
     /// Restores a full backup into `dataDirectory`, which must not exist or be empty: the
-    /// catalog and the key-value store are copied in first, then `open` opens the server's
+    /// server-wide databases are copied in first, then `open` opens the server's
     /// storage on the directory (so store files land where its path function puts them) and each
     /// store is copied in through it, with a new epoch. Returns the manifest.
     public static func restoreAll(from directory: String, into dataDirectory: String,
                                   open: (String) throws -> Backend) async throws -> BackupManifest {
         let manifest = try BackupFiles.load(directory)
-        guard let catalog = manifest.catalog else {
+        guard manifest.isFullBackup else {
             throw BackupError.badDirectory("\(directory) is a backup of one store, not of a server: restore it into a running server (ubiq admin restore --from)")
         }
         let fm = FileManager.default
@@ -122,9 +128,8 @@ public struct Backups: Sendable {
             throw BackupError.directoryNotEmpty(dataDirectory)
         }
         try fm.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        try BackupFiles.copyDatabase(from: directory + "/" + catalog.file, to: dataDirectory + "/" + BackupFiles.catalogFile)
-        if let kv = manifest.keyValue {
-            try BackupFiles.copyDatabase(from: directory + "/" + kv.file, to: dataDirectory + "/" + BackupFiles.keyValueFile)
+        for db in manifest.databases {
+            try BackupFiles.copyDatabase(from: directory + "/" + db.file, to: dataDirectory + "/" + db.file)
         }
         let backend = try open(dataDirectory)
         do {
@@ -171,13 +176,11 @@ extension BackupManifest {
             e.epoch = s.epoch; e.file = s.file; e.sha256 = s.sha256; e.sizeBytes = s.sizeBytes
             return e
         }
-        func file(_ f: FileEntry) -> Ubiquity_V1_BackupFileEntry {
+        m.databases = databases.map { f in
             var e = Ubiquity_V1_BackupFileEntry()
             e.file = f.file; e.sha256 = f.sha256; e.sizeBytes = f.sizeBytes
             return e
         }
-        if let catalog { m.catalog = file(catalog) }
-        if let keyValue { m.keyValue = file(keyValue) }
         return m
     }
 }

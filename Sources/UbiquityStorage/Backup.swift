@@ -4,8 +4,9 @@ import Foundation
 /// What a backup directory holds (docs/operations.md "Back up and restore"):
 ///
 ///     <dir>/stores/<store id>.sqlite   one file per store, each a consistent copy (VACUUM INTO)
-///     <dir>/catalog.sqlite             accounts and store names (a backup of every store only)
-///     <dir>/keyvalue.sqlite            every account's key-value entries (likewise)
+///     <dir>/catalog.sqlite             the server-wide databases, under their data-directory
+///     <dir>/keyvalue.sqlite            names (a backup of every store only): accounts and
+///                                      store names, every account's key-value entries
 ///     <dir>/manifest.json              written last, after every file above is synced
 ///
 /// The manifest is the commit point: a directory without one is an interrupted backup (a crash
@@ -41,7 +42,8 @@ public struct BackupManifest: Codable, Sendable, Equatable {
         }
     }
 
-    /// A server-wide database copied whole (the catalog, the key-value store).
+    /// A server-wide database copied whole (the catalog, the key-value store); `file` is also
+    /// its name in a data directory.
     public struct FileEntry: Codable, Sendable, Equatable {
         public var file: String
         public var sha256: String
@@ -57,24 +59,23 @@ public struct BackupManifest: Codable, Sendable, Equatable {
     /// ISO 8601, UTC, when the backup finished.
     public var createdAt: String
     public var stores: [StoreEntry]
-    /// Present in a backup of the whole server only: then `stores` is every store it had.
-    public var catalog: FileEntry?
-    public var keyValue: FileEntry?
+    /// The server-wide databases; a backup of the whole server only (then `stores` is every
+    /// store it had), empty for a backup of one store.
+    public var databases: [FileEntry]
 
-    public var isFullBackup: Bool { catalog != nil }
+    public var isFullBackup: Bool { databases.contains { $0.file == BackupFiles.catalogFile } }
 
     // The file's keys are snake_case, spelled out: the format is read by other tools too.
     enum CodingKeys: String, CodingKey {
-        case formatVersion = "format_version", serverVersion = "server_version", createdAt = "created_at", stores, catalog, keyValue = "key_value"
+        case formatVersion = "format_version", serverVersion = "server_version", createdAt = "created_at", stores, databases
     }
 
-    public init(serverVersion: String, stores: [StoreEntry], catalog: FileEntry?, keyValue: FileEntry?) {
+    public init(serverVersion: String, stores: [StoreEntry], databases: [FileEntry]) {
         formatVersion = Self.currentFormatVersion
         self.serverVersion = serverVersion
         createdAt = ISO8601DateFormatter().string(from: Date())
         self.stores = stores
-        self.catalog = catalog
-        self.keyValue = keyValue
+        self.databases = databases
     }
 }
 
@@ -189,7 +190,11 @@ public enum BackupFiles {
             throw BackupError.unreadableManifest("format version \(manifest.formatVersion); this server reads version \(BackupManifest.currentFormatVersion)")
         }
         var files = manifest.stores.map { ($0.file, $0.sha256, $0.sizeBytes) }
-        for f in [manifest.catalog, manifest.keyValue].compactMap({ $0 }) { files.append((f.file, f.sha256, f.sizeBytes)) }
+        for f in manifest.databases {
+            // restored under this name into a data directory: a plain file name only
+            guard !f.file.contains("/") else { throw BackupError.unreadableManifest("database file \(f.file) is not a plain file name") }
+            files.append((f.file, f.sha256, f.sizeBytes))
+        }
         for (file, sha, size) in files {
             // names come from this format only: a manifest may not point outside its directory
             guard !file.contains(".."), !file.hasPrefix("/"), let actual = try? digest(dir + "/" + file),
@@ -198,7 +203,7 @@ public enum BackupFiles {
         return manifest
     }
 
-    /// Copies a closed, standalone SQLite file (a backup's catalog or key-value copy) into a new
+    /// Copies a closed, standalone SQLite file (a backup's copy of a server-wide database) into a new
     /// database at `destination` with SQLite's backup API, in WAL mode like the server's own.
     public static func copyDatabase(from source: String, to destination: String) throws {
         var src: OpaquePointer?

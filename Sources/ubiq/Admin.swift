@@ -26,7 +26,7 @@ struct AdminCommand: AsyncParsableCommand {
             for s in m.stores {
                 print("\(s.storeID)  \(s.account)/\(s.name)  generation \(s.generation)  \(s.sizeBytes) bytes  sha256 \(s.sha256.prefix(16))…")
             }
-            let extra = m.hasCatalog ? " (with the catalog and key-value data: restorable with ubiquityd --restore-from)" : ""
+            let extra = !m.databases.isEmpty ? " (with the accounts, store names and key-value data: restorable with ubiquityd --restore-from)" : ""
             print("backup of \(m.stores.count) store\(m.stores.count == 1 ? "" : "s") in \(m.directory)\(extra)")
         }
     }

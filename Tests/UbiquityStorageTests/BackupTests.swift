@@ -48,7 +48,7 @@ final class BackupTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(size, 3)
         let entry = BackupManifest.StoreEntry(account: "default", storeID: UUID().uuidString.lowercased(), name: "n", generation: 4, epoch: 9,
                                               file: "stores/a.sqlite", sha256: sha, sizeBytes: size)
-        let manifest = BackupManifest(serverVersion: "test", stores: [entry], catalog: nil, keyValue: nil)
+        let manifest = BackupManifest(serverVersion: "test", stores: [entry], databases: [])
         try BackupFiles.writeManifest(manifest, to: b)
         XCTAssertEqual(try BackupFiles.load(b), manifest)
         XCTAssertFalse(FileManager.default.fileExists(atPath: b + "/.manifest.json.tmp"))

@@ -138,7 +138,8 @@ def test_backup_under_write_load_restores_every_acknowledged_save(start_server, 
     # The manifest is on disk and says what the response says.
     on_disk = json.loads((directory / "manifest.json").read_text())
     assert on_disk["format_version"] == 1 and manifest.format_version == 1
-    assert manifest.catalog.file == "catalog.sqlite" and manifest.key_value.file == "keyvalue.sqlite"
+    assert {"catalog.sqlite", "keyvalue.sqlite"} <= {d.file for d in manifest.databases}
+    assert {d["file"]: d["sha256"] for d in on_disk["databases"]} == {d.file: d.sha256 for d in manifest.databases}
     by_id = {s.store_id: s for s in manifest.stores}
     assert set(stores.values()) <= set(by_id)
     assert {s["store_id"]: s["generation"] for s in on_disk["stores"]} == {s.store_id: s.generation for s in manifest.stores}
@@ -186,7 +187,7 @@ def test_restore_one_store_online_and_the_refusals(start_server, connect, server
 
     one = tmp_path / "one"
     m = backup(srv, one, store_id=sid)
-    assert [s.store_id for s in m.stores] == [sid] and not m.HasField("catalog")
+    assert [s.store_id for s in m.stores] == [sid] and not m.databases
     old_token = insert(c, sid, "after-backup").token
 
     # a store that exists is replaced only when asked

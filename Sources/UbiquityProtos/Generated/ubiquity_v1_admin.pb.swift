@@ -223,25 +223,10 @@ public nonisolated struct Ubiquity_V1_BackupManifest: Sendable {
   /// Every store file in the backup.
   public var stores: [Ubiquity_V1_BackupStoreEntry] = []
 
-  /// The catalog copy; set only in a backup of the whole server.
-  public var catalog: Ubiquity_V1_BackupFileEntry {
-    get {_catalog ?? Ubiquity_V1_BackupFileEntry()}
-    set {_catalog = newValue}
-  }
-  /// Returns true if `catalog` has been explicitly set.
-  public var hasCatalog: Bool {self._catalog != nil}
-  /// Clears the value of `catalog`. Subsequent reads from it will return its default value.
-  public mutating func clearCatalog() {self._catalog = nil}
-
-  /// The key-value store copy; set only in a backup of the whole server.
-  public var keyValue: Ubiquity_V1_BackupFileEntry {
-    get {_keyValue ?? Ubiquity_V1_BackupFileEntry()}
-    set {_keyValue = newValue}
-  }
-  /// Returns true if `keyValue` has been explicitly set.
-  public var hasKeyValue: Bool {self._keyValue != nil}
-  /// Clears the value of `keyValue`. Subsequent reads from it will return its default value.
-  public mutating func clearKeyValue() {self._keyValue = nil}
+  /// The server-wide databases (catalog.sqlite: accounts and store names; keyvalue.sqlite:
+  /// key-value entries), each under its data-directory name; only in a backup of the whole
+  /// server, empty in a backup of one store.
+  public var databases: [Ubiquity_V1_BackupFileEntry] = []
 
   /// The server-side directory the backup is in.
   public var directory: String = String()
@@ -249,9 +234,6 @@ public nonisolated struct Ubiquity_V1_BackupManifest: Sendable {
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
-
-  fileprivate var _catalog: Ubiquity_V1_BackupFileEntry? = nil
-  fileprivate var _keyValue: Ubiquity_V1_BackupFileEntry? = nil
 }
 
 /// One store file of a backup.
@@ -295,7 +277,7 @@ public nonisolated struct Ubiquity_V1_BackupFileEntry: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Path of the copy inside the backup directory.
+  /// Name of the copy in the backup directory, and of the database in a data directory.
   public var file: String = String()
 
   /// SHA-256 of the copy, lower-case hex.
@@ -679,7 +661,7 @@ nonisolated extension Ubiquity_V1_BackupRequest: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Ubiquity_V1_BackupManifest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".BackupManifest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}format_version\0\u{3}server_version\0\u{3}created_at\0\u{1}stores\0\u{1}catalog\0\u{3}key_value\0\u{1}directory\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}format_version\0\u{3}server_version\0\u{3}created_at\0\u{1}stores\0\u{1}databases\0\u{1}directory\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -691,19 +673,14 @@ nonisolated extension Ubiquity_V1_BackupManifest: SwiftProtobuf.Message, SwiftPr
       case 2: try { try decoder.decodeSingularStringField(value: &self.serverVersion) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.createdAt) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.stores) }()
-      case 5: try { try decoder.decodeSingularMessageField(value: &self._catalog) }()
-      case 6: try { try decoder.decodeSingularMessageField(value: &self._keyValue) }()
-      case 7: try { try decoder.decodeSingularStringField(value: &self.directory) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.databases) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.directory) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
     if self.formatVersion != 0 {
       try visitor.visitSingularUInt32Field(value: self.formatVersion, fieldNumber: 1)
     }
@@ -716,14 +693,11 @@ nonisolated extension Ubiquity_V1_BackupManifest: SwiftProtobuf.Message, SwiftPr
     if !self.stores.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.stores, fieldNumber: 4)
     }
-    try { if let v = self._catalog {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-    } }()
-    try { if let v = self._keyValue {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
-    } }()
+    if !self.databases.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.databases, fieldNumber: 5)
+    }
     if !self.directory.isEmpty {
-      try visitor.visitSingularStringField(value: self.directory, fieldNumber: 7)
+      try visitor.visitSingularStringField(value: self.directory, fieldNumber: 6)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -733,8 +707,7 @@ nonisolated extension Ubiquity_V1_BackupManifest: SwiftProtobuf.Message, SwiftPr
     if lhs.serverVersion != rhs.serverVersion {return false}
     if lhs.createdAt != rhs.createdAt {return false}
     if lhs.stores != rhs.stores {return false}
-    if lhs._catalog != rhs._catalog {return false}
-    if lhs._keyValue != rhs._keyValue {return false}
+    if lhs.databases != rhs.databases {return false}
     if lhs.directory != rhs.directory {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
