@@ -14,7 +14,7 @@ import UbiquityLock
 /// past a live reader's read mark). A checkpoint that stops short of the WAL's end does not sync
 /// the database file, so the copy step costs the writer no disk wait. Like every reader it opens
 /// read-only and never checkpoints (`NO_CKPT_ON_CLOSE`): only the writer connection writes or
-/// checkpoints (SPEC §4.8). Opened, used and closed on the writer thread only.
+/// checkpoints (SPEC §4.8). Opened, used and closed only by the thread serving the writer queue.
 final class CheckpointFence {
     private let path: String
     private let config: StorageConfiguration
@@ -53,6 +53,10 @@ final class CheckpointFence {
         conn = nil
     }
 
+    /// Its connection follows the writer connection from thread to thread (`WriterEngine.enter`).
+    func adoptThread() { conn?.adoptThread() }
+    func releaseThread() { conn?.releaseThread() }
+
     private func connection() throws -> Connection {
         if let c = conn { return c }
         let c = try Connection(path: path, readOnly: true, vfs: config.vfsName, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: 4)
@@ -63,29 +67,30 @@ final class CheckpointFence {
     }
 }
 
-/// Writes the database file's dirty pages to the device on its own thread (`ubq-writeback`)
-/// while and after a copy step, so that the sync at the end of the checkpoint — on the writer
-/// thread, with saves waiting — finds almost nothing left to write (docs/benchmarks.md, issue
-/// 22: that sync was 7-33 ms, mostly in the block layer's writeback throttling). While the
-/// writer copies, the thread submits what is dirty every millisecond (so the device works during
-/// the copy, not after it); once the copy is done it submits the rest and waits for all of it.
-/// It uses its own read-only descriptor of the file; only the kernel's page cache is shared, so
-/// SQLite's files and locks are untouched. The descriptor is closed only after the writer
-/// connection has closed: closing any descriptor of a file drops the process's POSIX locks on
-/// it, SQLite's included. Made lazily by the writer thread at its first copy step; `shutdown`
-/// runs once the writer thread has exited.
-final class DatabaseWriteback: Sendable {
-    private let fd: Int32
-    private let queue = JobQueue<Void>()
-    private let thread: NamedThread
-    /// Shared with the thread's closure (a class: atomics cannot be captured).
-    private final class Shared: Sendable {
-        /// Writebacks asked for and not finished.
-        let pending = Atomic<Int>(0)
-        /// The writer is copying pages into the file.
-        let copying = Atomic<Bool>(false)
-    }
-    private let shared = Shared()
+/// Writes the database file's dirty pages to the device on the writeback thread while and after
+/// a copy step, so that the sync at the end of the checkpoint — by the writer, with saves
+/// waiting — finds almost nothing left to write (docs/benchmarks.md, issue 22: that sync was
+/// 7-33 ms, mostly in the block layer's writeback throttling). While the writer copies, the
+/// thread submits what is dirty every millisecond (so the device works during the copy, not
+/// after it); once the copy is done it submits the rest and waits for all of it. It uses its own
+/// read-only descriptor of the file; only the kernel's page cache is shared, so SQLite's files
+/// and locks are untouched. The descriptor is closed only after the writer connection has
+/// closed: closing any descriptor of a file drops the process's POSIX locks on it, SQLite's
+/// included. Made lazily by the writer at its first copy step; `shutdown` runs once the writer
+/// connection has closed. One thread serves every store (`WritebackThread`), one writeback at a
+/// time: a store's writeback may wait for another store's, which only delays its next copy step
+/// (the checkpoint policy waits for `isDone`).
+final class DatabaseWriteback: @unchecked Sendable {
+    // Invariant: `fd`, `logger` and `record` are written once in init. `cond` (NSCondition, not
+    // `Lock`: `shutdown` waits on it) orders each writeback's end with `shutdown`'s check.
+    fileprivate let fd: Int32
+    fileprivate let logger: Logger
+    fileprivate let record: @Sendable (Double) -> Void
+    /// Writebacks asked for and not finished.
+    fileprivate let pending = Atomic<Int>(0)
+    /// The writer is copying pages into the file.
+    fileprivate let copyingNow = Atomic<Bool>(false)
+    private let cond = NSCondition()
 
     /// `record`: called on the writeback thread with each writeback's seconds (from the copy's
     /// start to the last page on the device).
@@ -96,48 +101,71 @@ final class DatabaseWriteback: Sendable {
             return nil
         }
         self.fd = fd
-        let shared = self.shared
-        let queue = self.queue
-        thread = NamedThread(name: "ubq-writeback", stackSize: 256 << 10) {
-            // The writer thread starts it: without this it would run at the writer's nice value
-            // (docs/threading.md rule 14: only the writer thread has its own).
-            ThreadPriority.prepareStoreThread(nice: 0)
-            while true {
-                if queue.pop(max: 1).isEmpty { break }
-                let t0 = DispatchTime.now().uptimeNanoseconds
-                // Errors only mean SQLite's own sync at the end of the checkpoint writes the
-                // pages itself, as it did before the steps.
-                while shared.copying.load(ordering: .acquiring) {
-                    _ = ubq_writeback_start(fd)
-                    usleep(1000)
-                }
-                let err = ubq_writeback_file(fd)
-                if err != 0 { logger.debug("database writeback: errno \(err)") }
-                record(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
-                shared.pending.subtract(1, ordering: .releasing)
-            }
-        }
+        self.logger = logger
+        self.record = record
     }
 
     /// The writer begins a copy step: write back from now on, until `copied()` and then all of it.
     func copying() {
-        shared.copying.store(true, ordering: .releasing)
-        shared.pending.add(1, ordering: .relaxed)
-        if !queue.push(()) { shared.pending.subtract(1, ordering: .relaxed) }
+        copyingNow.store(true, ordering: .releasing)
+        pending.add(1, ordering: .relaxed)
+        WritebackThread.shared.submit(self)
     }
 
     /// The copy step is done: the thread writes back what is left and waits for it.
-    func copied() { shared.copying.store(false, ordering: .releasing) }
+    func copied() { copyingNow.store(false, ordering: .releasing) }
 
     /// No writeback asked for is still running.
-    var isDone: Bool { shared.pending.load(ordering: .acquiring) == 0 }
+    var isDone: Bool { pending.load(ordering: .acquiring) == 0 }
 
-    /// Joins the thread (after its writeback in flight) and closes the descriptor. Only after the
-    /// writer connection has closed (see above).
+    /// On the writeback thread: one writeback asked for by `copying`.
+    fileprivate func writeBack() {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        // Errors only mean SQLite's own sync at the end of the checkpoint writes the pages
+        // itself, as it did before the steps.
+        while copyingNow.load(ordering: .acquiring) {
+            _ = ubq_writeback_start(fd)
+            usleep(1000)
+        }
+        let err = ubq_writeback_file(fd)
+        if err != 0 { logger.debug("database writeback: errno \(err)") }
+        record(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
+        cond.lock()
+        pending.subtract(1, ordering: .releasing)
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    /// Waits for the writebacks asked for and closes the descriptor. Only after the writer
+    /// connection has closed (see above).
     func shutdown() {
-        shared.copying.store(false, ordering: .releasing)
-        queue.close()
-        thread.join()
+        copyingNow.store(false, ordering: .releasing)
+        cond.lock()
+        while pending.load(ordering: .acquiring) > 0 { cond.wait() }
+        cond.unlock()
         Glibc.close(fd)
+    }
+}
+
+/// The one `ubq-writeback` thread (docs/threading.md rule 18), started at the first copy step of
+/// any store, for the life of the process. Started from a writer thread, so it first sets the
+/// process's nice value (rule 14: only writers have their own).
+final class WritebackThread: Sendable {
+    static let shared = WritebackThread()
+    private let queue = JobQueue<DatabaseWriteback>()
+    private let thread = Lock<NamedThread?>(nil)
+
+    func submit(_ w: DatabaseWriteback) {
+        thread.withLock { t in
+            if t != nil { return }
+            let queue = self.queue
+            t = NamedThread(name: "ubq-writeback", stackSize: 256 << 10) {
+                ThreadPriority.prepareStoreThread(nice: 0)
+                while true {
+                    for w in queue.pop(max: 1) { w.writeBack() }
+                }
+            }
+        }
+        _ = queue.push(w)
     }
 }

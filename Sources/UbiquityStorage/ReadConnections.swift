@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 import UbiquityLock
 
@@ -10,13 +11,13 @@ import UbiquityLock
 /// A connection may come back holding its read transaction (`HeldSnapshot`, storage rule 4):
 /// such a snapshot is ended (by whichever thread next has the connection) once it is `holdNanos`
 /// old, or once `releaseSnapshots` has been called since it began. The sweeper thread ends the
-/// expired snapshots of idle connections, so no snapshot outlives its hold by more than one job.
+/// expired snapshots of idle connections, so no snapshot outlives its hold by more than one job;
+/// one sweeper thread serves every store (`SnapshotSweeper`).
 final class ReadConnections: @unchecked Sendable {
     // Invariant: `free`, `out`, `closed`, `sweeperIdle`, `ending` and `endWaiters` are only accessed while `cond` is
     // locked. A connection in `free` is touched by no thread (the lock holder may read its
     // `heldSnapshot`); a checked-out one only by the thread that checked it out, until it checks
-    // it back in. `releaseEpoch` is atomic: bumped by `releaseSnapshots`, read anywhere. `sweeper`
-    // is written in init (before `self` is shared) and read only by `close`.
+    // it back in. `releaseEpoch` is atomic: bumped by `releaseSnapshots`, read anywhere.
     private let cond = NSCondition()
     private var free: [Connection]
     private var out = 0
@@ -29,34 +30,58 @@ final class ReadConnections: @unchecked Sendable {
     /// Idle connections checked out by `endIdleSnapshots` and not back yet.
     private var ending = 0
     private var endWaiters = 0
-    private let sweeperWake = DispatchSemaphore(value: 0)
-    /// Written once, in init; joined by `close` (nil when snapshots are never held).
-    private var sweeper: NamedThread?
 
-    init(count: Int, holdNanos: UInt64 = 0, open: () throws -> Connection) throws {
-        var conns: [Connection] = []
-        do { for _ in 0..<count { conns.append(try open()) } } catch { conns.forEach { $0.close() }; throw error }
-        for c in conns { c.releaseThread() }  // free connections belong to no thread
-        free = conns
+    /// Most connections; they open as concurrent reads need them (the first one here, so a
+    /// store that cannot be read fails to open), and stay open until `close`.
+    let count: Int
+    /// Connections open (free, checked out, or being opened by a checkout).
+    private var opened = 1
+    private let open: @Sendable () throws -> Connection
+    private let logger: Logger
+
+    init(count: Int, holdNanos: UInt64 = 0, logger: Logger, open: @escaping @Sendable () throws -> Connection) throws {
+        let first = try open()
+        first.releaseThread()  // free connections belong to no thread
+        free = [first]
+        self.count = max(1, count)
         self.holdNanos = holdNanos
-        if holdNanos > 0 {
-            sweeper = NamedThread(name: "ubq-snapshots", stackSize: 1 << 18) { [self] in
-                ThreadPriority.prepareStoreThread(nice: 0)
-                sweep()
-            }
-        }
+        self.logger = logger
+        self.open = open
     }
 
-    /// Waits for a free connection; nil once closed.
+    /// Waits for a free connection (opening one if none is free and fewer than `count` are
+    /// open); nil once closed.
     func checkout() -> Connection? {
         cond.lock(); defer { cond.unlock() }
-        while free.isEmpty && !closed { cond.wait() }
+        while free.isEmpty && !closed {
+            if opened < count && ending == 0 {  // a connection the sweeper is ending comes back in a moment
+                opened += 1
+                out += 1
+                cond.unlock()
+                let made: Connection?
+                do { made = try open() } catch {
+                    logger.warning("read connection not opened (reads share the open ones): \(error)")
+                    made = nil
+                }
+                cond.lock()
+                if let made { return made }  // opened on this thread: already its own
+                opened -= 1
+                out -= 1
+                cond.broadcast()
+                if opened > 0 { cond.wait() } else { return nil }  // none at all: fail the read
+                continue
+            }
+            cond.wait()
+        }
         if closed { return nil }
         out += 1
         let c = free.removeLast()
         c.adoptThread()
         return c
     }
+
+    /// Connections open now.
+    var openCount: Int { cond.withLockRead { opened } }
 
     /// Returns a connection. A snapshot it holds stays only if it is still young enough and no
     /// `releaseSnapshots` came since it began (checked under the lock that `releaseSnapshots`
@@ -76,7 +101,7 @@ final class ReadConnections: @unchecked Sendable {
         var wake = false
         if c.heldSnapshot != nil && sweeperIdle { sweeperIdle = false; wake = true }
         cond.unlock()
-        if wake { sweeperWake.signal() }
+        if wake { SnapshotSweeper.shared.watch(self) }
     }
 
     /// True if `s` may serve another job (age and release epoch; the caller checks generation and model).
@@ -131,23 +156,16 @@ final class ReadConnections: @unchecked Sendable {
         return stillHeld || out > 0
     }
 
-    /// The sweeper thread: while any snapshot may be held, every quarter hold (at least 1 ms)
-    /// ends the idle connections' expired ones; sleeps on `sweeperWake` otherwise.
-    private func sweep() {
-        let tick = max(holdNanos / 4, 1_000_000)
-        while true {
-            sweeperWake.wait()
-            while true {
-                if (cond.withLockRead { closed }) { return }
-                // A timed wait, not a sleep: `close` signals and joins this thread, and should not
-                // wait out a tick. A checkin's signal taken here only ends one tick early.
-                _ = sweeperWake.wait(timeout: .now() + .nanoseconds(Int(tick)))
-                if (cond.withLockRead { closed }) { return }
-                let now = DispatchTime.now().uptimeNanoseconds
-                if !endIdleSnapshots({ [self] s in !mayKeep(s, now: now) }) { break }
-            }
-        }
+    /// The sweeper's visit (`SnapshotSweeper`): ends the idle connections' expired snapshots.
+    /// False once none may be held any more (the sweeper then forgets the pool until a checkin
+    /// keeps a snapshot again).
+    func sweep(now: UInt64) -> Bool {
+        if (cond.withLockRead { closed }) { return false }
+        return endIdleSnapshots({ [self] s in !mayKeep(s, now: now) })
     }
+
+    /// How often the sweeper visits: every quarter hold, at least every millisecond.
+    var sweepTick: UInt64 { max(holdNanos / 4, 1_000_000) }
 
     /// Refuses further checkouts, waits for the checked-out connections to come back, closes all.
     func close() {
@@ -158,8 +176,7 @@ final class ReadConnections: @unchecked Sendable {
         let conns = free
         free = []
         cond.unlock()
-        sweeperWake.signal()
-        sweeper?.join()
+        SnapshotSweeper.shared.forget(self)
         for c in conns { c.adoptThread(); ReadConnections.endSnapshot(c); c.close() }
     }
 }

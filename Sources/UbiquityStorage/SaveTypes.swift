@@ -195,14 +195,14 @@ struct SaveJob {
     }
 }
 
-/// State only the writer thread touches.
+/// State only the writer thread touches (the thread serving the store's writer queue for the
+/// current run: runs never overlap and are ordered by the writer pool's lock).
 final class WriterOwned: @unchecked Sendable {
     // Invariant: every property is read and written only on the writer thread (rule 1).
     var commitsSinceGC = 0
     /// When to checkpoint; made from the store's configuration.
     var checkpoints: CheckpointPolicy
     /// The checkpoint's fence and writeback (CheckpointSteps.swift), made at first use.
-    /// `writeback` is also read by `Store.close` once the writer thread has exited.
     var fence: CheckpointFence?
     var writeback: DatabaseWriteback?
     init(checkpoints: CheckpointPolicy) { self.checkpoints = checkpoints }

@@ -6,8 +6,16 @@ public enum SynchronousMode: String, Codable, Sendable { case off = "OFF", norma
 
 /// Per-store engine settings. Defaults are the documented defaults (docs/storage.md).
 public struct StorageConfiguration: Sendable {
-    /// Read-only connections (and threads) per store. Default: active processor count.
+    /// Read-only connections per store, opened as reads need them; also the least number of
+    /// threads in the shared reader pool (`ReaderPool`). Default: active processor count.
     public var readerCount: Int = ProcessInfo.processInfo.activeProcessorCount
+    /// Most threads of the shared writer pool (`WriterPool`, docs/threading.md rule 18) that
+    /// serves every open store's writer queue; threads start only when every one is busy and
+    /// another store has work. A store's queue uses one thread at a time, so this bounds how
+    /// many stores commit at once (each commit mostly waits for its fsync). 8: not measured
+    /// across stores yet (W1, W2 and W4 use one store, hence one thread; docs/benchmarks.md,
+    /// "Threads per open store"); a bound, not a cost: threads start only when needed.
+    public var writerThreads: Int = 8
     /// FULL: an acknowledged save survives power loss.
     public var synchronous: SynchronousMode = .full
     public var busyTimeoutMilliseconds: Int32 = 5000
@@ -161,7 +169,8 @@ struct StoreState {
     var writebackMaxSeconds = 0.0
 }
 
-/// One open store: a writer thread + connection and a pool of reader threads + connections.
+/// One open store: a writer connection with its queue on the shared writer threads, and read
+/// connections used by the shared reader threads and blocking handlers. No thread of its own.
 /// All methods may be called from any thread or task.
 public final class Store: Sendable {
     public let id: UUID
@@ -171,7 +180,7 @@ public final class Store: Sendable {
     let state: Locked<StoreState>
     let readers: ReaderPool
     let readConnections: ReadConnections
-    let writer: WriterThread<WriterJob>
+    let writer: WriterQueue<WriterJob>
     let writerState: WriterOwned
     let readerGate: ReaderGate
     /// The store's change feed: committed transactions in memory for every subscriber.
@@ -257,7 +266,8 @@ public final class Store: Sendable {
         readerGate = gate
         do {
             let cfg = config
-            readConnections = try ReadConnections(count: max(1, config.readerCount), holdNanos: UInt64(max(0, config.readerSnapshotHoldMilliseconds)) * 1_000_000) {
+            readConnections = try ReadConnections(count: max(1, config.readerCount), holdNanos: UInt64(max(0, config.readerSnapshotHoldMilliseconds)) * 1_000_000,
+                                                   logger: config.logger) {
                 let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
                 try c.exec("PRAGMA query_only=1")
                 try c.exec("PRAGMA mmap_size=\(max(0, cfg.readerMmapBytes))")
@@ -272,10 +282,12 @@ public final class Store: Sendable {
         feed = ChangeFeed(storeID: id, epoch: st.epoch, generation: st.generation,
                           maxTransactions: config.changeFeedWindowTransactions, maxBytes: config.changeFeedWindowBytes)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate, feed: feed)
-        w.releaseThread()  // the writer thread adopts it
-        let writer = WriterThread<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, handler: { conn, jobs in engine.handle(conn, jobs) },
-                                             idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
-                                             onClose: { conn in engine.closing(conn) })
+        w.releaseThread()  // the thread serving the writer queue adopts it for each run
+        let writer = WriterQueue<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, maxThreads: config.writerThreads,
+                                            handler: { conn, jobs in engine.handle(conn, jobs) },
+                                            idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
+                                            enter: { conn in engine.enter(conn) }, leave: { conn in engine.leave(conn) },
+                                            onClose: { conn in engine.closing(conn) }, afterClose: { engine.closed() })
         self.writer = writer
         gate.onDrained = { [weak writer] gate in
             let ok = writer?.submit(.exclusive(CancelFlag(), { conn, engine in
@@ -296,9 +308,8 @@ public final class Store: Sendable {
         // checkpoint runs with nobody reading (rule 5).
         readers.shutdown()
         readConnections.close()
-        writer.shutdown()
+        writer.shutdown()  // its close step also ends the writeback (WriterEngine.closed)
         feed.close()
-        writerState.writeback?.shutdown()  // after the writer connection closed (DatabaseWriteback)
         let w = walStats
         config.logger.debug("store \(id) closed: \(w.checkpoints) checkpoints (\(idleCheckpointCount) when idle, \(Int(w.seconds * 1000)) ms, longest \(Int(w.maxSeconds * 1000)) ms), WAL restarts \(w.restarts), skipped \(w.restartsSkipped), reader gate closed \(w.gateClosures) times; \(stepStatsLine)")
         Store.openPaths.withLock { _ = $0.remove(canonicalPath) }
@@ -393,8 +404,9 @@ public final class Store: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
                 readers.submit(ReaderJob { [self] conn in
-                    guard let conn else { cont.resume(throwing: StorageError(.storeClosed, "store is closed")); return }
-                    cont.resume(with: Result { try runRead(on: conn, flag: flag, transaction: transaction, use: use, body) })
+                    guard let conn else { return { cont.resume(throwing: StorageError(.storeClosed, "store is closed")) } }
+                    let result = Result { try runRead(on: conn, flag: flag, transaction: transaction, use: use, body) }
+                    return { cont.resume(with: result) }
                 })
             }
         } onCancel: { flag.cancel() }

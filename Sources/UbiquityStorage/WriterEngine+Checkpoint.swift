@@ -89,17 +89,35 @@ extension WriterEngine {
     /// would stop its checkpoint short of the WAL's end; the policy begins a new one when due.
     func endFence() { owned.fence?.end() }
 
-    /// The writer thread is closing: the fence closes first, so the close-time TRUNCATE
-    /// checkpoint finds no reader; the writeback thread is joined by `Store.close` once the
-    /// writer connection has closed.
+    /// The writer is closing: the fence closes first, so the close-time TRUNCATE checkpoint
+    /// finds no reader; the writeback ends in `closed`, once the writer connection has closed.
     func closing(_ conn: Connection) {
         owned.fence?.close()
         owned.fence = nil
         _ = conn.checkpoint(truncate: true)
     }
 
+    /// The writer connection has closed: the writeback's descriptor may close (`DatabaseWriteback`).
+    func closed() {
+        owned.writeback?.shutdown()
+        owned.writeback = nil
+    }
+
+    /// A writer thread begins a run of this store's queue: it takes over the writer's connections
+    /// (docs/threading.md rule 15).
+    func enter(_ conn: Connection) {
+        conn.adoptThread()
+        owned.fence?.adoptThread()
+    }
+
+    /// The run is over: the connections belong to no thread until the next run's `enter`.
+    func leave(_ conn: Connection) {
+        owned.fence?.releaseThread()
+        conn.releaseThread()
+    }
+
     /// Seconds the writer thread may wait for a job before `idleCheckpoint` (nil: wait for jobs).
-    /// Read on the writer thread only (WriterThread's loop).
+    /// Read on the thread serving the writer queue only (after each run, `WriterQueue.run`).
     var idleCheckpointWait: Double? { owned.checkpoints.idleWait }
 
     /// The writer has been idle since a commit that left a long WAL: checkpoint it now, with the

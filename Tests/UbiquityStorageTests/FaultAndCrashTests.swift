@@ -149,9 +149,9 @@ extension FaultTests {
         r.clientTransactionID = "tx-group"
         let req = r
         let first = Task { try await s.save(req) }
-        while s.writer.queue.count < 1 { await Task.yield() }
+        while s.writer.queuedJobs < 1 { await Task.yield() }
         let retry = Task { try await s.save(req) }
-        while s.writer.queue.count < 2 { await Task.yield() }
+        while s.writer.queuedJobs < 2 { await Task.yield() }
         FaultInjection.arm(syncNth: 1)
         release.signal()
         try await blocker.value

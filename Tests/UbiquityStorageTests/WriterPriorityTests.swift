@@ -101,9 +101,9 @@ final class WriterPriorityTests: StorageTestCase, @unchecked Sendable {
         var names: Set<String> = []
         _ = pollUntil(seconds: 2) {
             names = ThreadNames.all
-            return names.isSuperset(of: ["ubq-writer", "ubq-reader-0", "ubq-reader-1"])
+            return names.isSuperset(of: ["ubq-writer-0", "ubq-reader-0", "ubq-reader-1"])
         }
-        XCTAssertTrue(names.contains("ubq-writer"), "thread names: \(names.sorted())")
+        XCTAssertTrue(names.contains("ubq-writer-0"), "thread names: \(names.sorted())")
         XCTAssertTrue(names.contains("ubq-reader-0"), "thread names: \(names.sorted())")
         XCTAssertTrue(names.contains("ubq-reader-1"), "thread names: \(names.sorted())")
         #endif
