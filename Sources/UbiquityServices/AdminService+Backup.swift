@@ -7,6 +7,7 @@ import UbiquityStorage
 extension AdminService {
     func backup(_ request: Ubiquity_V1_BackupRequest, call: ServerCall) async throws -> Ubiquity_V1_BackupManifest {
         guard let backups else { throw ServiceError.precondition("this server has no storage", reason: .unsupported) }
+        try backups.requireOperator(call)
         let directory = try Self.directory(request.directory)
         let storeID = try Self.storeID(request.storeID)
         return try await backups.backup(to: directory, storeID: storeID).message(directory: directory)
@@ -14,6 +15,7 @@ extension AdminService {
 
     func restoreStore(_ request: Ubiquity_V1_RestoreStoreRequest, call: ServerCall) async throws -> Ubiquity_V1_RestoreStoreResponse {
         guard let backups else { throw ServiceError.precondition("this server has no storage", reason: .unsupported) }
+        try backups.requireOperator(call)
         let directory = try Self.directory(request.directory)
         let (record, token) = try await backups.restoreStore(from: directory, storeID: try Self.storeID(request.storeID),
                                                              replaceExisting: request.replaceExisting)

@@ -18,6 +18,12 @@ public struct Backups: Sendable {
         self.serverVersion = serverVersion
     }
 
+    /// Backup and RestoreStore are operator calls (`authorization: Bearer <operator key>`,
+    /// docs/accounts.md): they read and write the server's file system and every account's data.
+    func requireOperator(_ call: ServerCall) throws {
+        try backend.authenticator.requireOperator(call.context.metadata)
+    }
+
     // MARK: Backup
 
     /// Backs up one store (`storeID`) or, with nil, every store of every account plus the
@@ -29,7 +35,7 @@ public struct Backups: Sendable {
             guard let r = backend.catalog.store(id: storeID) else { throw ServiceError.notFound("no store \(storeID.uuidString.lowercased())", reason: .storeNotFound) }
             records = [r]
         } else {
-            records = backend.catalog.allStores()
+            records = backend.catalog.allStores().sorted { $0.id.uuidString < $1.id.uuidString }
         }
         try Self.mapping { try BackupFiles.prepare(directory) }
         // Stores first, the catalog after them: every store in the manifest then has its record
@@ -66,7 +72,8 @@ public struct Backups: Sendable {
     /// directory), the catalog first.
     private var serverDatabases: [(file: String, copy: (String) throws -> Void)] {
         [(BackupFiles.catalogFile, backend.catalog.backup(to:)),
-         (BackupFiles.keyValueFile, backend.keyValues.backup(to:))]
+         (BackupFiles.keyValueFile, backend.keyValues.backup(to:)),
+         (BackupFiles.credentialsFile, backend.authenticator.credentials.backup(to:))]
     }
 
     // MARK: Restore one store (online)

@@ -5,8 +5,9 @@ import Foundation
 ///
 ///     <dir>/stores/<store id>.sqlite   one file per store, each a consistent copy (VACUUM INTO)
 ///     <dir>/catalog.sqlite             the server-wide databases, under their data-directory
-///     <dir>/keyvalue.sqlite            names (a backup of every store only): accounts and
-///                                      store names, every account's key-value entries
+///     <dir>/keyvalue.sqlite            names (a backup of every store only): store names,
+///     <dir>/credentials.sqlite         every account's key-value entries, accounts and API
+///                                      keys (no sessions: `Credentials.backup`)
 ///     <dir>/manifest.json              written last, after every file above is synced
 ///
 /// The manifest is the commit point: a directory without one is an interrupted backup (a crash
@@ -110,6 +111,7 @@ public enum BackupFiles {
     public static let storesFolder = "stores"
     public static let catalogFile = "catalog.sqlite"
     public static let keyValueFile = "keyvalue.sqlite"
+    public static let credentialsFile = "credentials.sqlite"
 
     public static func storeFile(_ id: UUID) -> String { storesFolder + "/" + id.uuidString.lowercased() + ".sqlite" }
 

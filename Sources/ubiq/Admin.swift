@@ -2,7 +2,8 @@ import ArgumentParser
 import Foundation
 import UbiquityProtos
 
-/// `ubiq admin`: operator commands (docs/operations.md "Back up and restore").
+/// `ubiq admin`: operator commands (docs/operations.md "Back up and restore"); they send the
+/// operator key (`--operator-key-file`, default `<data-dir>/operator.key`).
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin", abstract: "Operator commands: online backup and restore.",
@@ -16,13 +17,14 @@ struct AdminCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Back up every store (with accounts and key-value data), or one store, while the server keeps serving.")
         @OptionGroup var server: ServerOptions
+        @OptionGroup var op: OperatorOptions
         @Option(help: "Backup directory on the server (absolute; new or empty).") var to: String
         @Option(help: "Back up only this store (its ID).") var store: String?
         func run() async throws {
             var r = Ubiquity_V1_BackupRequest()
             r.directory = try AdminCommand.absolute(to)
             r.storeID = store ?? ""
-            let m = try await server.connect().unary("Admin/Backup", r, Ubiquity_V1_BackupManifest.self)
+            let m = try await op.call(server, "Admin/Backup", r, Ubiquity_V1_BackupManifest.self)
             for s in m.stores {
                 print("\(s.storeID)  \(s.account)/\(s.name)  generation \(s.generation)  \(s.sizeBytes) bytes  sha256 \(s.sha256.prefix(16))…")
             }
@@ -35,6 +37,7 @@ struct AdminCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Restore one store of a backup into the running server (closed and replaced, with a new epoch).")
         @OptionGroup var server: ServerOptions
+        @OptionGroup var op: OperatorOptions
         @Option(help: "Backup directory on the server (absolute; a finished backup, with its manifest).") var from: String
         @Option(help: "The store to restore (its ID); may be left out if the backup holds one store.") var store: String?
         @Flag(help: "Replace the store if it exists in the server (its current contents are lost).") var replace = false
@@ -43,7 +46,7 @@ struct AdminCommand: AsyncParsableCommand {
             r.directory = try AdminCommand.absolute(from)
             r.storeID = store ?? ""
             r.replaceExisting = replace
-            let res = try await server.connect().unary("Admin/RestoreStore", r, Ubiquity_V1_RestoreStoreResponse.self)
+            let res = try await op.call(server, "Admin/RestoreStore", r, Ubiquity_V1_RestoreStoreResponse.self)
             print("restored store \(res.storeID) at generation \(res.generation)")
         }
     }

@@ -19,16 +19,14 @@ import pytest
 from conftest import make_channel
 from ubiq_client import Client, error_of, ob, person_model, st, unpack, v
 from ubiq_harness import wait_until
-from ubiquity.v1 import admin_pb2 as ad, admin_pb2_grpc as adg, keyvalue_pb2 as kv
+from ubiquity.v1 import accounts_pb2 as ac, accounts_pb2_grpc as acg, admin_pb2 as ad, admin_pb2_grpc as adg, keyvalue_pb2 as kv
 
 TIMEOUT = 60
 
 
 def operator(srv) -> list[tuple[str, str]]:
-    """Admin.Backup and RestoreStore are operator calls: the operator key once the server has
-    one (docs/accounts.md), nothing before."""
-    key = srv.data_dir / "operator.key"
-    return [("authorization", f"Bearer {key.read_text().strip()}")] if key.exists() else []
+    """Admin.Backup and RestoreStore are operator calls (docs/accounts.md)."""
+    return [("authorization", f"Bearer {srv.operator_key}")]
 
 
 @pytest.fixture
@@ -154,6 +152,13 @@ def test_backup_under_write_load_restores_every_acknowledged_save(start_server, 
             assert db.execute("SELECT value FROM ubq_meta WHERE key = 'generation'").fetchone()[0] == entry.generation
         assert (directory / entry.file).stat().st_size == entry.size_bytes
 
+    # accounts and API keys are in the backup, sessions are not (Credentials.backup)
+    with sqlite3.connect(f"file:{directory / 'credentials.sqlite'}?mode=ro", uri=True) as db:
+        assert db.execute("SELECT count(*) FROM ubq_api_keys").fetchone()[0] >= 1
+        assert db.execute("SELECT count(*) FROM ubq_sessions").fetchone()[0] == 0
+    api_key = srv.api_key
+    assert api_key
+
     srv.stop()
     restored_dir = tmp_path / "restored-data"
     r = restore_offline(server_binary, directory, restored_dir)
@@ -175,6 +180,9 @@ def test_backup_under_write_load_restores_every_acknowledged_save(start_server, 
         # and the restored store takes saves again, after its restored generation
         assert insert(rc, sid, "after-restore").generation == g + 1
     assert rc.kv.Get(kv.KeyValueGetRequest(key="settings.theme"), metadata=rc.md, timeout=TIMEOUT).value == b"dark"
+    # the source's API key signs in to the restored server (its sessions did not come along)
+    with grpc.insecure_channel(restored.address) as ch:
+        assert acg.AccountsStub(ch).SignIn(ac.SignInRequest(api_key=api_key, device_id="after-restore"), timeout=TIMEOUT).session_token
 
 
 def test_restore_one_store_online_and_the_refusals(start_server, connect, server_binary, tmp_path):
@@ -207,6 +215,19 @@ def test_restore_one_store_online_and_the_refusals(start_server, connect, server
     assert restore_store(srv, one, store_id=sid).store_id == sid
     assert names(c, sid) == {"kept"}
     assert c.stores.OpenStore(st.OpenStoreRequest(name=name, must_exist=True), timeout=TIMEOUT).store.store_id == sid
+
+    # operator calls only: no credentials, or a session's, are refused and change nothing
+    with make_channel(srv.address) as ch:
+        stub = adg.AdminStub(ch)
+        for md in ([], [("authorization", f"Bearer {srv.token}")]):
+            with pytest.raises(grpc.RpcError) as e:
+                stub.Backup(ad.BackupRequest(directory=str(tmp_path / "denied")), metadata=md, timeout=TIMEOUT)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED and "operator" in e.value.details()
+            with pytest.raises(grpc.RpcError) as e:
+                stub.RestoreStore(ad.RestoreStoreRequest(directory=str(one), replace_existing=True), metadata=md, timeout=TIMEOUT)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert not (tmp_path / "denied").exists()
+    assert names(c, sid) == {"kept"}
 
     # a backup never goes into a directory that holds anything
     (tmp_path / "busy").mkdir()
