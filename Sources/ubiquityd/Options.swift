@@ -15,6 +15,13 @@ struct ConfigurationOptions: ParsableArguments {
     var listSettings = false
 }
 
+/// One-shot actions: the server does them and exits. Not settings, so no config-file key or
+/// environment variable (`SettingsTable.meta`): a config file must not restore at every start.
+struct ActionOptions: ParsableArguments {
+    @Option(help: "Restore a full backup (a directory `ubiq admin backup` wrote, with its manifest) into --data-dir, which must be empty or missing, then exit without serving. docs/operations.md \"Back up and restore\".")
+    var restoreFrom: String?
+}
+
 /// The flags most deployments set: where to listen, TLS, where the data lives, logging.
 struct ServerOptions: ParsableArguments {
     @Option(help: "Address to listen on (IPv4 or IPv6 literal).")

@@ -28,7 +28,8 @@ struct Setting: Equatable {
 
 enum SettingsTable {
     /// Options about the configuration itself, not settings of the server.
-    static let meta: Set<String> = ["config", "check-config", "list-settings", "help", "version"]
+    /// And one-shot actions (`ActionOptions`), which a config file must not repeat at every start.
+    static let meta: Set<String> = ["config", "check-config", "list-settings", "restore-from", "help", "version"]
 
     static let all: [Setting] = load()
 

@@ -16,7 +16,7 @@ from conftest import channel_for
 from ubiquity.v1 import admin_pb2, admin_pb2_grpc
 
 ROOT = Path(__file__).resolve().parents[2]
-META = {"help", "version", "config", "check-config", "list-settings"}
+META = {"help", "version", "config", "check-config", "list-settings", "restore-from"}
 
 
 def run(binary, *args, env=None, cwd=None):
