@@ -211,12 +211,12 @@ public final class UbiquityClient: Sendable {
                 return try await body(bearer(token), options)
             } catch {
                 let failure = UbiquityError.from(error)
+                guard let e = failure as? UbiquityError, await sessionEnded(token, by: e) else { throw failure }
                 // Once: a session that expired between the check and the server's (clocks that
-                // disagree) is renewed and the call sent again; a revoked one is not retried,
-                // since that is someone's decision to end it.
-                if !renewed, let e = failure as? UbiquityError, e.kind == .sessionExpired,
-                    await sessionEnded(token, by: e)
-                {
+                // disagree) is renewed and the call sent again. A revoked one is not retried,
+                // since someone ended it on purpose; it is forgotten, so the next call signs in
+                // again and learns whether the key itself still holds.
+                if !renewed, e.kind == .sessionExpired {
                     renewed = true
                     continue
                 }

@@ -1,7 +1,7 @@
 import Foundation
 import GRPCCore
 import Testing
-import Ubiquity
+@testable import Ubiquity
 
 /// Sign-in with an API key against a server with authentication on (docs/accounts.md): typed
 /// refusals, a short session renewed without the caller noticing, sign-out, and a change feed
@@ -53,6 +53,28 @@ import Ubiquity
         #expect(try await f.store.fetch("Person", resultType: .count).count == Int64(saved))
     }
 
+    @Test func aCallRefusedAsSessionExpiredIsSentOnceMoreWithANewSession() async throws {
+        let swap = SendExpiredSessionOnce()
+        let f = try await Fixture.make(serverOptions: ["--session-lifetime-seconds", "2"], interceptors: [swap])
+        defer { Task { await f.close() } }
+        // A session the server has seen expire: what a client whose clock runs behind would send.
+        let other = try UbiquityClient(target: f.server.target, credentials: .apiKey(f.apiKey, deviceID: "other"))
+        defer { Task { await other.close() } }
+        try await other.signIn()
+        let stale = try #require(await other.sessionToken())
+        let probe = try UbiquityClient(target: f.server.target, credentials: .sessionToken(stale))
+        defer { Task { await probe.close() } }
+        try await pollUntil("the other session expires", timeout: .seconds(30)) { () -> Bool? in
+            do { _ = try await probe.listStores(); return nil } catch let e as UbiquityError where e.kind == .sessionExpired {
+                return true
+            }
+        }
+        swap.arm(stale)
+        // Refused as SESSION_EXPIRED, then sent again (without the swap) with a new session.
+        #expect(try await f.client.listStores().map(\.id) == [f.store.id])
+        #expect(swap.sent == 1)
+    }
+
     @Test func signOutEndsTheSessionAndTheNextCallSignsInAgain() async throws {
         let f = try await Fixture.make()
         defer { Task { await f.close() } }
@@ -63,6 +85,17 @@ import Ubiquity
         #expect(closed?.kind == .notFound)
         #expect(try await f.client.listStores().map(\.id) == [f.store.id])
         #expect(await f.client.signIns == 2)
+    }
+
+    @Test func aRevokedKeyEndsTheSessionAndTheNextSignInFails() async throws {
+        let f = try await Fixture.make()
+        defer { Task { await f.close() } }
+        try await revokeApiKey(f.server, f.apiKey)
+        let revoked = await #expect(throws: UbiquityError.self) { try await f.client.listStores() }
+        #expect(revoked?.kind == .sessionRevoked && revoked?.code == .unauthenticated)
+        // Not retried with the same key silently: the next call signs in, and the key is gone.
+        let signIn = await #expect(throws: UbiquityError.self) { try await f.client.listStores() }
+        #expect(signIn?.kind == .badCredentials)
     }
 
     @Test func aFeedSurvivesItsSessionExpiringWithoutAGap() async throws {
@@ -116,3 +149,28 @@ import Ubiquity
         #expect(try await store.get(ids)[ids[0]]?["name"]?.string == "Ann")
     }
 }
+
+/// Once armed, replaces the `authorization` of the next data call with an expired session.
+final class SendExpiredSessionOnce: ClientInterceptor, Sendable {
+    private let state = Synchronization.Mutex<(token: String?, sent: Int)>((nil, 0))
+    var sent: Int { state.withLock { $0.sent } }
+    func arm(_ token: String) { state.withLock { $0.token = token } }
+
+    func intercept<Input: Sendable, Output: Sendable>(
+        request: StreamingClientRequest<Input>, context: ClientContext,
+        next: (StreamingClientRequest<Input>, ClientContext) async throws -> StreamingClientResponse<Output>
+    ) async throws -> StreamingClientResponse<Output> {
+        guard context.descriptor.service.fullyQualifiedService != "ubiquity.v1.Accounts",
+            let token = state.withLock({ s -> String? in
+                defer { s.token = nil }
+                if s.token != nil { s.sent += 1 }
+                return s.token
+            })
+        else { return try await next(request, context) }
+        var request = request
+        request.metadata.replaceOrAddString("Bearer \(token)", forKey: "authorization")
+        return try await next(request, context)
+    }
+}
+
+import Synchronization

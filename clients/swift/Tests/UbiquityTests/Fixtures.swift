@@ -41,6 +41,16 @@ func makeApiKey(_ server: Server, scope: Ubiquity_V1_ApiKeyScope = .readWrite, s
     }.secret
 }
 
+/// Revokes the API key `secret` (`ubk_<key id>.<secret>`) with the operator key: its sessions end.
+func revokeApiKey(_ server: Server, _ secret: String) async throws {
+    let keyID = String(secret.dropFirst("ubk_".count).prefix { $0 != "." })
+    let operatorClient = try UbiquityClient(target: server.target, credentials: .sessionToken(try server.operatorKey))
+    defer { Task { await operatorClient.close() } }
+    _ = try await operatorClient.unary { md, options in
+        try await operatorClient.accounts.revokeApiKey(.with { $0.keyID = keyID }, metadata: md, options: options)
+    }
+}
+
 /// A running server (authentication on, as deployed), a client signed in to it with an API key,
 /// and a fresh store with the Person model.
 struct Fixture {
