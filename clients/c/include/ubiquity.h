@@ -391,6 +391,8 @@ ubq_error *ubq_feed_run(ubq_feed *feed, ubq_feed_event_fn on_event, void *user);
 ProtobufCBinaryData ubq_feed_token(const ubq_feed *feed);
 /* How many times the feed subscribed again after a broken stream. */
 int ubq_feed_reconnects(const ubq_feed *feed);
+/* How many times the feed signed in again (API key) after its session expired or was revoked. */
+int ubq_feed_sign_ins(const ubq_feed *feed);
 void ubq_feed_free(ubq_feed *feed);
 
 #ifdef __cplusplus

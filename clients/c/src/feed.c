@@ -22,6 +22,7 @@ struct ubq_feed {
     ubq_history_expired_fn on_history_expired;
     ProtobufCBinaryData token;       /* the last resume token, or the start token; len 0: none yet */
     int reconnects;
+    int sign_ins;                    /* new sessions after the feed's ended (expired, revoked) */
     /* during a run */
     ubq_feed_event_fn on_event;
     void *user;
@@ -118,6 +119,7 @@ void ubq_feed_free(ubq_feed *f) {
 
 ProtobufCBinaryData ubq_feed_token(const ubq_feed *f) { return f->token; }
 int ubq_feed_reconnects(const ubq_feed *f) { return f->reconnects; }
+int ubq_feed_sign_ins(const ubq_feed *f) { return f->sign_ins; }
 
 static bool on_message(void *user, const uint8_t *message, size_t len) {
     ubq_feed *f = user;
@@ -197,6 +199,7 @@ ubq_error *ubq_feed_run(ubq_feed *f, ubq_feed_event_fn on_event, void *user) {
                 ubq_error_free(err);
                 return signed_in;
             }
+            f->sign_ins++;
             break;
         }
         case UBQ__FEED_ASK_HOOK: {

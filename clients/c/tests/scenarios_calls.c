@@ -90,31 +90,6 @@ done:
     ubq_client_free(gone);
 }
 
-/* Sign-in: without a session a data RPC is UNAUTHENTICATED; a wrong API key fails ubq_connect;
- * after SignOut the client signs in again by itself on its next call. */
-static void test_sign_in_is_required_and_renewed_after_sign_out(ubq_client *c) {
-    ubq_client *anonymous = NULL, *wrong = NULL;
-    ubq_store *s = NULL;
-    Ubiquity__V1__ListStoresResponse *list = NULL;
-    OK(ubq_connect(shared_server->address, NULL, &anonymous));
-    ubq_error *err = ubq_list_stores(anonymous, &list);
-    CHECK(err && err->code == UBQ_UNAUTHENTICATED && ubq_error_is(err, "MISSING_CREDENTIALS"));
-    ubq_error_free(err);
-    err = ubq_connect(shared_server->address, &(ubq_client_options){.api_key = "not-a-key", .device_id = "c-tests"}, &wrong);
-    CHECK(err && err->code == UBQ_UNAUTHENTICATED && ubq_error_is(err, "BAD_CREDENTIALS") && wrong == NULL);
-    ubq_error_free(err);
-    char *before = ubq__xstrdup(c->authorization ? c->authorization : "");
-    OK(ubq_sign_out(c));
-    OK(new_store(c, "after-sign-out", &s));  /* UNAUTHENTICATED, sign in, call again: one call for the caller */
-    CHECK(c->authorization && strcmp(c->authorization, before) != 0);
-    free(before);
-done:
-    ubq_message_free(list);
-    ubq_store_free(s);
-    ubq_client_free(anonymous);
-    ubq_client_free(wrong);
-}
-
 static bool keep_reading(void *user, const uint8_t *message, size_t len) {
     (void)message; (void)len;
     ++*(int *)user;
@@ -188,7 +163,6 @@ const scenario call_scenarios[] = {
     T(test_constraint_clash_is_typed),
     T(test_bad_input_gives_typed_errors_with_reason_and_fields),
     T(test_a_stopped_server_is_unavailable),
-    T(test_sign_in_is_required_and_renewed_after_sign_out),
     T(test_a_call_past_its_deadline_is_deadline_exceeded),
     T(test_a_connection_the_server_closed_while_idle_is_replaced),
 #undef T
