@@ -2,7 +2,10 @@
  * A one-minute tour of the Ubiquity C client against a running ubiquityd.
  *
  *     ubiquityd --port 50051 --data-dir /tmp/ubiq &
- *     build/walkthrough 127.0.0.1:50051
+ *     build/walkthrough 127.0.0.1:50051 API-KEY
+ *
+ * The API key is one of the account's (docs/accounts.md: `ubiq` creates one with the operator key
+ * the server wrote into its data directory); the client signs in with it.
  *
  * CI runs it against the server it builds (scripts/test). It exits non-zero if anything is off.
  */
@@ -63,8 +66,10 @@ static ubq_feed_action until_caught_up(ubq_feed *feed, const Ubiquity__V1__Subsc
 
 int main(int argc, char **argv) {
     const char *target = argc > 1 ? argv[1] : "127.0.0.1:50051";
+    const char *api_key = argc > 2 ? argv[2] : getenv("UBIQUITY_API_KEY");
     ubq_client *client;
-    must(ubq_connect(target, NULL, &client), "connect");
+    must(ubq_connect(target, &(ubq_client_options){.api_key = api_key, .device_id = "walkthrough"}, &client),
+         "connect");
 
     /* 1. A store and its model. */
     ubq_store *store;

@@ -87,8 +87,10 @@ typedef struct ubq_client_options {
     int64_t timeout_ms;
     /* A session token sent as `authorization: Bearer <token>` on every call; NULL for none. */
     const char *bearer_token;
-    /* Sign-in with an API key and a device ID (accounts, SPEC §4.6). Reserved: the server has no
-     * Accounts service yet; ubq_connect refuses a non-NULL api_key with UNIMPLEMENTED. */
+    /* Sign-in (Accounts.SignIn, docs/accounts.md): with an API key (and this device's ID, 1–200
+     * printable characters), ubq_connect signs in and every call carries the session; the client
+     * signs in again before the session expires and once when a call answers UNAUTHENTICATED
+     * (the session was revoked or lost). Takes the place of bearer_token. */
     const char *api_key;
     const char *device_id;
     /* Attempts of a save whose outcome is unknown (UNAVAILABLE, DEADLINE_EXCEEDED), with one
@@ -100,6 +102,9 @@ typedef struct ubq_client_options {
  * made lazily again after a failure. On success *out is the caller's: free it with ubq_client_free. */
 ubq_error *ubq_connect(const char *target, const ubq_client_options *options, ubq_client **out);
 void ubq_client_free(ubq_client *client);
+/* Ends the client's session on the server (Accounts.SignOut): its token stops working and its
+ * streams end. A client with an API key signs in again on its next call. */
+ubq_error *ubq_sign_out(ubq_client *client);
 
 /* ---- values -------------------------------------------------------------------------------- */
 
@@ -386,6 +391,8 @@ ubq_error *ubq_feed_run(ubq_feed *feed, ubq_feed_event_fn on_event, void *user);
 ProtobufCBinaryData ubq_feed_token(const ubq_feed *feed);
 /* How many times the feed subscribed again after a broken stream. */
 int ubq_feed_reconnects(const ubq_feed *feed);
+/* How many times the feed signed in again (API key) after its session expired or was revoked. */
+int ubq_feed_sign_ins(const ubq_feed *feed);
 void ubq_feed_free(ubq_feed *feed);
 
 #ifdef __cplusplus

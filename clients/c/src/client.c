@@ -74,10 +74,8 @@ ubq_error *ubq_connect(const char *target, const ubq_client_options *o, ubq_clie
     ubq_client_options defaults = {0};
     if (!o) o = &defaults;
     if (!target || !*target) return ubq__error(UBQ_INVALID_ARGUMENT, "target is empty (expected host:port)", NULL, 0);
-    if (o->api_key)
-        return ubq__error(UBQ_UNIMPLEMENTED,
-                          "API-key sign-in needs the Accounts service, which this client does not speak yet; "
-                          "pass a session as bearer_token", NULL, 0);
+    if (o->api_key && (!o->device_id || !*o->device_id))
+        return ubq__error(UBQ_INVALID_ARGUMENT, "an API key signs in with a device ID: set device_id", NULL, 0);
     ubq_client *c = ubq__xcalloc(1, sizeof *c);
     c->target = ubq__xstrdup(target);
     if (o->bearer_token) {
@@ -88,6 +86,15 @@ ubq_error *ubq_connect(const char *target, const ubq_client_options *o, ubq_clie
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     c->save_attempts = o->save_attempts > 0 ? o->save_attempts : 3;
     c->conn = ubq__conn_new(target, c->authorization);
+    if (o->api_key) {
+        c->api_key = ubq__xstrdup(o->api_key);
+        c->device_id = ubq__xstrdup(o->device_id);
+        ubq_error *err = ubq__sign_in(c);
+        if (err) {
+            ubq_client_free(c);
+            return err;
+        }
+    }
     *out = c;
     return NULL;
 }
@@ -97,11 +104,30 @@ void ubq_client_free(ubq_client *c) {
     ubq__conn_free(c->conn);
     free(c->target);
     free(c->authorization);
+    free(c->api_key);
+    free(c->device_id);
     free(c);
 }
 
 ubq_error *ubq__unary(ubq_client *c, const char *path, const ProtobufCMessage *request,
                       const ProtobufCMessageDescriptor *response, void **out) {
+    int64_t before = c->signed_in_us;
+    ubq_error *err = ubq__ensure_session(c);
+    if (err) return err;
+    err = ubq__call(c, path, request, response, out);
+    /* A session renewed just now is not the problem: only an older one is worth a new sign-in. */
+    if (!err || err->code != UBQ_UNAUTHENTICATED || !c->api_key || c->signed_in_us != before) return err;
+    ubq_error *again = ubq__sign_in(c);
+    if (again) {
+        ubq_error_free(err);
+        return again;
+    }
+    ubq_error_free(err);
+    return ubq__call(c, path, request, response, out);
+}
+
+ubq_error *ubq__call(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                     const ProtobufCMessageDescriptor *response, void **out) {
     size_t len = protobuf_c_message_get_packed_size(request);
     uint8_t *buf = ubq__xmalloc(len);
     protobuf_c_message_pack(request, buf);

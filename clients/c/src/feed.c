@@ -22,6 +22,7 @@ struct ubq_feed {
     ubq_history_expired_fn on_history_expired;
     ProtobufCBinaryData token;       /* the last resume token, or the start token; len 0: none yet */
     int reconnects;
+    int sign_ins;                    /* new sessions after the feed's ended (expired, revoked) */
     /* during a run */
     ubq_feed_event_fn on_event;
     void *user;
@@ -66,6 +67,13 @@ static ubq_feed *feed_new(ubq_client *client, const char *store_id, const ubq_fe
     f->client->timeout_ms = STREAM_TIMEOUT_MS;
     f->client->save_attempts = 1;
     f->client->conn = ubq__conn_new(f->client->target, f->client->authorization);
+    /* The feed renews its own copy of the session (same key, same device). */
+    if (client->api_key) {
+        f->client->api_key = ubq__xstrdup(client->api_key);
+        f->client->device_id = ubq__xstrdup(client->device_id);
+        f->client->signed_in_us = client->signed_in_us;
+        f->client->expires_us = client->expires_us;
+    }
     f->store_id = store_id ? ubq__xstrdup(store_id) : NULL;
     f->entities = copy_strings(o->entities, &f->n_entities);
     f->exclude_authors = copy_strings(o->exclude_authors, &f->n_exclude_authors);
@@ -111,6 +119,7 @@ void ubq_feed_free(ubq_feed *f) {
 
 ProtobufCBinaryData ubq_feed_token(const ubq_feed *f) { return f->token; }
 int ubq_feed_reconnects(const ubq_feed *f) { return f->reconnects; }
+int ubq_feed_sign_ins(const ubq_feed *f) { return f->sign_ins; }
 
 static bool on_message(void *user, const uint8_t *message, size_t len) {
     ubq_feed *f = user;
@@ -176,12 +185,23 @@ ubq_error *ubq_feed_run(ubq_feed *f, ubq_feed_event_fn on_event, void *user) {
     ubq__backoff_reset(&backoff);
     for (;;) {
         bool stopped = false;
-        ubq_error *err = subscribe_once(f, &stopped);
+        ubq_error *err = ubq__ensure_session(f->client);
+        if (!err) err = subscribe_once(f, &stopped);
         if (stopped) return NULL;
         if (f->got_event) ubq__backoff_reset(&backoff);
-        switch (ubq__feed_after_end(err->code, err->reason)) {
+        switch (ubq__feed_after_end(err->code, err->reason, f->client->api_key != NULL)) {
         case UBQ__FEED_GIVE_UP:
             return err;
+        case UBQ__FEED_SIGN_IN: {
+            /* The session ended (expired, revoked, lost): a new one, then on from the token. */
+            ubq_error *signed_in = ubq__sign_in(f->client);
+            if (signed_in) {
+                ubq_error_free(err);
+                return signed_in;
+            }
+            f->sign_ins++;
+            break;
+        }
         case UBQ__FEED_ASK_HOOK: {
             ProtobufCBinaryData from = {0, NULL};
             if (!f->on_history_expired || !f->on_history_expired(f, err, &from, user) || from.len == 0) return err;

@@ -2,8 +2,10 @@
 
 #include <string.h>
 
-ubq__feed_next ubq__feed_after_end(int code, const char *reason) {
+ubq__feed_next ubq__feed_after_end(int code, const char *reason, bool can_sign_in) {
     switch (code) {
+    case 16:  /* UNAUTHENTICATED: SESSION_EXPIRED / SESSION_REVOKED end a running stream */
+        return can_sign_in ? UBQ__FEED_SIGN_IN : UBQ__FEED_GIVE_UP;
     case 0:   /* the server ended the stream (drain): nothing is wrong with where we are */
     case 4:   /* our own stream deadline */
     case 14:  /* UNAVAILABLE: restart, SHUTTING_DOWN, connection lost, store busy */

@@ -3,16 +3,19 @@
 #ifndef UBQ_FEED_POLICY_H
 #define UBQ_FEED_POLICY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef enum {
     UBQ__FEED_RESUBSCRIBE,     /* subscribe again from the last resume token */
     UBQ__FEED_ASK_HOOK,        /* HISTORY_EXPIRED: the caller's hook says where to go on from */
+    UBQ__FEED_SIGN_IN,         /* the session ended: sign in again, then subscribe from the token */
     UBQ__FEED_GIVE_UP          /* hand the error to the caller */
 } ubq__feed_next;
 
-/* code: the ended stream's gRPC status; reason: its ErrorInfo reason or NULL. */
-ubq__feed_next ubq__feed_after_end(int code, const char *reason);
+/* code: the ended stream's gRPC status; reason: its ErrorInfo reason or NULL; can_sign_in: the
+ * feed has an API key to get a new session with. */
+ubq__feed_next ubq__feed_after_end(int code, const char *reason, bool can_sign_in);
 
 /* Backoff between resubscriptions, bounded by a budget of failure time in a row. */
 typedef struct {

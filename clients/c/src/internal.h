@@ -12,6 +12,9 @@ struct ubq_client {
     ubq__conn *conn;
     int64_t timeout_ms;
     int save_attempts;
+    /* Sign-in (Accounts.SignIn) when the client was given an API key; NULL otherwise. */
+    char *api_key, *device_id;
+    int64_t signed_in_us, expires_us;   /* the session's start and end, wall-clock microseconds */
 };
 
 struct ubq_store {
@@ -34,9 +37,22 @@ void ubq__entries_free(void **entries, size_t n);
 void *ubq__copy_message(const ProtobufCMessage *message);
 
 ubq_error *ubq__error(int code, const char *message, const uint8_t *details, size_t details_len);
-/* One unary call: packs `request`, unpacks the response into *out (free with ubq_message_free). */
+/* One unary call: packs `request`, unpacks the response into *out (free with ubq_message_free).
+ * With an API key it renews the session before it expires and, once, when the call answers
+ * UNAUTHENTICATED (a revoked or lost session): sign in, call again. */
 ubq_error *ubq__unary(ubq_client *c, const char *path, const ProtobufCMessage *request,
                       const ProtobufCMessageDescriptor *response, void **out);
+/* The same without any session handling (SignIn itself, and what ubq__unary builds on). */
+ubq_error *ubq__call(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                     const ProtobufCMessageDescriptor *response, void **out);
+/* Signs in with the client's API key and device ID; the session then goes on every call. */
+ubq_error *ubq__sign_in(ubq_client *c);
+/* Signs in again when the session is close to its end (a no-op without an API key). */
+ubq_error *ubq__ensure_session(ubq_client *c);
+/* Whether a session from signed_in_us to expires_us should be renewed at now_us: with a tenth of
+ * its lifetime left, at least one second and at most one minute. */
+bool ubq__session_due(int64_t signed_in_us, int64_t expires_us, int64_t now_us);
+int64_t ubq__wall_micros(void);
 /* Whether a save's outcome is unknown after this code (the server may have applied it). */
 bool ubq__save_retryable(int code);
 /* Retries `attempt` with backoff while ubq__save_retryable: one client transaction ID throughout. */

@@ -146,6 +146,11 @@ ubq_error *ubq_fetch_stream(ubq_store *s, const char *entity, const ubq_fetch_op
     protobuf_c_message_pack(&req.base, buf);
     ubq__fetch_spec_free(req.fetch);
     stream_state st = {.on_batch = on_batch, .user = user};
+    ubq_error *session = ubq__ensure_session(s->client);
+    if (session) {
+        free(buf);
+        return session;
+    }
     ubq__call_result r;
     ubq__conn_call(s->client->conn, STORES "FetchStream", buf, len, s->client->timeout_ms, on_fetch_message, &st, &r);
     free(buf);

@@ -8,6 +8,7 @@
 
 int failed_checks;
 const char *workdir;
+test_server *shared_server;
 
 /* Person: name (required), age int32, email (unique), score double — the Python suite's model. */
 ubq_error *register_person_model(ubq_store *s) {

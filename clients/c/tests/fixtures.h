@@ -5,10 +5,12 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "server.h"
 #include "ubiquity.h"
 
 extern int failed_checks;      /* checks failed so far in this run */
 extern const char *workdir;    /* where tests put the data directories of servers they start */
+extern test_server *shared_server;  /* the server most tests run against (their client's) */
 
 #define CHECK(cond)                                                                              \
     do {                                                                                         \
@@ -40,9 +42,12 @@ const char *string_of(const Ubiquity__V1__ManagedObject *o, const char *key);  /
 /* The age of `id` read through GetObjects at `at` (NULL: current); -1 if missing. */
 int64_t age_at(ubq_store *s, const char *id, const ProtobufCBinaryData *at);
 
+/* Client options that sign in to `server` (its default account's API key, this suite's device). */
+#define SIGNED_IN(server) (&(ubq_client_options){.api_key = (server)->api_key, .device_id = "c-tests"})
+
 typedef struct { const char *name; void (*fn)(ubq_client *); } scenario;
 /* Each NULL-terminated, in the order they run. */
 extern const scenario store_scenarios[], context_scenarios[], call_scenarios[], feed_scenarios[],
-    keyvalue_scenarios[];
+    keyvalue_scenarios[], auth_scenarios[];
 
 #endif

@@ -68,25 +68,21 @@ done:
     ubq_store_free(other);
 }
 
-static void test_a_stopped_server_is_unavailable_and_api_key_sign_in_is_refused(ubq_client *c) {
+static void test_a_stopped_server_is_unavailable(ubq_client *c) {
     (void)c;
-    ubq_client *gone = NULL, *signed_in = NULL;
+    ubq_client *gone = NULL;
     ubq_store *s = NULL;
     char dir[600];
     test_server t;
     snprintf(dir, sizeof dir, "%s/gone", workdir);
     if (test_server_start(&t, dir, 0) != 0) { failed_checks++; return; }
-    OK(ubq_connect(t.address, &(ubq_client_options){.timeout_ms = 10000}, &gone));
+    OK(ubq_connect(t.address, SIGNED_IN(&t), &gone));
     OK(ubq_open_store(gone, "x", false, &s));
     ubq_store_free(s);
     s = NULL;
     CHECK(test_server_stop(&t) == 0);
     ubq_error *err = ubq_open_store(gone, "x", false, &s);
     CHECK(err && err->code == UBQ_UNAVAILABLE);
-    ubq_error_free(err);
-    /* API-key sign-in waits for the Accounts service; it says so instead of failing later. */
-    err = ubq_connect(t.address, &(ubq_client_options){.api_key = "k", .device_id = "d"}, &signed_in);
-    CHECK(err && err->code == UBQ_UNIMPLEMENTED && signed_in == NULL);
     ubq_error_free(err);
 done:
     if (t.pid) test_server_stop(&t);
@@ -136,8 +132,8 @@ static void test_a_connection_the_server_closed_while_idle_is_replaced(ubq_clien
     snprintf(dir, sizeof dir, "%s/idle", workdir);
     const char *flags[] = {"--idle-timeout-ms", "300", NULL};
     if (test_server_start_with(&t, dir, 0, flags) != 0) { failed_checks++; return; }
-    OK(ubq_connect(t.address, NULL, &idle));
-    OK(ubq_connect(t.address, NULL, &watcher));
+    OK(ubq_connect(t.address, SIGNED_IN(&t), &idle));
+    OK(ubq_connect(t.address, SIGNED_IN(&t), &watcher));
     OK(ubq_list_stores(idle, &list));
     ubq_message_free(list);
     list = NULL;
@@ -166,7 +162,7 @@ const scenario call_scenarios[] = {
 #define T(f) {#f, f}
     T(test_constraint_clash_is_typed),
     T(test_bad_input_gives_typed_errors_with_reason_and_fields),
-    T(test_a_stopped_server_is_unavailable_and_api_key_sign_in_is_refused),
+    T(test_a_stopped_server_is_unavailable),
     T(test_a_call_past_its_deadline_is_deadline_exceeded),
     T(test_a_connection_the_server_closed_while_idle_is_replaced),
 #undef T

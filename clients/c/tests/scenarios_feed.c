@@ -217,7 +217,7 @@ static void test_feed_resumes_from_its_last_token_after_a_server_restart(ubq_cli
     char dir[600];
     snprintf(dir, sizeof dir, "%s/restart", workdir);
     if (test_server_start(&t, dir, 0) != 0) { failed_checks++; return; }
-    OK(ubq_connect(t.address, NULL, &c));
+    OK(ubq_connect(t.address, SIGNED_IN(&t), &c));
     OK(new_store(c, "feed", &s));
     k.store = s;
     OK(ubq_feed_new(s, &(ubq_feed_options){.reconnect_for_ms = 60000}, &feed));

@@ -1,6 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "server.h"
 
+#include "internal.h"
+#include "ubiquity/v1/accounts.pb-c.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -16,25 +19,35 @@
 /* Bounded: a server that does not say it listens within this is a failed test, not a hang. */
 #define START_TIMEOUT_MS 30000
 
-int test_server_start(test_server *s, const char *data_dir, int port) {
-    return test_server_start_with(s, data_dir, port, NULL);
+/* CreateApiKey for the default account, authorised by the operator key. */
+static int make_api_key(test_server *s) {
+    char path[700], key[256] = {0};
+    snprintf(path, sizeof path, "%s/operator.key", s->data_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) { fprintf(stderr, "no operator key at %s\n", path); return -1; }
+    if (!fgets(key, sizeof key, f)) key[0] = 0;
+    fclose(f);
+    key[strcspn(key, "\r\n")] = 0;
+    ubq_client *operator = NULL;
+    ubq_error *err = ubq_connect(s->address, &(ubq_client_options){.bearer_token = key}, &operator);
+    Ubiquity__V1__CreateApiKeyRequest req = UBIQUITY__V1__CREATE_API_KEY_REQUEST__INIT;
+    req.account_id = "default";
+    req.scope = UBIQUITY__V1__API_KEY_SCOPE__API_KEY_SCOPE_READ_WRITE;
+    req.label = "c-tests";
+    Ubiquity__V1__CreateApiKeyResponse *resp = NULL;
+    if (!err) err = ubq__unary(operator, "/ubiquity.v1.Accounts/CreateApiKey", &req.base,
+                               &ubiquity__v1__create_api_key_response__descriptor, (void **)&resp);
+    if (!err) snprintf(s->api_key, sizeof s->api_key, "%s", resp->secret);
+    if (err) fprintf(stderr, "CreateApiKey: %s\n", err->message);
+    int rc = err ? -1 : 0;
+    ubq_error_free(err);
+    ubq_message_free(resp);
+    ubq_client_free(operator);
+    return rc;
 }
 
-/* Whether this ubiquityd has `--auth` (bearer-token authentication, on by default). This client
- * does not sign in yet (README "Authentication"), so such a server runs with `--auth off`, which
- * it allows on 127.0.0.1: every call then acts for the default account. */
-static int has_auth_flag(const char *bin) {
-    static int known = -1;
-    if (known >= 0) return known;
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "'%s' --help 2>&1", bin);
-    FILE *help = popen(cmd, "r");
-    known = 0;
-    if (!help) return known;
-    char line[512];
-    while (fgets(line, sizeof line, help)) known |= strstr(line, "--auth <") != NULL;
-    pclose(help);
-    return known;
+int test_server_start(test_server *s, const char *data_dir, int port) {
+    return test_server_start_with(s, data_dir, port, NULL);
 }
 
 int test_server_start_with(test_server *s, const char *data_dir, int port, const char *const *flags) {
@@ -48,7 +61,6 @@ int test_server_start_with(test_server *s, const char *data_dir, int port, const
     if (pipe(out) != 0) return -1;
     char port_arg[16];
     snprintf(port_arg, sizeof port_arg, "%d", port);
-    int auth = has_auth_flag(bin);
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -59,7 +71,6 @@ int test_server_start_with(test_server *s, const char *data_dir, int port, const
         const char *argv[32] = {bin, "--host", "127.0.0.1", "--port", port_arg, "--data-dir", data_dir,
                                 "--log-level", "info"};
         int n = 9;
-        if (auth) { argv[n++] = "--auth"; argv[n++] = "off"; }
         for (int i = 0; flags && flags[i] && n < 31; i++) argv[n++] = flags[i];
         argv[n] = NULL;
         execv(bin, (char *const *)argv);
@@ -86,7 +97,11 @@ int test_server_start_with(test_server *s, const char *data_dir, int port, const
             /* Later stdout is not read: the server prints nothing more there. */
             close(out[0]);
             snprintf(s->address, sizeof s->address, "127.0.0.1:%d", s->port);
-            return 0;
+            if (make_api_key(s) == 0) return 0;
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            s->pid = 0;
+            return -1;
         }
         if (nl || len == sizeof line - 1) break;
     }

@@ -11,6 +11,9 @@ typedef struct {
     char address[64];
     char data_dir[512];
     char log_path[600];
+    /* An API key of the server's default account, made at start with the operator key the server
+     * writes into its data directory (docs/accounts.md), as tests/python/ubiq_harness.py does. */
+    char api_key[256];
 } test_server;
 
 /* Starts $UBIQUITYD on `port` (0: any free port) with `data_dir` (created). 0 on success. */

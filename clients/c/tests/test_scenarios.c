@@ -5,7 +5,7 @@
  * The scenarios are in scenarios_*.c; this is the runner.
  *
  *   UBIQUITYD=.build/debug/ubiquityd build/test_scenarios WORKDIR [TEST-NAME…]
- *   UBIQUITYD=… build/test_scenarios WORKDIR --serve PROGRAM [ARGS…]   (runs PROGRAM … ADDRESS)
+ *   UBIQUITYD=… build/test_scenarios WORKDIR --serve PROGRAM [ARGS…]   (runs PROGRAM … ADDRESS API-KEY)
  *
  * One server serves the tests (each on its own store); tests that restart or stop a server start
  * their own.
@@ -21,9 +21,10 @@
 #include "server.h"
 
 static const scenario *const groups[] = {store_scenarios, context_scenarios, call_scenarios, feed_scenarios,
-                                          keyvalue_scenarios};
+                                          keyvalue_scenarios, auth_scenarios};
 
-/* --serve: run a program (the walkthrough) against a fresh server; its exit status is ours. */
+/* --serve: run a program (the walkthrough) against a fresh server, with the server's address and
+ * an API key as its last two arguments; its exit status is ours. */
 static int serve(char **argv) {
     test_server t;
     char dir[600];
@@ -31,9 +32,10 @@ static int serve(char **argv) {
     if (test_server_start(&t, dir, 0) != 0) return 1;
     int n = 0;
     while (argv[n]) n++;
-    char **args = ubq__xcalloc((size_t)n + 2, sizeof *args);
+    char **args = ubq__xcalloc((size_t)n + 3, sizeof *args);
     for (int i = 0; i < n; i++) args[i] = argv[i];
     args[n] = t.address;
+    args[n + 1] = t.api_key;
     pid_t pid = fork();
     if (pid == 0) { execv(args[0], args); _exit(127); }
     int status = 1;
@@ -52,7 +54,8 @@ int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s/shared", workdir);
     if (test_server_start(&t, dir, 0) != 0) return 1;
     ubq_client *c = NULL;
-    ubq_error *err = ubq_connect(t.address, &(ubq_client_options){.timeout_ms = 30000}, &c);
+    shared_server = &t;
+    ubq_error *err = ubq_connect(t.address, SIGNED_IN(&t), &c);
     if (err) { fprintf(stderr, "connect: %s\n", err->message); ubq_error_free(err); return 1; }
     int run = 0, failed = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {

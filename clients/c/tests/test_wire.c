@@ -164,14 +164,27 @@ static void test_values_build_entries_and_read_back(void) {
 }
 
 static void test_feed_policy_resubscribes_only_where_resuming_can_help(void) {
-    CHECK(ubq__feed_after_end(UBQ_UNAVAILABLE, "SHUTTING_DOWN") == UBQ__FEED_RESUBSCRIBE);
-    CHECK(ubq__feed_after_end(UBQ_UNAVAILABLE, NULL) == UBQ__FEED_RESUBSCRIBE);
-    CHECK(ubq__feed_after_end(UBQ_RESOURCE_EXHAUSTED, "SUBSCRIBER_TOO_SLOW") == UBQ__FEED_RESUBSCRIBE);
-    CHECK(ubq__feed_after_end(UBQ_RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED") == UBQ__FEED_GIVE_UP);
-    CHECK(ubq__feed_after_end(UBQ_FAILED_PRECONDITION, "HISTORY_EXPIRED") == UBQ__FEED_ASK_HOOK);
-    CHECK(ubq__feed_after_end(UBQ_FAILED_PRECONDITION, "STORE_REPLACED") == UBQ__FEED_GIVE_UP);
-    CHECK(ubq__feed_after_end(UBQ_NOT_FOUND, "STORE_NOT_FOUND") == UBQ__FEED_GIVE_UP);
-    CHECK(ubq__feed_after_end(UBQ_UNAUTHENTICATED, NULL) == UBQ__FEED_GIVE_UP);
+    CHECK(ubq__feed_after_end(UBQ_UNAVAILABLE, "SHUTTING_DOWN", false) == UBQ__FEED_RESUBSCRIBE);
+    CHECK(ubq__feed_after_end(UBQ_UNAVAILABLE, NULL, false) == UBQ__FEED_RESUBSCRIBE);
+    CHECK(ubq__feed_after_end(UBQ_RESOURCE_EXHAUSTED, "SUBSCRIBER_TOO_SLOW", false) == UBQ__FEED_RESUBSCRIBE);
+    CHECK(ubq__feed_after_end(UBQ_RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED", false) == UBQ__FEED_GIVE_UP);
+    CHECK(ubq__feed_after_end(UBQ_FAILED_PRECONDITION, "HISTORY_EXPIRED", false) == UBQ__FEED_ASK_HOOK);
+    CHECK(ubq__feed_after_end(UBQ_FAILED_PRECONDITION, "STORE_REPLACED", false) == UBQ__FEED_GIVE_UP);
+    CHECK(ubq__feed_after_end(UBQ_NOT_FOUND, "STORE_NOT_FOUND", false) == UBQ__FEED_GIVE_UP);
+    CHECK(ubq__feed_after_end(UBQ_UNAUTHENTICATED, "SESSION_EXPIRED", false) == UBQ__FEED_GIVE_UP);
+    CHECK(ubq__feed_after_end(UBQ_UNAUTHENTICATED, "SESSION_EXPIRED", true) == UBQ__FEED_SIGN_IN);
+    CHECK(ubq__feed_after_end(UBQ_UNAUTHENTICATED, "SESSION_REVOKED", true) == UBQ__FEED_SIGN_IN);
+}
+
+static void test_a_session_is_renewed_with_a_tenth_of_its_lifetime_left(void) {
+    const int64_t s = 1000000;  /* one second in microseconds */
+    CHECK(!ubq__session_due(0, 86400 * s, 3600 * s));          /* a day-long session, an hour in */
+    CHECK(!ubq__session_due(0, 86400 * s, 86340 * s - 1));     /* the margin is at most a minute */
+    CHECK(ubq__session_due(0, 86400 * s, 86340 * s));
+    CHECK(!ubq__session_due(0, 100 * s, 89 * s));              /* a tenth of a 100 s session */
+    CHECK(ubq__session_due(0, 100 * s, 90 * s));
+    CHECK(ubq__session_due(0, 2 * s, 1 * s));                  /* at least a second */
+    CHECK(!ubq__session_due(0, 0, 5 * s));                     /* no expiry given */
 }
 
 static void test_backoff_doubles_to_a_cap_within_a_budget(void) {
@@ -198,8 +211,9 @@ int main(void) {
     test_error_details_decode_into_typed_fields();
     test_values_build_entries_and_read_back();
     test_feed_policy_resubscribes_only_where_resuming_can_help();
+    test_a_session_is_renewed_with_a_tenth_of_its_lifetime_left();
     test_backoff_doubles_to_a_cap_within_a_budget();
     if (failures) { fprintf(stderr, "test_wire: %d check(s) failed\n", failures); return 1; }
-    printf("test_wire: 9 tests passed\n");
+    printf("test_wire: 10 tests passed\n");
     return 0;
 }
