@@ -21,11 +21,24 @@ public struct ServiceLimits: Sendable {
     public init() {}
 }
 
-/// The account a call acts for. Authentication is a later issue: until then every call acts
-/// for the built-in default account — but the account is explicit in every code path.
+/// The account a call acts for, and the session it came with (docs/accounts.md). With
+/// `--auth off` every call acts for the built-in default account with no session.
 public struct Account: Sendable, Hashable {
     public let id: String
+    /// The session's ID (its token's SHA-256, hex); nil with authentication off.
+    public var session: String? = nil
+    public var scope: Credentials.Scope = .readWrite
+    /// When the session expires (seconds since the epoch).
+    public var expiresAt: Double = .infinity
     public static let defaultAccount = Account(id: "default")
+
+    /// Throws PERMISSION_DENIED if the session's key is scoped to another store than `name`.
+    func checkStoreScope(_ name: String) throws {
+        if case .store(let only) = scope, only != name {
+            throw ServiceError(code: .permissionDenied, reason: .scopeExceeded,
+                               message: "this session's API key is scoped to the store \"\(only.prefix(100))\" only")
+        }
+    }
 }
 
 /// What the data services share: the store directory, the catalog of named stores, the model
@@ -40,17 +53,31 @@ public final class Backend: Sendable {
     public let keyValues: KeyValueStore
     let keyValueFeed = KeyValueFeed()
     private let models = Lock<[String: ModelInfo]>([:])
+    /// Sessions, API keys and the operator key (docs/accounts.md).
+    public let authenticator: Authenticator
+    /// False with `--auth off` (benchmarks on loopback only): every call acts for the default account.
+    public let authRequired: Bool
 
     /// Metadata key carrying the model version hash a client was built with (§4.7).
     public static let modelVersionKey = "ubiquity-model-version"
 
     public init(dataDirectory: String, storage: StorageConfiguration = StorageConfiguration(), maxOpenStores: Int = 256,
                 limits: ServiceLimits = ServiceLimits(), feedLimits: FeedLimits = FeedLimits(),
-                keyValueQuotas: KeyValueQuotas = KeyValueQuotas()) throws {
+                keyValueQuotas: KeyValueQuotas = KeyValueQuotas(),
+                authRequired: Bool = true, sessionLifetimeSeconds: Double = 86_400) throws {
         directory = try StoreDirectory(root: dataDirectory, configuration: storage, maxOpenStores: maxOpenStores)
         catalog = try Catalog(path: dataDirectory + "/catalog.sqlite")
         keyValues = try KeyValueStore(path: dataDirectory + "/keyvalue.sqlite", quotas: keyValueQuotas)
         try catalog.ensureAccount(Account.defaultAccount.id)
+        // Store files live in their account's folder (SPEC §4.8); a data directory from before
+        // accounts has them all in <data>/stores and they move there now, once.
+        let catalog = self.catalog
+        directory.locateAccounts { catalog.store(id: $0)?.account }
+        for r in catalog.allStores() { try directory.adoptLegacyFiles(r.id) }
+        let credentials = try Credentials(root: dataDirectory)
+        _ = try credentials.addAccount(id: Account.defaultAccount.id, displayName: "default")
+        authenticator = Authenticator(credentials: credentials, sessionLifetime: sessionLifetimeSeconds)
+        self.authRequired = authRequired
         self.limits = limits
         subscriptions = Subscriptions(limits: feedLimits)
     }
@@ -67,11 +94,14 @@ public final class Backend: Sendable {
         await directory.shutdown()
         catalog.close()
         keyValues.close()
+        authenticator.credentials.close()
     }
 
-    /// The account a call acts for, from its metadata (the default account until authentication
-    /// lands). `MethodTable` resolves it once per call, before the handler runs.
-    func account(metadata: Metadata) throws -> Account { Account.defaultAccount }
+    /// The account a call acts for, from its `authorization` metadata (docs/accounts.md).
+    /// `MethodTable` resolves it once per call, before the handler runs.
+    func account(metadata: Metadata, access: Access) throws -> Account {
+        authRequired ? try authenticator.account(metadata: metadata, access: access) : Account.defaultAccount
+    }
 
     /// The store named by `id` if it belongs to `account`; NOT_FOUND otherwise (the same answer
     /// for another account's store as for none, so IDs leak nothing).
@@ -81,6 +111,7 @@ public final class Backend: Sendable {
         case .malformed:
             throw ServiceError.invalid(field, "\"\(id.prefix(100))\" is not a store ID (a UUID)", reason: .badStoreID)
         case .found(let r) where r.account == account.id:
+            try account.checkStoreScope(r.name)
             return r
         case .found, .missing:
             throw ServiceError.notFound("no store \(id.lowercased()) in this account", reason: .storeNotFound)

@@ -34,7 +34,7 @@ extension ChangesService {
             }
             let selection = try ChangeSelection(filter, model: model, field: "filter")
             let start = try Self.start(req.hasFrom ? req.from : nil, defaultsToNow: true, store: store, field: "from")
-            let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed)
+            let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed, account: context.account)
             admitted.withLock { $0 = sub }
             let runner = SubscriptionRunner(store: store, model: model, selection: selection, live: live, subscription: sub, writer: writer,
                                             limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,
@@ -263,6 +263,10 @@ struct SubscriptionRunner: Sendable {
             e = .precondition("the store was replaced: read a baseline at its current generation, then subscribe from it", reason: .storeReplaced)
         case .storeDestroyed:
             e = .notFound("the store was destroyed", reason: .storeNotFound)
+        case .sessionRevoked:
+            e = Authenticator.unauthenticated(reason: .sessionRevoked, "the session was signed out or its API key revoked: sign in again and resume from the resume_token in the ResumeDetails")
+        case .sessionExpired:
+            e = Authenticator.unauthenticated(reason: .sessionExpired, "the session expired: sign in again and resume from the resume_token in the ResumeDetails")
         }
         e.details = [d]
         return e

@@ -95,6 +95,10 @@ struct Pending: Sendable {
 final class ContextBox: @unchecked Sendable {
     let id: UUID
     let account: String
+    /// The session that created it (SPEC §4.4: a context belongs to a session and ends with it);
+    /// nil with authentication off. Its expiry, wall-clock seconds.
+    let session: String?
+    let sessionExpiresAt: Double
     let storeID: UUID
     let name: String
     let author: String
@@ -113,9 +117,10 @@ final class ContextBox: @unchecked Sendable {
     var pending = Pending()
     var closed = false
 
-    init(id: UUID, account: String, storeID: UUID, name: String, author: String, parent: ContextBox?, autoMerge: Bool,
+    init(id: UUID, account: Account, storeID: UUID, name: String, author: String, parent: ContextBox?, autoMerge: Bool,
          mergePolicy: MergePolicy, mode: GenerationModeKind) {
-        self.id = id; self.account = account; self.storeID = storeID; self.name = name; self.author = author
+        self.id = id; self.account = account.id; self.session = account.session; self.sessionExpiresAt = account.expiresAt
+        self.storeID = storeID; self.name = name; self.author = author
         self.parent = parent; self.autoMerge = autoMerge; self.mergePolicy = mergePolicy; self.mode = mode
     }
 
@@ -156,11 +161,12 @@ public final class ContextRegistry: Sendable {
         box.lastUse.withLock { $0 = clock() }
     }
 
-    /// The context, if it exists and belongs to the account.
+    /// The context, if it exists and belongs to the account and session (another session's
+    /// context answers as a missing one).
     func find(_ id: String, account: Account) throws -> ContextBox {
         guard !id.isEmpty else { throw ServiceError.invalid("context_id", "a context_id is required (CreateContext returns it)", reason: .missingField) }
         guard let uuid = UUID.parse(id) else { throw ServiceError.invalid("context_id", "\"\(id.prefix(100))\" is not a context ID", reason: .badContextID) }
-        guard let box = contexts.withLock({ $0[uuid] }), box.account == account.id else {
+        guard let box = contexts.withLock({ $0[uuid] }), box.account == account.id, box.session == account.session else {
             throw ServiceError.notFound("no context \(id.lowercased()) (closed, expired after \(Int(limits.contextIdleSeconds)) s idle, or never created)", reason: .contextNotFound)
         }
         return box
@@ -238,12 +244,25 @@ public final class ContextRegistry: Sendable {
         for b in boxes { b.storeChanged.store(true, ordering: .releasing) }
     }
 
-    /// Contexts idle past the limit; the caller unpins and drops them.
+    /// Drops the contexts of these sessions (signed out, or their API key revoked); their pins
+    /// are leases, which the store forgets on its own.
+    func endSessions(_ ids: Set<String>) {
+        guard !ids.isEmpty else { return }
+        let gone = contexts.withLock { c in
+            let gone = c.values.filter { $0.session.map(ids.contains) ?? false }
+            for g in gone { c[g.id] = nil }
+            return gone
+        }
+        for g in gone { g.closed = true }
+    }
+
+    /// Contexts idle past the limit, or whose session expired; the caller unpins and drops them.
     func expire() -> [ContextBox] {
         let now = clock()
+        let wallClock = Date().timeIntervalSince1970
         let idle = limits.contextIdleSeconds
         return contexts.withLock { c in
-            let gone = c.values.filter { b in now - b.lastUse.withLock { $0 } >= idle }
+            let gone = c.values.filter { b in now - b.lastUse.withLock { $0 } >= idle || b.sessionExpiresAt <= wallClock }
             for g in gone { c[g.id] = nil }
             return gone
         }

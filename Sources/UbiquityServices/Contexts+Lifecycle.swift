@@ -28,7 +28,7 @@ extension ContextsService {
         let storeID = parent.map { $0.storeID.uuidString } ?? req.storeID
         return try await backend.withStore(storeID, account: account) { store in
             _ = try backend.model(of: store)
-            let box = ContextBox(id: UUID(), account: account.id, storeID: store.id, name: req.name, author: req.author,
+            let box = ContextBox(id: UUID(), account: account, storeID: store.id, name: req.name, author: req.author,
                                  parent: parent, autoMerge: req.automaticallyMergesChanges, mergePolicy: policy, mode: mode)
             if mode == .pinnedAtToken {
                 guard !req.token.isEmpty else {

@@ -31,6 +31,13 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case objectNotFound = "OBJECT_NOT_FOUND"
     case notFound = "NOT_FOUND"
     case keyNotFound = "KEY_NOT_FOUND"
+    // UNAUTHENTICATED
+    case missingCredentials = "MISSING_CREDENTIALS"
+    case badCredentials = "BAD_CREDENTIALS"
+    case sessionExpired = "SESSION_EXPIRED"
+    case sessionRevoked = "SESSION_REVOKED"
+    // PERMISSION_DENIED
+    case scopeExceeded = "SCOPE_EXCEEDED"
     // FAILED_PRECONDITION
     case noModel = "NO_MODEL"
     case modelVersionMismatch = "MODEL_VERSION_MISMATCH"
@@ -55,6 +62,7 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case storageFull = "STORAGE_FULL"
     case subscriberTooSlow = "SUBSCRIBER_TOO_SLOW"
     case keyValueQuota = "KEY_VALUE_QUOTA"
+    case signInRateLimited = "SIGN_IN_RATE_LIMITED"
     case corrupt = "CORRUPT"
     case cancelled = "CANCELLED"
     case readOnly = "READ_ONLY"

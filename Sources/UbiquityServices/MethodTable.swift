@@ -98,9 +98,10 @@ struct MethodTable {
         _ name: String, queryFields: String = "", _ method: @escaping @Sendable (Req, ServerContext) async throws -> Res
     ) {
         let backend = accounts(name)
+        let access = Access.of(path: prefix + name)
         router.unary(prefix + name) { (request: Req, call) in
             try await Self.converting(queryFields) {
-                try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
+                try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata, access: access), call: call))
             }
         }
     }
@@ -112,12 +113,15 @@ struct MethodTable {
         _ method: @escaping @Sendable (Decoder.Request, ServerContext) async throws -> Encoded<Res>
     ) {
         let backend = accounts(name)
+        let access = Access.of(path: prefix + name)
         router.register(prefix + name, kind: .unary) { call in
             // The transport has checked there is exactly one message.
             let bytes = try await call.receive() ?? []
             let response = try await Self.converting(queryFields) {
+                // credentials before the request: an unauthenticated caller learns nothing from validation
+                let account = try backend.account(metadata: call.context.metadata, access: access)
                 let request = try Decoder.decode(bytes)
-                return try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
+                return try await method(request, ServerContext(account: account, call: call))
             }
             call.finish(message: response.bytes)
         }
@@ -131,9 +135,11 @@ struct MethodTable {
         _ method: @escaping @Sendable (Decoder.Request, ServerContext) throws -> Encoded<Res>
     ) {
         let backend = accounts(name)
+        let access = Access.of(path: prefix + name)
         router.registerSync(prefix + name, execution: execution) { bytes, call in
             SyncUnaryReply(try Self.convertingSync(queryFields) {
-                try method(try Decoder.decode(bytes), ServerContext(account: try backend.account(metadata: call.metadata), sync: call))
+                let account = try backend.account(metadata: call.metadata, access: access)
+                return try method(try Decoder.decode(bytes), ServerContext(account: account, sync: call))
             }.bytes)
         }
     }
@@ -145,9 +151,11 @@ struct MethodTable {
         _ name: String, _ method: @escaping @Sendable (Req, ServerContext) throws -> Res
     ) {
         let backend = accounts(name)
+        let access = Access.of(path: prefix + name)
         router.registerSync(prefix + name, execution: .blocking) { bytes, call in
             SyncUnaryReply(try Self.convertingSync("") {
-                try method(try Req(requestBytes: bytes), ServerContext(account: try backend.account(metadata: call.metadata), sync: call)).serializedBytes()
+                let account = try backend.account(metadata: call.metadata, access: access)
+                return try method(try Req(requestBytes: bytes), ServerContext(account: account, sync: call)).serializedBytes()
             })
         }
     }
@@ -158,9 +166,10 @@ struct MethodTable {
         _ method: @escaping @Sendable (Req, ResponseWriter<Res>, ServerContext) async throws -> Void
     ) {
         let backend = accounts(name)
+        let access = Access.of(path: prefix + name)
         router.serverStreaming(prefix + name) { (request: Req, writer: ResponseWriter<Res>, call) in
             try await Self.converting(queryFields) {
-                try await method(request, writer, ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
+                try await method(request, writer, ServerContext(account: try backend.account(metadata: call.context.metadata, access: access), call: call))
             }
         }
     }
@@ -171,11 +180,14 @@ struct MethodTable {
         _ name: String, _ method: @escaping @Sendable (Req, EncodedWriter<Res>, ServerContext) async throws -> Void
     ) {
         let backend = accounts(name)
+        let access = Access.of(path: prefix + name)
         router.register(prefix + name, kind: .serverStreaming) { call in
             // The transport has checked there is exactly one request message.
-            let request = try Req(requestBytes: try await call.receive() ?? [])
+            let bytes = try await call.receive() ?? []
             try await Self.converting("") {
-                try await method(request, EncodedWriter(call: call), ServerContext(account: try backend.account(metadata: call.context.metadata), call: call))
+                let account = try backend.account(metadata: call.context.metadata, access: access)
+                let request = try Req(requestBytes: bytes)
+                try await method(request, EncodedWriter(call: call), ServerContext(account: account, call: call))
             }
         }
     }

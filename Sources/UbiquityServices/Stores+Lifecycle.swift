@@ -10,7 +10,10 @@ extension StoresService {
         guard !name.isEmpty, name.count <= 200, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw ServiceError.invalid("name", "a store name is 1–200 characters without control characters", reason: .badName)
         }
-        guard let (rec, created) = try backend.catalog.store(account: context.account.id, name: name, create: !req.mustExist) else {
+        try context.account.checkStoreScope(name)
+        // a read-only session opens only stores that exist
+        let create = !req.mustExist && context.account.scope != .readOnly
+        guard let (rec, created) = try backend.catalog.store(account: context.account.id, name: name, create: create) else {
             throw ServiceError.notFound("no store named \"\(name)\" in this account", reason: .storeNotFound)
         }
         return try await backend.directory.withStore(rec.id, create: true) { store in
@@ -23,7 +26,7 @@ extension StoresService {
 
     func listStores(_ req: Ubiquity_V1_ListStoresRequest, context: ServerContext) async throws -> Ubiquity_V1_ListStoresResponse {
         var res = Ubiquity_V1_ListStoresResponse()
-        res.stores = backend.catalog.stores(account: context.account.id).map { r in
+        res.stores = backend.catalog.stores(account: context.account.id).filter { (try? context.account.checkStoreScope($0.name)) != nil }.map { r in
             var i = Ubiquity_V1_StoreInfo()
             i.storeID = r.id.uuidString.lowercased()
             i.name = r.name

@@ -32,6 +32,10 @@ struct SubscriptionState: Equatable {
         case storeDestroyed
         /// The store closed under the subscription (UNAVAILABLE).
         case storeClosed
+        /// Its session was signed out or its API key revoked (UNAUTHENTICATED SESSION_REVOKED).
+        case sessionRevoked
+        /// Its session expired (UNAUTHENTICATED SESSION_EXPIRED).
+        case sessionExpired
     }
 
     /// Where the subscriber's next read goes.

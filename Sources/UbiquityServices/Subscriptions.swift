@@ -28,6 +28,9 @@ final class Subscription: Sendable {
     let storeID: UUID
     let peer: String
     let feed: ChangeFeed
+    /// The session it runs for (nil with authentication off) and when that session expires.
+    let session: String?
+    let expiresAt: Double
     private struct State {
         var ending: SubscriptionState.EndReason?
         var task: Task<Void, any Error>?
@@ -41,8 +44,9 @@ final class Subscription: Sendable {
     }
     private let state = Lock(State())
 
-    init(id: UInt64, storeID: UUID, peer: String, feed: ChangeFeed) {
+    init(id: UInt64, storeID: UUID, peer: String, feed: ChangeFeed, session: String? = nil, expiresAt: Double = .infinity) {
         self.id = id; self.storeID = storeID; self.peer = peer; self.feed = feed
+        self.session = session; self.expiresAt = expiresAt
     }
 
     var ending: SubscriptionState.EndReason? { state.withLock { $0.ending } }
@@ -97,7 +101,7 @@ public final class Subscriptions: Sendable {
 
     public init(limits: FeedLimits = FeedLimits()) { self.limits = limits }
 
-    func admit(storeID: UUID, peer: String, feed: ChangeFeed) throws -> Subscription {
+    func admit(storeID: UUID, peer: String, feed: ChangeFeed, account: Account = .defaultAccount) throws -> Subscription {
         try state.withLock { s in
             if s.shutDown { throw ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: subscribe again once it is back") }
             if s.perStore[storeID, default: 0] >= limits.maxSubscribersPerStore {
@@ -107,7 +111,7 @@ public final class Subscriptions: Sendable {
                 throw ServiceError.exhausted("this connection has \(limits.maxSubscribersPerConnection) subscriptions, the most allowed (--max-subscribers-per-connection): use another connection",
                                              reason: .limitExceeded)
             }
-            let sub = Subscription(id: s.next, storeID: storeID, peer: peer, feed: feed)
+            let sub = Subscription(id: s.next, storeID: storeID, peer: peer, feed: feed, session: account.session, expiresAt: account.expiresAt)
             s.next += 1
             s.byID[sub.id] = sub
             s.perStore[storeID, default: 0] += 1
@@ -143,6 +147,13 @@ public final class Subscriptions: Sendable {
         }
     }
 
+    /// Ends the subscriptions of these sessions (signed out, or their API key revoked) at once.
+    func endSessions(_ ids: Set<String>, _ reason: SubscriptionState.EndReason) {
+        guard !ids.isEmpty else { return }
+        let subs = state.withLock { s in s.byID.values.filter { $0.session.map(ids.contains) ?? false } }
+        subs.forEach { $0.end(reason) }
+    }
+
     /// The server is draining: every subscription ends now with UNAVAILABLE and its resume token
     /// (a subscription never ends on its own, so waiting for it would hold up the shutdown).
     public func shutdown() {
@@ -155,8 +166,8 @@ public final class Subscriptions: Sendable {
     }
 
     /// Starts the sweep: every `progressIntervalSeconds` each subscription is woken (it sends a
-    /// progress marker if its filter skipped transactions since it last sent) and one too far
-    /// behind its store is ended.
+    /// progress marker if its filter skipped transactions since it last sent), one too far
+    /// behind its store is ended, and so is one whose session expired.
     public func startSweeper() {
         let interval = max(0.01, limits.progressIntervalSeconds)
         let task = Task.detached { [weak self] in
@@ -171,7 +182,13 @@ public final class Subscriptions: Sendable {
 
     func sweep() {
         let subs = state.withLock { Array($0.byID.values) }
+        let now = Date().timeIntervalSince1970
         for sub in subs {
+            // An expired session's stream ends within one interval of its expiry.
+            if sub.expiresAt <= now {
+                sub.end(.sessionExpired)
+                continue
+            }
             // Only a subscriber stuck in one send for a whole interval is ended: one reading a
             // long backlog from disk is behind too, but it is catching up.
             if sub.blockedSinceLastSweep() && sub.feed.publishedGeneration - sub.position > limits.maxLagGenerations {

@@ -23,21 +23,7 @@ public final class Catalog: Sendable {
         /// `withConnection`, which clears it (a removed or replaced store is never answered from it).
         var memo: (text: String, record: StoreRecord)?
     }
-    private let state: StateLock
-
-    /// `State` under an NSLock, not `Locked`: it holds the catalog's `Connection`, which is not
-    /// Sendable, and `Lock`'s `sending` contract cannot hand it to the body. Invariant: `value`
-    /// is only accessed inside `withLock`; the connection is adopted and released there
-    /// (`ConnectionOwner`), so only the thread holding the lock uses it.
-    private final class StateLock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value: State
-        init(_ v: State) { value = v }
-        func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
-            lock.lock(); defer { lock.unlock() }
-            return try body(&value)
-        }
-    }
+    private let state: GuardedState<State>
 
     /// Opens (creating if needed) the catalog database at `path`.
     public init(path: String) throws {
@@ -61,7 +47,7 @@ public final class Catalog: Sendable {
             s.byID[id] = StoreRecord(id: id, account: st.text(1), name: st.text(2), createdAt: created)
         }
         c.releaseThread()  // used by whichever thread holds the lock (`withConnection`)
-        state = StateLock(s)
+        state = GuardedState(s)
     }
 
     public func close() { state.withLock { $0.conn?.adoptThread(); $0.conn?.close(); $0.conn = nil } }
@@ -116,6 +102,9 @@ public final class Catalog: Sendable {
             return .found(r)
         }
     }
+
+    /// Every store of every account.
+    public func allStores() -> [StoreRecord] { state.withLock { Array($0.byID.values) } }
 
     /// The account's stores, by name.
     public func stores(account: String) -> [StoreRecord] {

@@ -3,7 +3,8 @@ import Foundation
 import Synchronization
 import UbiquityLock
 
-/// A data directory of stores: `<root>/stores/<uuid>.sqlite`. Stores open lazily on first use,
+/// A data directory of stores: `<root>/accounts/<account id>/stores/<uuid>.sqlite` (`path(for:)`,
+/// the one place a store's path is made; docs/accounts.md). Stores open lazily on first use,
 /// close when idle or when more than `maxOpenStores` are open (least recently used first), and
 /// one process owns the directory (an exclusive `flock` on `<root>/ubiquity.lock`).
 ///
@@ -19,6 +20,9 @@ public final class StoreDirectory: Sendable {
     private let lockFD: Int32
     /// How a store is opened (`Store.open`; tests: one that can be held mid-open).
     private let openStore: @Sendable (_ path: String, _ id: UUID, _ model: ModelDefinition?, _ configuration: StorageConfiguration) throws -> Store
+    /// The account a store belongs to (the catalog's record), which names its folder; nil: the
+    /// account-less folder `<root>/stores` (storage tests, and stores with no record).
+    private let accountOf: Lock<(@Sendable (UUID) -> String?)?> = Lock(nil)
     private let state = Lock(Slots())
 
     /// An open store's count of running `withStore` bodies. Taken under the lock (with the lookup),
@@ -107,14 +111,48 @@ public final class StoreDirectory: Sendable {
         Glibc.close(lockFD)
     }
 
-    public func path(for id: UUID) -> String { root + "/stores/" + id.uuidString.lowercased() + ".sqlite" }
+    /// Names each store's account folder from now on (the services pass the catalog's lookup).
+    public func locateAccounts(_ accountOf: @escaping @Sendable (UUID) -> String?) { self.accountOf.withLock { $0 = accountOf } }
+
+    /// The folder of an account's stores. Account IDs are server-generated (a UUID, or
+    /// "default"), never a client's text, so they are safe as path components.
+    public static func folder(account: String?) -> String {
+        account.map { "accounts/\($0)/stores" } ?? "stores"
+    }
+
+    public func path(for id: UUID) -> String {
+        let account = accountOf.withLock { $0 }?(id)
+        return root + "/" + Self.folder(account: account) + "/" + id.uuidString.lowercased() + ".sqlite"
+    }
+
+    /// Moves a store's files from the account-less `<root>/stores` (data directories made before
+    /// accounts) into its account's folder, if they are still there. Run at startup, before any
+    /// store opens. Returns whether it moved anything.
+    @discardableResult
+    public func adoptLegacyFiles(_ id: UUID) throws -> Bool {
+        let old = root + "/" + Self.folder(account: nil) + "/" + id.uuidString.lowercased() + ".sqlite"
+        let new = path(for: id)
+        guard old != new, FileManager.default.fileExists(atPath: old), !FileManager.default.fileExists(atPath: new) else { return false }
+        try FileManager.default.createDirectory(atPath: (new as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        // sidecars first, the database last: a crash in between leaves the database at the old
+        // path (found there again next start) rather than a WAL separated from its database
+        for suffix in ["-wal", "-shm", ""] where FileManager.default.fileExists(atPath: old + suffix) {
+            guard rename(old + suffix, new + suffix) == 0 else { throw StorageError(.io, "cannot move \(old + suffix) to \(new + suffix): errno \(errno)") }
+        }
+        return true
+    }
 
     public func exists(_ id: UUID) async -> Bool { FileManager.default.fileExists(atPath: path(for: id)) }
 
-    /// IDs of the stores on disk.
+    /// IDs of the stores on disk (account-less and every account's).
     public func storeIDs() async throws -> [UUID] {
-        try FileManager.default.contentsOfDirectory(atPath: root + "/stores").compactMap { n in
-            n.hasSuffix(".sqlite") ? UUID(uuidString: String(n.dropLast(7))) : nil
+        let fm = FileManager.default
+        let accounts = (try? fm.contentsOfDirectory(atPath: root + "/accounts")) ?? []
+        let folders = [Self.folder(account: nil)] + accounts.map { Self.folder(account: $0) }
+        return folders.flatMap { f in
+            ((try? fm.contentsOfDirectory(atPath: root + "/" + f)) ?? []).compactMap { n in
+                n.hasSuffix(".sqlite") ? UUID(uuidString: String(n.dropLast(7))) : nil
+            }
         }.sorted { $0.uuidString < $1.uuidString }
     }
 
@@ -186,7 +224,12 @@ public final class StoreDirectory: Sendable {
     /// Opens the store of a slot this caller set to `.opening`, outside the lock.
     private func open(_ id: UUID, model: ModelDefinition?, transition t: Transition) throws -> (Store, Lease) {
         defer { t.finish() }
-        let opened = Result { try openStore(path(for: id), id, model, configuration) }
+        let opened = Result {
+            let p = path(for: id)
+            // an account's folder is made with its first store (mkdir only: EEXIST after that)
+            try FileManager.default.createDirectory(atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            return try openStore(p, id, model, configuration)
+        }
         let entry = state.withLock { d -> Entry? in
             if d.closed { return nil }  // shut down meanwhile: the slot is gone already
             guard case .success(let s) = opened else { d.slots[id] = nil; return nil }

@@ -16,17 +16,30 @@ struct ServerOptions: ParsableArguments {
     @Option(name: .long, help: "Seconds before a call gives up.")
     var timeout: Double = 30
 
-    func connect() async throws -> Session {
+    @Option(name: .long, help: "Session token to send (or set UBIQ_TOKEN). Without one, ubiq signs in to a local server's default account with its operator key (--data-dir).")
+    var token: String?
+
+    @Option(name: .long, help: "A local server's data directory: ubiq reads its operator.key when no --token is given (or set UBIQ_DATA_DIR).")
+    var dataDir: String = ProcessInfo.processInfo.environment["UBIQ_DATA_DIR"] ?? "./data"
+
+    func connect(authenticate: Bool = true) async throws -> Session {
         guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(after: colon)...]) else {
             throw ValidationError("--server must be HOST:PORT, e.g. 127.0.0.1:50051")
         }
         var host = String(server[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        var session: Session
         do {
-            return Session(channel: try await GRPCChannel(host: host, port: port), options: self)
+            session = Session(channel: try await GRPCChannel(host: host, port: port), options: self)
         } catch {
             throw CLIError("cannot reach ubiquityd at \(server): \(error) (is it running? ./scripts/run starts one)")
         }
+        if authenticate {
+            var token = self.token ?? ProcessInfo.processInfo.environment["UBIQ_TOKEN"]
+            if token == nil { token = try await LocalSignIn(session: session, dataDir: dataDir, host: host).token() }
+            session.credentials = [("authorization", "Bearer " + (token ?? ""))]
+        }
+        return session
     }
 }
 
@@ -40,8 +53,10 @@ struct CLIError: Error, CustomStringConvertible {
 struct Session {
     let channel: GRPCChannel
     let options: ServerOptions
+    /// `authorization`, once signed in.
+    var credentials: [(String, String)] = []
 
-    var metadata: [(String, String)] { options.modelVersion.map { [("ubiquity-model-version", $0)] } ?? [] }
+    var metadata: [(String, String)] { credentials + (options.modelVersion.map { [("ubiquity-model-version", $0)] } ?? []) }
 
     func unary<Req: Message, Res: Message>(_ method: String, _ request: Req, _ type: Res.Type) async throws -> Res {
         do {

@@ -35,6 +35,8 @@ struct FanOutOptions {
     /// The server's process ID (same machine): its RSS and CPU are read from /proc.
     var serverPID: Int32?
     var system: String
+    /// `authorization` for the data calls.
+    var metadata: [(String, String)] = []
 }
 
 /// One save as the writer saw it.
@@ -278,7 +280,7 @@ final class SubscriberWorker: @unchecked Sendable {
 enum FanOut {
     static func run(_ o: FanOutOptions, json: Bool) throws {
         // An empty store with the bench model, made fresh so every run starts alike.
-        let data = DataSet(store: o.store, objects: 0, seed: 1)
+        let data = DataSet(store: o.store, objects: 0, seed: 1, metadata: o.metadata)
         let (host, port) = (o.host, o.port)
         _ = try blocking { try await StoreSetup.prepare(host: host, port: port, data: data, batch: 1) }
         let store = try blocking { try await StoreSetup.open(host: host, port: port, data: data) }
@@ -292,12 +294,12 @@ enum FanOut {
         ins.values = ["name": .string("w5"), "age": .int64(1), "score": .double(0.5)]
         save.inserts = [ins]
         let saveRequest = PreparedRequest(path: Workloads.stores + "Save", authority: o.authority,
-                                          message: try save.serializedBytes(), timeout: 30)
+                                          message: try save.serializedBytes(), metadata: o.metadata, timeout: 30)
         var sub = Ubiquity_V1_SubscribeRequest()
         sub.storeID = store.id
         sub.from.now = true
         let subscribeRequest = PreparedRequest(path: "/ubiquity.v1.Changes/Subscribe", authority: o.authority,
-                                               message: try sub.serializedBytes())
+                                               message: try sub.serializedBytes(), metadata: o.metadata)
 
         let rssBefore = o.serverPID.flatMap(residentKiB)
         let threadCount = max(1, min(o.threads, o.connections))

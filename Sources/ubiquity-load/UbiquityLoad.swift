@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import Dispatch
 import Histogram
@@ -102,6 +103,12 @@ struct UbiquityLoad: ParsableCommand {
     @Flag(help: "Print one JSON object for the run instead of the text report.")
     var json = false
 
+    @Option(help: "Session token for the data calls (`authorization: Bearer <token>`; or set UBIQ_TOKEN).")
+    var token: String?
+
+    @Option(help: "The server's operator key file (<data-dir>/operator.key): the generator creates an API key for the default account and signs in with it. Neither this nor --token: no credentials (a server run with --auth off).")
+    var operatorKeyFile: String?
+
     @Flag(help: "No progress line, even on a terminal.")
     var quiet = false
 
@@ -138,7 +145,14 @@ struct UbiquityLoad: ParsableCommand {
         }
         let (host, port) = parseTarget()!
         let authority = target
-        let data = DataSet(store: store, objects: objects, seed: seed)
+        var metadata: [(String, String)] = []
+        if let token = token ?? ProcessInfo.processInfo.environment["UBIQ_TOKEN"] {
+            metadata = [("authorization", "Bearer " + token)]
+        } else if let operatorKeyFile {
+            let session = try blocking { try await LoadSignIn.session(host: host, port: port, operatorKeyFile: operatorKeyFile) }
+            metadata = [("authorization", "Bearer " + session)]
+        }
+        let data = DataSet(store: store, objects: objects, seed: seed, metadata: metadata)
         if workload == .prepare {
             let (host, port, objects, batch) = (host, port, objects, batch)
             let (seconds, calls) = try blocking { try await StoreSetup.prepare(host: host, port: port, data: data, batch: batch) }
@@ -153,7 +167,7 @@ struct UbiquityLoad: ParsableCommand {
             let options = FanOutOptions(host: host, port: port, authority: authority, store: store == "bench" ? "w5" : store,
                                         subscribers: subscribers, connections: connections, threads: threads, rate: rate,
                                         durationSeconds: duration ?? 10, drainSeconds: drainSeconds, serverPID: serverPid,
-                                        system: system)
+                                        system: system, metadata: metadata)
             do {
                 try FanOut.run(options, json: json)
             } catch let e as RPCError {

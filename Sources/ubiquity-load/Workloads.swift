@@ -22,6 +22,8 @@ struct DataSet {
     var store: String
     var objects: Int
     var seed: UInt64
+    /// `authorization` for every data call (`--token` / `--operator-key-file`; empty with `--auth off`).
+    var metadata: [(String, String)] = []
 }
 
 /// The benchmark data model: one entity like the raw SQLite anchor's table.
@@ -100,7 +102,8 @@ enum Workloads {
     static func plan(_ kind: WorkloadKind, host: String, port: Int, authority: String, payload: Int,
                      timeout: Double?, data: DataSet, withWrites: Bool = false) throws -> WorkloadPlan {
         func prepared(_ method: String, _ message: some SwiftProtobuf.Message) throws -> PreparedRequest {
-            PreparedRequest(path: stores + method, authority: authority, message: try message.serializedBytes(), timeout: timeout)
+            PreparedRequest(path: stores + method, authority: authority, message: try message.serializedBytes(),
+                            metadata: data.metadata, timeout: timeout)
         }
         var rng = SplitMix64(state: data.seed)
         switch kind {
@@ -203,6 +206,7 @@ enum StoreSetup {
     struct Store: Sendable {
         var id: String
         var objects: Int
+        var metadata: [(String, String)] = []
         func objectID(_ pk: Int) -> String { "x-ubiquity://\(id.lowercased())/\(BenchModel.entity)/p\(pk)" }
     }
 
@@ -215,16 +219,16 @@ enum StoreSetup {
         open.mustExist = true
         let opened: Ubiquity_V1_OpenStoreResponse
         do {
-            opened = try await channel.unary(Workloads.stores + "OpenStore", open, as: Ubiquity_V1_OpenStoreResponse.self)
+            opened = try await channel.unary(Workloads.stores + "OpenStore", open, as: Ubiquity_V1_OpenStoreResponse.self, metadata: data.metadata)
         } catch let e as RPCError where e.code == .notFound {
             throw LoadError(message: "store \"\(data.store)\" does not exist: run `ubiquity-load --workload prepare --objects \(data.objects)` first")
         }
-        let store = Store(id: opened.store.storeID, objects: data.objects)
+        let store = Store(id: opened.store.storeID, objects: data.objects, metadata: data.metadata)
         guard data.objects > 0 else { return store }  // `prepare --objects 0`: an empty store
         var check = Ubiquity_V1_GetObjectsRequest()
         check.storeID = store.id
         check.objectIds = [store.objectID(1), store.objectID(data.objects)]
-        let found = try await channel.unary(Workloads.stores + "GetObjects", check, as: Ubiquity_V1_GetObjectsResponse.self)
+        let found = try await channel.unary(Workloads.stores + "GetObjects", check, as: Ubiquity_V1_GetObjectsResponse.self, metadata: data.metadata)
         guard found.missingObjectIds.isEmpty else {
             throw LoadError(message: "store \"\(data.store)\" lacks \(found.missingObjectIds.joined(separator: ", ")): run `ubiquity-load --workload prepare --objects \(data.objects)` first")
         }
@@ -244,7 +248,7 @@ enum StoreSetup {
         r.fetch.predicate = "age == 0"
         let found: Ubiquity_V1_FetchResults
         do {
-            found = try await channel.unary(Workloads.stores + "Fetch", r, as: Ubiquity_V1_FetchResults.self)
+            found = try await channel.unary(Workloads.stores + "Fetch", r, as: Ubiquity_V1_FetchResults.self, metadata: store.metadata)
         } catch let e as RPCError {
             throw LoadError(message: "n/a — this server cannot run predicate fetches yet (Stores.Fetch: \(e.code): \(e.message))")
         }
@@ -262,13 +266,13 @@ enum StoreSetup {
         defer { channel.close() }
         var cur = Ubiquity_V1_CurrentGenerationRequest()
         cur.storeID = store.id
-        let token = try await channel.unary(Workloads.stores + "CurrentGeneration", cur, as: Ubiquity_V1_CurrentGenerationResponse.self).token
+        let token = try await channel.unary(Workloads.stores + "CurrentGeneration", cur, as: Ubiquity_V1_CurrentGenerationResponse.self, metadata: store.metadata).token
         var ctx = Ubiquity_V1_CreateContextRequest()
         ctx.storeID = store.id
         ctx.name = "ubiquity-load-pin"
         ctx.generationMode = .pinnedAtToken
         ctx.token = token
-        _ = try await channel.unary("/ubiquity.v1.Contexts/CreateContext", ctx, as: Ubiquity_V1_ContextState.self)
+        _ = try await channel.unary("/ubiquity.v1.Contexts/CreateContext", ctx, as: Ubiquity_V1_ContextState.self, metadata: store.metadata)
         return token
     }
 
@@ -279,18 +283,18 @@ enum StoreSetup {
         defer { channel.close() }
         var open = Ubiquity_V1_OpenStoreRequest()
         open.name = data.store
-        var opened = try await channel.unary(Workloads.stores + "OpenStore", open, as: Ubiquity_V1_OpenStoreResponse.self)
+        var opened = try await channel.unary(Workloads.stores + "OpenStore", open, as: Ubiquity_V1_OpenStoreResponse.self, metadata: data.metadata)
         if !opened.created {
             var destroy = Ubiquity_V1_DestroyStoreRequest()
             destroy.storeID = opened.store.storeID
-            _ = try await channel.unary(Workloads.stores + "DestroyStore", destroy, as: Ubiquity_V1_DestroyStoreResponse.self)
-            opened = try await channel.unary(Workloads.stores + "OpenStore", open, as: Ubiquity_V1_OpenStoreResponse.self)
+            _ = try await channel.unary(Workloads.stores + "DestroyStore", destroy, as: Ubiquity_V1_DestroyStoreResponse.self, metadata: data.metadata)
+            opened = try await channel.unary(Workloads.stores + "OpenStore", open, as: Ubiquity_V1_OpenStoreResponse.self, metadata: data.metadata)
         }
         let storeID = opened.store.storeID
         var register = Ubiquity_V1_RegisterModelRequest()
         register.storeID = storeID
         register.model = BenchModel.model
-        _ = try await channel.unary("/ubiquity.v1.Models/RegisterModel", register, as: Ubiquity_V1_RegisterModelResponse.self)
+        _ = try await channel.unary("/ubiquity.v1.Models/RegisterModel", register, as: Ubiquity_V1_RegisterModelResponse.self, metadata: data.metadata)
 
         let start = monotonicNanos()
         let batches = stride(from: 1, through: data.objects, by: batch).map { ($0, min(batch, data.objects - $0 + 1)) }
@@ -307,7 +311,7 @@ enum StoreSetup {
                     req.entity = BenchModel.entity
                     req.author = "ubiquity-load-prepare"
                     req.objects = (first..<(first + count)).map { BenchModel.values($0, of: data.objects) }
-                    _ = try await channel.unary(Workloads.stores + "BatchInsert", req, as: Ubiquity_V1_BatchResponse.self, timeout: 600)
+                    _ = try await channel.unary(Workloads.stores + "BatchInsert", req, as: Ubiquity_V1_BatchResponse.self, metadata: data.metadata, timeout: 600)
                 }
             }
             add(); add()

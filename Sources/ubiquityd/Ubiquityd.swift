@@ -110,6 +110,10 @@ struct Ubiquityd: ParsableCommand {
     var maxFeedResponseBytes = FeedLimits().maxResponseBytes
     @Option(help: "Change feed: recent transactions each open store keeps in memory for its subscribers (older positions read history from disk).")
     var feedWindowTransactions = StorageConfiguration().changeFeedWindowTransactions
+    @Option(help: "Authentication of data RPCs: on (default; `authorization: Bearer <session token>`, docs/accounts.md) or off (every call acts for the default account; refused unless --host is a loopback address — for measuring the cost of auth).")
+    var auth = "on"
+    @Option(help: "Seconds a session lasts from Accounts.SignIn.")
+    var sessionLifetimeSeconds = 86_400
     @Flag(help: "Also serve grpc.testing.TestService (the gRPC interop test service). For tests only.")
     var enableInteropTesting = false
     @Option(help: "Serve TLS (HTTP/2 over TLS 1.2+, ALPN h2) with this PEM certificate chain; needs --tls-key. SIGHUP reloads both.")
@@ -165,6 +169,11 @@ struct Ubiquityd: ParsableCommand {
         if tlsCert == nil && !allowPlaintext && !ServerConfiguration.isLoopback(host: host) {
             throw ValidationError("--host \(host) is not a loopback address: give --tls-cert and --tls-key to serve TLS there, or --allow-plaintext to serve unencrypted h2c (anyone on the network can read and alter it)")
         }
+        guard ["on", "off"].contains(auth) else { throw ValidationError("--auth must be on or off") }
+        if auth == "off" && !ServerConfiguration.isLoopback(host: host) {
+            throw ValidationError("--auth off is only allowed with --host 127.0.0.1 or ::1: anyone who can reach the port could read and write every store")
+        }
+        guard (1...31_536_000).contains(sessionLifetimeSeconds) else { throw ValidationError("--session-lifetime-seconds must be 1...31536000") }
     }
 
     func run() throws {
@@ -236,7 +245,8 @@ struct Ubiquityd: ParsableCommand {
         let backend: Backend
         do {
             backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits, feedLimits: feedLimits,
-                                  keyValueQuotas: kvQuotas)
+                                  keyValueQuotas: kvQuotas,
+                                  authRequired: auth == "on", sessionLifetimeSeconds: Double(sessionLifetimeSeconds))
         } catch let e as StorageError where e.reason == .directoryLocked {
             logger.critical("data directory in use", metadata: ["data_dir": "\(dataDir)", "error": "\(e)"])
             FileHandle.standardError.write(Data("ubiquityd: \(e.message) (one ubiquityd per data directory)\n".utf8))
@@ -255,11 +265,13 @@ struct Ubiquityd: ParsableCommand {
         let counters = ServerCountersBox()
         var router = Router()
         let serviceNames = ServiceNamesBox()
-        let dataServices = ["ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes", "ubiquity.v1.KeyValue"]
+        let dataServices = ["ubiquity.v1.Accounts", "ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes",
+                            "ubiquity.v1.KeyValue"]
         let health = HealthService(services: ["ubiquity.v1.Admin"] + dataServices)
         let contexts = ContextRegistry(limits: serviceLimits)
         ModelsService(backend: backend).register(into: &router)
         StoresService(backend: backend, contexts: contexts).register(into: &router)
+        AccountsService(backend: backend, contexts: contexts).register(into: &router)
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         ChangesService(backend: backend).register(into: &router)

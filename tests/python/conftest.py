@@ -49,15 +49,58 @@ CHANNEL_OPTIONS = [
 ]
 
 
+DATA_SERVICES = {"ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Models", "ubiquity.v1.Changes",
+                 "ubiquity.v1.KeyValue"}
+
+
+class _Auth(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+            grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds the server's session (`ubiq_harness.auth_metadata`, looked up per call so a
+    restarted server's new session is used) unless the call sets `authorization` itself."""
+
+    def __init__(self, address: str, channel: grpc.Channel):
+        self.address = address
+        self.channel = channel  # the raw channel, for signing in without another connection
+
+    def _details(self, d):
+        md = list(d.metadata or ())
+        method = d.method.decode() if isinstance(d.method, bytes) else d.method
+        # only data services need a session; Admin, Health and reflection stay open
+        if any(k == "authorization" for k, _ in md) or method.split("/")[1:2][0] not in DATA_SERVICES:
+            return d
+        md += ubiq_harness.auth_metadata(self.address, self.channel)
+        fields = {f: getattr(d, f, None) for f in ("method", "timeout", "credentials", "wait_for_ready", "compression")}
+        return _CallDetails(metadata=md, **fields)
+
+    def intercept_unary_unary(self, continuation, d, request):
+        return continuation(self._details(d), request)
+
+    def intercept_unary_stream(self, continuation, d, request):
+        return continuation(self._details(d), request)
+
+    def intercept_stream_unary(self, continuation, d, requests):
+        return continuation(self._details(d), requests)
+
+    def intercept_stream_stream(self, continuation, d, requests):
+        return continuation(self._details(d), requests)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):
+        self.method, self.timeout, self.metadata = method, timeout, metadata
+        self.credentials, self.wait_for_ready, self.compression = credentials, wait_for_ready, compression
+
+
 def make_channel(address: str, options=(), credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
-    """A ready channel: h2c, or TLS with `credentials` (test certificates name "localhost")."""
+    """A ready channel: h2c, or TLS with `credentials` (test certificates name "localhost"),
+    whose data-service calls carry that server's session (see `_Auth`)."""
     if credentials is None:
         ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS + list(options))
     else:
         ch = grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS + [
             ("grpc.ssl_target_name_override", "localhost")] + list(options))
     grpc.channel_ready_future(ch).result(timeout=15)
-    return ch
+    return grpc.intercept_channel(ch, _Auth(address, ch))
 
 
 def channel_for(server: ubiq_harness.Ubiquityd, options=()) -> grpc.Channel:

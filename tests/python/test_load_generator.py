@@ -8,6 +8,7 @@ bounds only guard against hangs.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -28,8 +29,17 @@ def load_binary():
 
 
 def _run(load_binary, *args, timeout=600):
+    # the target's session (docs/accounts.md), as UBIQ_TOKEN; ping (the default workload) calls
+    # the open Admin service, and signing in there would add calls to the counts compared
+    target = args[args.index("--target") + 1] if "--target" in args else ""
+    workload = args[args.index("--workload") + 1] if "--workload" in args else "ping"
+    env = dict(os.environ)
+    env.pop("UBIQ_TOKEN", None)
+    token = ubiq_harness.session_token(target) if workload != "ping" else None
+    if token:
+        env["UBIQ_TOKEN"] = token
     try:
-        return subprocess.run([str(load_binary), *args], capture_output=True, text=True, timeout=timeout)
+        return subprocess.run([str(load_binary), *args], capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"ubiquity-load did not finish within {timeout} s: {e.stdout} {e.stderr}")
 

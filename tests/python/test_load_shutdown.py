@@ -255,7 +255,7 @@ def test_one_sigint_after_a_burst_of_blocking_calls_shuts_down(start_server, idl
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)
     srv = start_server()
-    common = ["--target", srv.address, "--store", "sigtest", "--objects", "2000", "--json", "--quiet",
+    common = ["--target", srv.address, "--token", srv.token, "--store", "sigtest", "--objects", "2000", "--json", "--quiet",
               "--max-seconds", "300"]
     for workload, extra in (("prepare", ["--batch", "1000"]), ("point-fetch", ["-n", "3000", "-c", "4", "-m", "16"])):
         proc = subprocess.run([load, *common, "--workload", workload, *extra], capture_output=True, text=True, timeout=300)

@@ -20,7 +20,10 @@ from ubiq_harness import REPO_ROOT, find_server_binary
 def ubiq(server):
     binary = find_server_binary().parent / "ubiq"
     assert binary.is_file(), f"{binary} missing: `swift build` builds it"
-    env = dict(os.environ, UBIQ_SERVER=server.address)
+    # No token: ubiq signs in with the operator key in the server's data directory, as the
+    # README walkthrough does with ./data (docs/accounts.md, "Local use").
+    env = dict(os.environ, UBIQ_SERVER=server.address, UBIQ_DATA_DIR=str(server.data_dir))
+    env.pop("UBIQ_TOKEN", None)
 
     def run(*args, ok=True, background=False):
         if background:  # a long-running command (watch): the caller reads its output as it comes
@@ -208,3 +211,33 @@ def test_history_pages_through_every_transaction(ubiq):
 
     none = ubiq("history", "--store", store, "--entity", "Note")
     assert none.stdout.strip() == "" and "0 transactions" in none.stderr, (none.stdout, none.stderr)
+
+
+def test_walkthrough_signed_in_once_and_cached_the_session(ubiq, server):
+    ubiq("store", "list")
+    cache = server.data_dir / "ubiq-session.json"
+    assert cache.is_file() and (cache.stat().st_mode & 0o777) == 0o600
+    first = json.loads(cache.read_text())
+    ubiq("store", "list")
+    assert json.loads(cache.read_text()) == first, "the cached session was used, not a new sign-in"
+
+
+def test_account_commands(ubiq):
+    account = ubiq("account", "create", "--display-name", "CLI test").stdout.split()[0]
+    assert account in ubiq("account", "list").stdout
+    assert "CLI test" in ubiq("account", "get", account).stdout
+    key = ubiq("account", "key", "create", account, "--scope", "store:only-this").stdout.strip()
+    assert key.startswith("ubk_")
+    token = ubiq("account", "signin", "--api-key", key, "--device-id", "cli").stdout.strip()
+    assert token.startswith("ubs_")
+    # the new account's session sees none of the default account's stores, and only its one store
+    assert ubiq("store", "list", "--token", token).stdout.strip() == ""
+    ubiq("store", "open", "only-this", "--token", token)
+    denied = ubiq("store", "open", "another", "--token", token, ok=False)
+    assert denied.returncode != 0 and "SCOPE_EXCEEDED" in denied.stderr
+    out = ubiq("account", "key", "revoke", key[4:20]).stdout
+    assert "1 session(s) ended" in out
+    gone = ubiq("store", "list", "--token", token, ok=False)
+    assert gone.returncode != 0 and "SESSION_REVOKED" in gone.stderr
+    bad = ubiq("account", "list", "--operator-key-file", "/nonexistent", ok=False)
+    assert bad.returncode != 0 and "operator key" in bad.stderr

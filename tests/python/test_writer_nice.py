@@ -34,12 +34,12 @@ def test_niced_writer_still_commits_under_read_load(start_server):
     if base > 15:
         pytest.skip("tests already run at nice > 15")
     srv = start_server(["--writer-nice", "17"])
-    prep = subprocess.run([str(load), "--target", srv.address, "--workload", "prepare", "--objects", "3000",
+    prep = subprocess.run([str(load), "--target", srv.address, "--token", srv.token, "--workload", "prepare", "--objects", "3000",
                            "--store", "nice", "--quiet"], capture_output=True, text=True, timeout=300)
     assert prep.returncode == 0, prep.stderr
     # The store is open, so its writer thread exists: exactly one thread runs at 17.
     assert _thread_nices(srv.proc.pid).count(17) == 1, _thread_nices(srv.proc.pid)
-    proc = subprocess.run([str(load), "--target", srv.address, "--workload", "pinned-fetch", "--objects", "3000",
+    proc = subprocess.run([str(load), "--target", srv.address, "--token", srv.token, "--workload", "pinned-fetch", "--objects", "3000",
                            "--store", "nice", "-c", "2", "-m", "8", "-d", "3", "--json", "--quiet"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -157,6 +157,27 @@ class ServerStartError(RuntimeError):
     pass
 
 
+# The latest server started on each address ("127.0.0.1:PORT"). conftest's channels (and
+# h2raw's data-service requests) add that server's session to every call, so tests need no
+# credentials of their own (docs/accounts.md).
+_BY_ADDRESS: dict[str, "Ubiquityd"] = {}
+
+
+def auth_metadata(address: str, channel=None) -> list[tuple[str, str]]:
+    """`authorization` for the server at `address`: its default-account session, signed in on
+    first use (over `channel` if given, so no extra connection appears); empty for a server run
+    with --auth off or not started by this harness."""
+    srv = _BY_ADDRESS.get(address)
+    token = srv.session(channel) if srv is not None else None
+    return [("authorization", f"Bearer {token}")] if token else []
+
+
+def session_token(address: str) -> str | None:
+    """The session of the server at `address` (see `auth_metadata`)."""
+    srv = _BY_ADDRESS.get(address)
+    return srv.session() if srv is not None else None
+
+
 class Ubiquityd:
     """One real ubiquityd process on 127.0.0.1 with a fresh data directory."""
 
@@ -176,6 +197,12 @@ class Ubiquityd:
         # grpc.ChannelCredentials when the server serves TLS (conftest.channel_for uses them).
         self.credentials = None
         self.proc: subprocess.Popen | None = None
+        # Credentials of the default account, made on first use after each start
+        # (docs/accounts.md): an API key created with the operator key the server wrote, and a
+        # session signed in with it.
+        self._api_key: str | None = None
+        self._token: str | None = None
+        self._auth_lock = threading.Lock()
         self.port: int | None = None
         self.returncode: int | None = None
         self._stdout_thread: threading.Thread | None = None
@@ -219,7 +246,54 @@ class Ubiquityd:
         # Keep draining stdout so the server can never block on a full pipe.
         self._stdout_thread = threading.Thread(target=self._drain_stdout, daemon=True)
         self._stdout_thread.start()
+        with self._auth_lock:
+            self._api_key = self._token = None
+        _BY_ADDRESS[self.address] = self
         return self
+
+    @property
+    def auth_on(self) -> bool:
+        cmd = self.command
+        return not any(a == "--auth" and b == "off" for a, b in zip(cmd, cmd[1:]))
+
+    @property
+    def operator_key(self) -> str:
+        """The operator key the server wrote to its data directory on first start."""
+        return (self.data_dir / "operator.key").read_text().strip()
+
+    def session(self, channel=None) -> str | None:
+        """The default account's session token, signing in on first use (CreateApiKey with the
+        operator key, then SignIn) over `channel` or, without one, a channel of its own."""
+        if not self.auth_on:
+            return None
+        with self._auth_lock:
+            if self._token is None:
+                import grpc
+                from ubiquity.v1 import accounts_pb2 as ac, accounts_pb2_grpc as acg
+
+                own = channel is None
+                ch = (grpc.insecure_channel(self.address) if self.credentials is None else grpc.secure_channel(
+                    self.address, self.credentials, options=[("grpc.ssl_target_name_override", "localhost")])) if own else channel
+                try:
+                    stub = acg.AccountsStub(ch)
+                    self._api_key = stub.CreateApiKey(
+                        ac.CreateApiKeyRequest(account_id="default", scope=ac.API_KEY_SCOPE_READ_WRITE, label="harness"),
+                        metadata=[("authorization", f"Bearer {self.operator_key}")], timeout=30).secret
+                    self._token = stub.SignIn(ac.SignInRequest(api_key=self._api_key, device_id=f"harness-{self.name}"),
+                                              timeout=30).session_token
+                finally:
+                    if own:
+                        ch.close()
+            return self._token
+
+    @property
+    def token(self) -> str | None:
+        return self.session()
+
+    @property
+    def api_key(self) -> str | None:
+        self.session()
+        return self._api_key
 
     def _read_first_line(self, timeout: float) -> bytes:
         import selectors

@@ -2,13 +2,15 @@
 """A one-minute tour of the Ubiquity Python client against a running ubiquityd.
 
     ubiquityd --port 50051 --data-dir /tmp/ubiq &
-    python examples/walkthrough.py 127.0.0.1:50051
+    UBIQ_API_KEY=$(ubiq account key create default --data-dir /tmp/ubiq) \
+        python examples/walkthrough.py 127.0.0.1:50051
 
 CI runs it against the server it builds (scripts/test). It exits non-zero if anything is off.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 
@@ -27,7 +29,7 @@ def model() -> md.Model:
 
 
 def main(target: str) -> None:
-    with ubiquity.Client(target) as client:
+    with ubiquity.Client(target, api_key=os.environ["UBIQ_API_KEY"], device_id="walkthrough") as client:
         # 1. A store and its model.
         store = client.open_store(f"walkthrough-{uuid.uuid4()}")
         store.register_model(model())

@@ -33,7 +33,7 @@ def server(tmp_path: Path) -> Iterator[ubiq_harness.Ubiquityd]:
 
 @pytest.fixture
 def client(server: ubiq_harness.Ubiquityd) -> Iterator[ubiquity.Client]:
-    with ubiquity.Client(server.address, timeout=30) as c:
+    with ubiquity.Client(server.address, timeout=30, api_key=server.api_key, device_id="pytest") as c:
         yield c
 
 

@@ -16,7 +16,7 @@ from conftest import person_model
 
 def test_aio_save_fetch_get_and_typed_errors(server: ubiq_harness.Ubiquityd) -> None:
     async def scenario() -> None:
-        async with ubiquity.aio.Client(server.address) as client:
+        async with ubiquity.aio.Client(server.address, api_key=server.api_key) as client:
             store = await client.open_store(f"aio-{uuid.uuid4()}")
             await store.register_model(person_model())
             r = await store.save(inserts={"a": ("Person", {"name": "Ann", "age": 30})})
@@ -44,7 +44,7 @@ def test_aio_feed_resumes_after_a_server_restart(tmp_path: Path) -> None:
     servers = [ubiq_harness.Ubiquityd(binary, tmp_path, name="aio", interop=False).start()]
 
     async def scenario() -> None:
-        async with ubiquity.aio.Client(servers[0].address) as client:
+        async with ubiquity.aio.Client(servers[0].address, api_key=servers[0].api_key) as client:
             store = await client.open_store("feed")
             await store.register_model(person_model())
             feed = await store.changes()

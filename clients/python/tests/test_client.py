@@ -207,7 +207,7 @@ class _LostResponse(grpc.RpcError):  # type: ignore[misc]
 @pytest.mark.parametrize("via", ["store", "context"])
 def test_a_save_whose_response_was_lost_is_retried_and_applied_once(server, via: str) -> None:  # type: ignore[no-untyped-def]
     lose = LoseFirstSaveResponse()
-    with ubiquity.Client(server.address, interceptors=[lose]) as c:
+    with ubiquity.Client(server.address, interceptors=[lose], api_key=server.api_key) as c:
         store = c.open_store("retry")
         from conftest import person_model
         store.register_model(person_model())

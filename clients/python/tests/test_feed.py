@@ -43,7 +43,7 @@ def test_feed_resumes_from_its_last_token_after_a_server_restart(tmp_path: Path)
     first = ubiq_harness.Ubiquityd(binary, tmp_path, name="restart", interop=False).start()
     second = None
     try:
-        with ubiquity.Client(first.address) as client:
+        with ubiquity.Client(first.address, api_key=first.api_key) as client:
             store = client.open_store("feed")
             store.register_model(person_model())
             feed = store.changes(start="now", reconnect_for=60)

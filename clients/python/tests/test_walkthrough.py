@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "walkthrough.py"
 
 def test_walkthrough_runs(server: ubiq_harness.Ubiquityd) -> None:
     r = subprocess.run([sys.executable, str(EXAMPLE), server.address], capture_output=True, text=True,
-                       timeout=120)
+                       timeout=120, env=dict(os.environ, UBIQ_API_KEY=server.api_key or ""))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "older than 35: ['Bob']" in r.stdout
     assert "conflict (MERGE_CONFLICT): store has age=31, we wanted 32" in r.stdout

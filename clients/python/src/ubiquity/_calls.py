@@ -9,6 +9,8 @@ from typing import TypeVar
 
 import grpc
 
+from .session import Session
+
 from .errors import UbiquityError, from_rpc_error
 
 T = TypeVar("T")
@@ -26,10 +28,17 @@ def retry_delays(attempts: int) -> list[float]:
 
 
 class Caller:
-    def __init__(self, timeout: float, metadata: Metadata, save_attempts: int) -> None:
+    def __init__(self, timeout: float, metadata: Metadata, save_attempts: int,
+                 session: Session | None = None) -> None:
         self.timeout = timeout
-        self.metadata = tuple(metadata)
+        self._metadata = tuple(metadata)
+        self.session = session
         self.save_attempts = max(1, save_attempts)
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """What every call sends: the caller's metadata and, when signed in, the session's."""
+        return self._metadata + (self.session.metadata() if self.session else ())
 
     def unary(self, method: Callable[..., T], request: object, timeout: float | None = None) -> T:
         try:

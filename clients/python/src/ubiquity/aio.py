@@ -24,6 +24,7 @@ from ._calls import RETRYABLE, Metadata, retry_delays
 from .client import CHANNEL_OPTIONS, Inserts, StoreInfo, Updates, save_request
 from .errors import HistoryExpired, UbiquityError, from_rpc_error
 from .feed import FeedEvent, Resumer, Start, Transaction, _filter
+from .session import Session
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, fetch_spec
 
 
@@ -31,19 +32,34 @@ class Client:
     """`async with ubiquity.aio.Client(target) as client:` — see `ubiquity.Client` for the arguments."""
 
     def __init__(self, target: str, *, channel_credentials: grpc.ChannelCredentials | None = None,
-                 metadata: Metadata = (), timeout: float = 30.0, save_attempts: int = 3) -> None:
+                 metadata: Metadata = (), timeout: float = 30.0, save_attempts: int = 3,
+                 api_key: str | None = None, device_id: str | None = None) -> None:
         if channel_credentials is not None:
             self.channel = grpc.aio.secure_channel(target, channel_credentials, options=CHANNEL_OPTIONS)
         else:
             self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
-        self.metadata = tuple(metadata)
+        self._metadata = tuple(metadata)
+        # Sign-in uses a blocking channel of its own: it runs once per session lifetime.
+        self._session_channel: grpc.Channel | None = None
+        self._session: Session | None = None
+        if api_key:
+            self._session_channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS) if channel_credentials is None \
+                else grpc.secure_channel(target, channel_credentials, options=CHANNEL_OPTIONS)
+            self._session = Session(self._session_channel, api_key, device_id or "python-client", timeout)
         self.timeout = timeout
         self.save_attempts = save_attempts
         self._stores = stores_pb2_grpc.StoresStub(self.channel)
         self._models = models_pb2_grpc.ModelsStub(self.channel)
         self._changes = changes_pb2_grpc.ChangesStub(self.channel)
 
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """What every call sends: the caller's metadata and, when signed in, the session's."""
+        return self._metadata + (self._session.metadata() if self._session else ())
+
     async def close(self) -> None:
+        if self._session_channel is not None:
+            self._session_channel.close()
         await self.channel.close()
 
     async def __aenter__(self) -> "Client":

@@ -14,6 +14,7 @@ from ubiquity.v1 import objects_pb2 as ob
 from ubiquity.v1 import stores_pb2 as st, stores_pb2_grpc
 
 from ._calls import Caller, Metadata
+from .session import Session
 from .context import Context, Generation
 from .errors import HistoryExpired
 from .feed import ChangeFeed, Start
@@ -45,16 +46,17 @@ class StoreInfo:
 class Client:
     """A connection to one ubiquityd.
 
-    `Client("127.0.0.1:50051")` talks plaintext. For TLS pass `channel_credentials`
-    (`grpc.ssl_channel_credentials(...)`). Accounts and sign-in are not in the server yet: when they
-    are, the session token will go in `credentials` (per-call `grpc.CallCredentials`); until then
-    `metadata` is sent with every call as is.
+    `Client("127.0.0.1:50051", api_key=..., device_id=...)` talks plaintext and signs in with the
+    API key on its first call, and again before the session expires (`ubiquity.session`). For TLS
+    pass `channel_credentials` (`grpc.ssl_channel_credentials(...)`). `metadata` is sent with every
+    call as is (e.g. an `authorization` of a session token obtained elsewhere).
     """
 
     def __init__(self, target: str, *, channel_credentials: grpc.ChannelCredentials | None = None,
                  credentials: grpc.CallCredentials | None = None, metadata: Metadata = (),
                  timeout: float = 30.0, save_attempts: int = 3,
-                 interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = ()) -> None:
+                 interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),
+                 api_key: str | None = None, device_id: str | None = None) -> None:
         if credentials is not None:
             if channel_credentials is None:
                 raise ValueError("call credentials need a secure channel: pass channel_credentials too")
@@ -66,7 +68,8 @@ class Client:
         if interceptors:
             channel = grpc.intercept_channel(channel, *interceptors)
         self.channel = channel
-        self._calls = Caller(timeout, metadata, save_attempts)
+        session = Session(channel, api_key, device_id or "python-client", timeout) if api_key else None
+        self._calls = Caller(timeout, metadata, save_attempts, session)
         self._stores = stores_pb2_grpc.StoresStub(channel)
         self._models = models_pb2_grpc.ModelsStub(channel)
         self._contexts = contexts_pb2_grpc.ContextsStub(channel)
@@ -74,6 +77,11 @@ class Client:
 
     def close(self) -> None:
         self.channel.close()
+
+    def sign_out(self) -> None:
+        """Ends this client's session (signed in with `api_key`); a later call signs in again."""
+        if self._calls.session:
+            self._calls.session.sign_out()
 
     def __enter__(self) -> "Client":
         return self
@@ -200,7 +208,7 @@ class Store:
         """
         if start == "now":
             start = self.current_token()
-        return ChangeFeed(self.client._changes, self.client._calls.metadata, self.id, start=start,
+        return ChangeFeed(self.client._changes, lambda: self.client._calls.metadata, self.id, start=start,
                           entities=entities, include_values=include_values, exclude_authors=exclude_authors,
                           on_history_expired=on_history_expired, reconnect_for=reconnect_for)
 

@@ -112,7 +112,10 @@ class Resumer:
     def failed(self, err: UbiquityError, now: float) -> float:
         """The delay before subscribing again; raises `err` when the feed cannot go on.
         HistoryExpired is raised too: the caller offers it to its hook (`rebaselined`)."""
-        if isinstance(err, HistoryExpired) or err.code not in _RESUMABLE:
+        # An expired session's stream ends with SESSION_EXPIRED and its resume token: a client
+        # signed in with an API key resubscribes with its refreshed session.
+        expired = err.code == grpc.StatusCode.UNAUTHENTICATED and err.reason == "SESSION_EXPIRED"
+        if isinstance(err, HistoryExpired) or (err.code not in _RESUMABLE and not expired):
             raise err
         resume_token = getattr(err, "resume_token", None)
         if resume_token:
@@ -140,12 +143,13 @@ def _filter(entities: Iterable[str], include_values: bool, exclude_authors: Iter
 class ChangeFeed(Iterator[FeedEvent]):
     """Iterate for events; `token` is where a new feed would resume. `close()` ends it from any thread."""
 
-    def __init__(self, stub: changes_pb2_grpc.ChangesStub, metadata: Metadata, store_id: str, *,
+    def __init__(self, stub: changes_pb2_grpc.ChangesStub, metadata: Metadata | Callable[[], Metadata], store_id: str, *,
                  start: Start, entities: Iterable[str], include_values: bool, exclude_authors: Iterable[str],
                  on_history_expired: Callable[[HistoryExpired], bytes | None] | None,
                  reconnect_for: float) -> None:
         self._stub = stub
-        self._metadata = tuple(metadata)
+        # a callable is asked at each (re)subscribe, so a refreshed session is used
+        self._metadata = metadata if callable(metadata) else (lambda m=tuple(metadata): m)
         self.store_id = store_id
         self._resume = Resumer(store_id, start, _filter(entities, include_values, exclude_authors), reconnect_for)
         self._on_expired = on_history_expired
@@ -167,7 +171,7 @@ class ChangeFeed(Iterator[FeedEvent]):
     def __next__(self) -> FeedEvent:
         while not self._closed:
             if self._stream is None:
-                call = self._stub.Subscribe(self._resume.request(), metadata=self._metadata)
+                call = self._stub.Subscribe(self._resume.request(), metadata=tuple(self._metadata()))
                 self._call, self._stream = call, call
             assert self._stream is not None
             try:

@@ -1,0 +1,162 @@
+import Foundation
+import UbiquityGRPC
+import UbiquityProtos
+import UbiquityStorage
+
+/// `ubiquity.v1.Accounts`: accounts, API keys and sessions (docs/accounts.md). Its methods take
+/// their credentials themselves — the operator key, an API key in SignIn's request, the session
+/// in SignOut — so its table has no account resolution.
+public struct AccountsService: Sendable {
+    let backend: Backend
+    let contexts: ContextRegistry
+    var auth: Authenticator { backend.authenticator }
+
+    public init(backend: Backend, contexts: ContextRegistry) {
+        self.backend = backend
+        self.contexts = contexts
+    }
+
+    /// Sessions that just ended: their streams end (SESSION_REVOKED, with resume tokens) and
+    /// their contexts close.
+    private func ended(_ ids: Set<String>) {
+        backend.subscriptions.endSessions(ids, .sessionRevoked)
+        contexts.endSessions(ids)
+    }
+
+    public func register(into router: inout Router) {
+        router.register(service: "ubiquity.v1.Accounts") { t in
+            t.unary("CreateAccount") { req, call in try Self.converting { try createAccount(req, call) } }
+            t.unary("GetAccount") { req, call in try Self.converting { try getAccount(req, call) } }
+            t.unary("ListAccounts") { req, call in try Self.converting { try listAccounts(req, call) } }
+            t.unary("CreateApiKey") { req, call in try Self.converting { try createApiKey(req, call) } }
+            t.unary("RevokeApiKey") { req, call in try Self.converting { try revokeApiKey(req, call) } }
+            t.unary("SignIn") { req, call in try Self.converting { try signIn(req, call) } }
+            t.unary("SignOut") { req, call in try Self.converting { try signOut(req, call) } }
+        }
+    }
+
+    func createAccount(_ req: Ubiquity_V1_CreateAccountRequest, _ call: ServerCall) throws -> Ubiquity_V1_Account {
+        try auth.requireOperator(call.context.metadata)
+        try Self.checkLabel(req.displayName, field: "display_name")
+        let id = UUID().uuidString.lowercased()
+        try backend.catalog.ensureAccount(id)
+        return Self.message(try auth.credentials.addAccount(id: id, displayName: req.displayName))
+    }
+
+    func getAccount(_ req: Ubiquity_V1_GetAccountRequest, _ call: ServerCall) throws -> Ubiquity_V1_Account {
+        try auth.requireOperator(call.context.metadata)
+        return Self.message(try account(req.accountID))
+    }
+
+    func listAccounts(_ req: Ubiquity_V1_ListAccountsRequest, _ call: ServerCall) throws -> Ubiquity_V1_ListAccountsResponse {
+        try auth.requireOperator(call.context.metadata)
+        var res = Ubiquity_V1_ListAccountsResponse()
+        res.accounts = auth.credentials.accounts().map(Self.message)
+        return res
+    }
+
+    func createApiKey(_ req: Ubiquity_V1_CreateApiKeyRequest, _ call: ServerCall) throws -> Ubiquity_V1_CreateApiKeyResponse {
+        try auth.requireOperator(call.context.metadata)
+        let account = try account(req.accountID)
+        try Self.checkLabel(req.label, field: "label")
+        let scope: Credentials.Scope
+        switch req.scope {
+        case .readWrite: scope = .readWrite
+        case .readOnly: scope = .readOnly
+        case .oneStore:
+            guard !req.storeName.isEmpty, req.storeName.count <= 200 else {
+                throw ServiceError.invalid("store_name", "API_KEY_SCOPE_ONE_STORE needs the store's name (1–200 characters)", reason: .missingField)
+            }
+            scope = .store(req.storeName)
+        default:
+            throw ServiceError.invalid("scope", "choose API_KEY_SCOPE_READ_WRITE, API_KEY_SCOPE_READ_ONLY or API_KEY_SCOPE_ONE_STORE", reason: .badEnum)
+        }
+        if case .store = scope {} else if !req.storeName.isEmpty {
+            throw ServiceError.invalid("store_name", "store_name is only for API_KEY_SCOPE_ONE_STORE", reason: .invalidArgument)
+        }
+        let (key, secret) = try auth.credentials.createKey(account: account.id, scope: scope, label: req.label)
+        var res = Ubiquity_V1_CreateApiKeyResponse()
+        res.key = Self.message(key)
+        res.secret = secret
+        return res
+    }
+
+    func revokeApiKey(_ req: Ubiquity_V1_RevokeApiKeyRequest, _ call: ServerCall) throws -> Ubiquity_V1_RevokeApiKeyResponse {
+        try auth.requireOperator(call.context.metadata)
+        guard let ended = try auth.credentials.revokeKey(req.keyID) else {
+            throw ServiceError.notFound("no API key \(req.keyID.prefix(40))", reason: .notFound)
+        }
+        self.ended(Set(ended.map(\.id)))
+        var res = Ubiquity_V1_RevokeApiKeyResponse()
+        res.sessionsRevoked = UInt32(ended.count)
+        return res
+    }
+
+    func signIn(_ req: Ubiquity_V1_SignInRequest, _ call: ServerCall) throws -> Ubiquity_V1_SignInResponse {
+        let device = req.deviceID
+        guard !device.isEmpty, device.count <= 200, device.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
+            throw ServiceError.invalid("device_id", "a device ID is 1–200 printable characters", reason: .badValue)
+        }
+        guard !req.apiKey.isEmpty else { throw ServiceError.invalid("api_key", "an API key is required (Accounts.CreateApiKey returns one)", reason: .missingField) }
+        let (session, token) = try auth.signIn(apiKey: req.apiKey, deviceID: device, peer: call.context.peer)
+        var res = Ubiquity_V1_SignInResponse()
+        res.sessionToken = token
+        res.expiresAtMicros = Int64(session.expiresAt * 1_000_000)
+        res.accountID = session.account
+        res.scope = Self.message(session.scope)
+        return res
+    }
+
+    func signOut(_ req: Ubiquity_V1_SignOutRequest, _ call: ServerCall) throws -> Ubiquity_V1_SignOutResponse {
+        let account = try auth.account(metadata: call.context.metadata, access: .read)
+        if let id = account.session, try auth.credentials.revokeSession(id: id) != nil {
+            ended([id])
+        }
+        return Ubiquity_V1_SignOutResponse()
+    }
+
+    private func account(_ id: String) throws -> Credentials.AccountRecord {
+        guard !id.isEmpty else { throw ServiceError.invalid("account_id", "an account_id is required", reason: .missingField) }
+        guard let a = auth.credentials.account(id) else { throw ServiceError.notFound("no account \(id.prefix(40))", reason: .notFound) }
+        return a
+    }
+
+    private static func checkLabel(_ s: String, field: String) throws {
+        guard s.count <= 200, !s.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw ServiceError.invalid(field, "at most 200 characters without control characters", reason: .badName)
+        }
+    }
+
+    private static func converting<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw ServiceErrors.rpcError(error) }
+    }
+
+    static func message(_ a: Credentials.AccountRecord) -> Ubiquity_V1_Account {
+        var m = Ubiquity_V1_Account()
+        m.accountID = a.id
+        m.displayName = a.displayName
+        m.state = .active
+        m.createdAtMicros = Int64(a.createdAt * 1_000_000)
+        return m
+    }
+
+    static func message(_ k: Credentials.KeyRecord) -> Ubiquity_V1_ApiKey {
+        var m = Ubiquity_V1_ApiKey()
+        m.keyID = k.id
+        m.accountID = k.account
+        m.scope = message(k.scope)
+        if case .store(let name) = k.scope { m.storeName = name }
+        m.label = k.label
+        m.createdAtMicros = Int64(k.createdAt * 1_000_000)
+        m.revoked = k.revoked
+        return m
+    }
+
+    static func message(_ s: Credentials.Scope) -> Ubiquity_V1_ApiKeyScope {
+        switch s {
+        case .readWrite: .readWrite
+        case .readOnly: .readOnly
+        case .store: .oneStore
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import UbiquityGRPC
+import UbiquityLock
+import UbiquityStorage
+
+/// Whether an RPC changes anything: a read-only key's sessions may call only `.read` methods.
+enum Access: Sendable {
+    case read, write
+
+    /// The methods that change nothing (by their path without the `/ubiquity.v1.` prefix).
+    /// Everything else counts as a write, so a method added later is denied to read-only keys
+    /// until it is listed here. Context edits before `Save` change nothing stored.
+    static let readMethods: Set<String> = [
+        "Stores/OpenStore", "Stores/ListStores", "Stores/CurrentGeneration", "Stores/Fetch", "Stores/GetObjects",
+        "Stores/FetchStream", "Stores/ExportBaseline",
+        "Changes/Subscribe", "Changes/FetchHistory", "Changes/FetchDeletions",
+        "Models/GetModel",
+        "KeyValue/Get", "KeyValue/List",
+        "Contexts/CreateContext", "Contexts/Fetch", "Contexts/Insert", "Contexts/Update", "Contexts/Delete",
+        "Contexts/Rollback", "Contexts/Reset", "Contexts/Refresh", "Contexts/SetQueryGeneration", "Contexts/GetState",
+        "Contexts/CloseContext",
+    ]
+
+    /// The access of a method by its full path (`/ubiquity.v1.Stores/Fetch`).
+    static func of(path: String) -> Access {
+        let short = path.hasPrefix("/ubiquity.v1.") ? String(path.dropFirst("/ubiquity.v1.".count)) : path
+        return readMethods.contains(short) ? .read : .write
+    }
+}
+
+/// Who may call what (docs/accounts.md): resolves a call's session to its account, checks the
+/// operator key, and signs in with an API key under the failed-sign-in limits. Per call it costs
+/// one SHA-256 of the token and one dictionary lookup under a lock — no SQL.
+public final class Authenticator: Sendable {
+    public let credentials: Credentials
+    /// How long a session lasts from SignIn.
+    public let sessionLifetime: Double
+    private let limiter = Lock(SignInLimiter())
+
+    /// The metadata key of credentials.
+    static let header = "authorization"
+
+    public init(credentials: Credentials, sessionLifetime: Double) {
+        self.credentials = credentials
+        self.sessionLifetime = sessionLifetime
+    }
+
+    /// The account a data call acts for: its session's, if the session is live and its scope
+    /// allows `access`.
+    func account(metadata: Metadata, access: Access) throws -> Account {
+        let token: String
+        switch BearerToken.parse(metadata[Self.header]) {
+        case .failure(.missing):
+            throw Self.unauthenticated(reason: .missingCredentials, "this call needs `authorization: Bearer <session token>`: sign in with Accounts.SignIn")
+        case .success(.session(let t)): token = t
+        case .success(.other), .failure(.malformed):
+            throw Self.unauthenticated(reason: .badCredentials, "the authorization value is not `Bearer <session token>` (a session token starts with ubs_): sign in with Accounts.SignIn")
+        }
+        let session: Credentials.SessionRecord
+        switch credentials.resolve(token: token, now: Date().timeIntervalSince1970) {
+        case .valid(let s): session = s
+        case .expired: throw Self.unauthenticated(reason: .sessionExpired, "the session expired: sign in again")
+        case .revoked: throw Self.unauthenticated(reason: .sessionRevoked, "the session was signed out or its API key revoked: sign in again")
+        case .unknown: throw Self.unauthenticated(reason: .badCredentials, "the session token is not valid: sign in again")
+        }
+        if access == .write, session.scope == .readOnly {
+            throw ServiceError(code: .permissionDenied, reason: .scopeExceeded, message: "this session's API key is read-only: use a read-write key for this call")
+        }
+        return Account(id: session.account, session: session.id, scope: session.scope, expiresAt: session.expiresAt)
+    }
+
+    /// Throws unless the call carries the operator key.
+    func requireOperator(_ metadata: Metadata) throws {
+        switch BearerToken.parse(metadata[Self.header]) {
+        case .failure(.missing):
+            throw Self.unauthenticated(reason: .missingCredentials, "this is an operator call: send `authorization: Bearer <operator key>` (the key is in <data-dir>/operator.key)")
+        case .success(.other(let key)) where credentials.isOperatorKey(key):
+            return
+        default:
+            throw Self.unauthenticated(reason: .badCredentials, "this is an operator call and the authorization value is not the operator key (<data-dir>/operator.key)")
+        }
+    }
+
+    /// A new session for a valid key, or the same "not valid" answer for a wrong, unknown or
+    /// revoked one (nothing tells them apart); refused while the key ID or the address is over
+    /// its failed-sign-in limit.
+    func signIn(apiKey: String, deviceID: String, peer: String) throws -> (Credentials.SessionRecord, String) {
+        let keyID = Credentials.keyID(ofSecret: apiKey)
+        let address = peerHost(peer)
+        let now = Date().timeIntervalSince1970
+        if let wait = limiter.withLock({ $0.retryAfter(key: keyID, address: address, now: now) }) {
+            let seconds = Int(wait.rounded(.up))
+            throw ServiceError(code: .resourceExhausted, reason: .signInRateLimited,
+                               message: "too many failed sign-ins for this key or from this address: try again in \(seconds) s",
+                               metadata: ["retry_after_seconds": "\(seconds)"])
+        }
+        guard let key = credentials.verifyKey(apiKey) else {
+            limiter.withLock { $0.failed(key: keyID, address: address, now: now) }
+            throw Self.unauthenticated(reason: .badCredentials, "the API key is not valid")
+        }
+        return try credentials.createSession(key: key, deviceID: deviceID, lifetime: sessionLifetime)
+    }
+
+    static func unauthenticated(reason: ErrorReason, _ message: String) -> ServiceError {
+        ServiceError(code: .unauthenticated, reason: reason, message: message)
+    }
+}

@@ -1,0 +1,166 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AccountState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACCOUNT_STATE_UNSPECIFIED: _ClassVar[AccountState]
+    ACCOUNT_STATE_ACTIVE: _ClassVar[AccountState]
+    ACCOUNT_STATE_ARCHIVED: _ClassVar[AccountState]
+    ACCOUNT_STATE_DELETING: _ClassVar[AccountState]
+
+class ApiKeyScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    API_KEY_SCOPE_UNSPECIFIED: _ClassVar[ApiKeyScope]
+    API_KEY_SCOPE_READ_WRITE: _ClassVar[ApiKeyScope]
+    API_KEY_SCOPE_READ_ONLY: _ClassVar[ApiKeyScope]
+    API_KEY_SCOPE_ONE_STORE: _ClassVar[ApiKeyScope]
+ACCOUNT_STATE_UNSPECIFIED: AccountState
+ACCOUNT_STATE_ACTIVE: AccountState
+ACCOUNT_STATE_ARCHIVED: AccountState
+ACCOUNT_STATE_DELETING: AccountState
+API_KEY_SCOPE_UNSPECIFIED: ApiKeyScope
+API_KEY_SCOPE_READ_WRITE: ApiKeyScope
+API_KEY_SCOPE_READ_ONLY: ApiKeyScope
+API_KEY_SCOPE_ONE_STORE: ApiKeyScope
+
+class Account(_message.Message):
+    __slots__ = ("account_id", "display_name", "state", "created_at_micros")
+    ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MICROS_FIELD_NUMBER: _ClassVar[int]
+    account_id: str
+    display_name: str
+    state: AccountState
+    created_at_micros: int
+    def __init__(self, account_id: _Optional[str] = ..., display_name: _Optional[str] = ..., state: _Optional[_Union[AccountState, str]] = ..., created_at_micros: _Optional[int] = ...) -> None: ...
+
+class CreateAccountRequest(_message.Message):
+    __slots__ = ("display_name",)
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    display_name: str
+    def __init__(self, display_name: _Optional[str] = ...) -> None: ...
+
+class GetAccountRequest(_message.Message):
+    __slots__ = ("account_id",)
+    ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
+    account_id: str
+    def __init__(self, account_id: _Optional[str] = ...) -> None: ...
+
+class ListAccountsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListAccountsResponse(_message.Message):
+    __slots__ = ("accounts",)
+    ACCOUNTS_FIELD_NUMBER: _ClassVar[int]
+    accounts: _containers.RepeatedCompositeFieldContainer[Account]
+    def __init__(self, accounts: _Optional[_Iterable[_Union[Account, _Mapping]]] = ...) -> None: ...
+
+class CreateApiKeyRequest(_message.Message):
+    __slots__ = ("account_id", "scope", "store_name", "label")
+    ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    STORE_NAME_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    account_id: str
+    scope: ApiKeyScope
+    store_name: str
+    label: str
+    def __init__(self, account_id: _Optional[str] = ..., scope: _Optional[_Union[ApiKeyScope, str]] = ..., store_name: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class ApiKey(_message.Message):
+    __slots__ = ("key_id", "account_id", "scope", "store_name", "label", "created_at_micros", "revoked")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    STORE_NAME_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MICROS_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    account_id: str
+    scope: ApiKeyScope
+    store_name: str
+    label: str
+    created_at_micros: int
+    revoked: bool
+    def __init__(self, key_id: _Optional[str] = ..., account_id: _Optional[str] = ..., scope: _Optional[_Union[ApiKeyScope, str]] = ..., store_name: _Optional[str] = ..., label: _Optional[str] = ..., created_at_micros: _Optional[int] = ..., revoked: _Optional[bool] = ...) -> None: ...
+
+class CreateApiKeyResponse(_message.Message):
+    __slots__ = ("key", "secret")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    key: ApiKey
+    secret: str
+    def __init__(self, key: _Optional[_Union[ApiKey, _Mapping]] = ..., secret: _Optional[str] = ...) -> None: ...
+
+class RevokeApiKeyRequest(_message.Message):
+    __slots__ = ("key_id",)
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    def __init__(self, key_id: _Optional[str] = ...) -> None: ...
+
+class RevokeApiKeyResponse(_message.Message):
+    __slots__ = ("sessions_revoked",)
+    SESSIONS_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    sessions_revoked: int
+    def __init__(self, sessions_revoked: _Optional[int] = ...) -> None: ...
+
+class SignInRequest(_message.Message):
+    __slots__ = ("api_key", "device_id")
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    api_key: str
+    device_id: str
+    def __init__(self, api_key: _Optional[str] = ..., device_id: _Optional[str] = ...) -> None: ...
+
+class SignInResponse(_message.Message):
+    __slots__ = ("session_token", "expires_at_micros", "account_id", "scope")
+    SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MICROS_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    session_token: str
+    expires_at_micros: int
+    account_id: str
+    scope: ApiKeyScope
+    def __init__(self, session_token: _Optional[str] = ..., expires_at_micros: _Optional[int] = ..., account_id: _Optional[str] = ..., scope: _Optional[_Union[ApiKeyScope, str]] = ...) -> None: ...
+
+class SignOutRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SignOutResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ArchiveAccountRequest(_message.Message):
+    __slots__ = ("account_id",)
+    ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
+    account_id: str
+    def __init__(self, account_id: _Optional[str] = ...) -> None: ...
+
+class RestoreAccountRequest(_message.Message):
+    __slots__ = ("account_id",)
+    ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
+    account_id: str
+    def __init__(self, account_id: _Optional[str] = ...) -> None: ...
+
+class DeleteAccountRequest(_message.Message):
+    __slots__ = ("account_id",)
+    ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
+    account_id: str
+    def __init__(self, account_id: _Optional[str] = ...) -> None: ...
+
+class DeleteAccountResponse(_message.Message):
+    __slots__ = ("purge_at_micros",)
+    PURGE_AT_MICROS_FIELD_NUMBER: _ClassVar[int]
+    purge_at_micros: int
+    def __init__(self, purge_at_micros: _Optional[int] = ...) -> None: ...
