@@ -23,12 +23,16 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C system libraries (Debian: libuv1-dev, libnghttp2-dev, libsqlite3-dev) with shims.
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Debian's libhttp-parser-dev ships no pkg-config file: the module map links it by name.
+        .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
         // OpenSSL 3 (Debian libssl-dev) for the transport's TLS, with a shim for its macros.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // SQLite VFSes in C: the writer's WAL write coalescing (storage), and fault injection
@@ -51,6 +55,21 @@ let package = Package(
                 "UbiquityLoop", "UbiquityLock", "CNGHTTP2", "COpenSSL",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
+                // Call metrics through the swift-metrics API only: the backend is the daemon's choice.
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]),
+        // A small HTTP/1.1 server (GET of a few paths) on its own libuv loop: /metrics and /healthz.
+        // Loop + http_parser only: it knows nothing of gRPC, storage or metrics.
+        .target(name: "UbiquityHTTP", dependencies: ["UbiquityLoop", "UbiquityLock", "CHTTPParser"]),
+        // The Prometheus exposition: swift-metrics' backend (swift-prometheus) with the help text of
+        // every metric, and the gauges sampled at scrape time. No gRPC, no storage: the daemon
+        // hands it the samplers.
+        .target(
+            name: "UbiquityMetrics",
+            dependencies: [
+                "UbiquityHTTP", "UbiquityLock",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
         // Generated protobuf Swift (scripts/gen-protos regenerates it from Protos/).
         .target(
@@ -87,6 +106,8 @@ let package = Package(
             name: "ubiquityd",
             dependencies: [
                 "UbiquityServices", "UbiquityInterop", "UbiquityGRPC", "UbiquityProtos", "UbiquityStorage", "UbiquityLock", "CMalloc",
+                "UbiquityMetrics", "UbiquityHTTP",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -115,6 +136,7 @@ let package = Package(
             name: "UbiquityTestSupport",
             dependencies: ["UbiquityGRPC", "UbiquityLock", .product(name: "Logging", package: "swift-log")],
             path: "Tests/UbiquityTestSupport"),
+        .testTarget(name: "UbiquityHTTPTests", dependencies: ["UbiquityHTTP", "UbiquityMetrics"]),
         .testTarget(name: "UbiquityLockTests", dependencies: ["UbiquityLock", "UbiquityTestSupport"]),
         .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "UbiquityTestSupport"]),
         .testTarget(

@@ -36,6 +36,10 @@ extension HTTP2Connection {
         case .reject(let rejection):
             perform(stream, stream.machine.event(.rejected(rejection.status, httpStatus: rejection.httpStatus)))
         case .admit(let method, let timeoutNanos):
+            if let metrics = method.metrics {
+                stream.metrics = metrics
+                stream.admittedNanos = monotonicNanos()
+            }
             let deadline = timeoutNanos.map { ContinuousClock.now.advanced(by: .nanoseconds($0)) }
             stream.deadline = deadline
             let admitted: StreamStateMachine.Admitted

@@ -52,7 +52,7 @@ extension HTTP2Connection {
         if status.code == .unimplemented, stream.head.encoding != nil { headers.append(("grpc-accept-encoding", "identity")) }
         let rc = withHeaderArray(headers) { nva, n in nghttp2_submit_response(session, stream.id, nva, n, nil) }
         if rc != 0 { statusNotSubmitted(stream, rc: rc) }
-        env.counters.countStatus(status.code)
+        callEnded(stream, status.code)
         stream.closeTimer()
     }
 
@@ -114,8 +114,19 @@ extension HTTP2Connection {
             let rc = withHeaderArray(statusHeaders(status)) { nva, count in nghttp2_submit_trailer(session, stream.id, nva, count) }
             if rc != 0 { statusNotSubmitted(stream, rc: rc) }
         }
-        env.counters.countStatus(status.code)
+        callEnded(stream, status.code)
         stream.closeTimer()
+    }
+}
+
+extension HTTP2Connection {
+    /// Counts a call's status: server-wide, and per method when the router records call metrics.
+    func callEnded(_ stream: StreamState, _ code: StatusCode) {
+        env.counters.countStatus(code)
+        if let metrics = stream.metrics {
+            stream.metrics = nil
+            metrics.ended(code, startNanos: stream.admittedNanos)
+        }
     }
 }
 

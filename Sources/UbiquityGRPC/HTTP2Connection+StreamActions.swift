@@ -50,9 +50,9 @@ extension HTTP2Connection {
     func settle(_ stream: StreamState, _ release: StreamStateMachine.Release, connectionClosing: Bool) {
         switch release.cancel {
         case .call(let call, let reason)?:
-            if call.cancel(reason, overrideStatus: false) { env.counters.countStatus(.cancelled) }
+            if call.cancel(reason, overrideStatus: false) { callEnded(stream, .cancelled) }
         case .job(let job)?:
-            if job.cancel() { env.counters.countStatus(.cancelled) }
+            if job.cancel() { callEnded(stream, .cancelled) }
         case nil:
             break
         }

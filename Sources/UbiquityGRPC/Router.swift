@@ -13,13 +13,17 @@ public final class MethodDescriptor: Sendable {
     /// Where the handler runs; `.inline` and `.blocking` are unary methods with `syncHandler`.
     public let execution: HandlerExecution
     public let syncHandler: SyncUnaryHandler?
+    /// Nil unless the router was made with `callMetrics` (no clock reads, no calls when off).
+    let metrics: MethodMetrics?
 
-    init(path: String, kind: RPCKind, handler: @escaping RawHandler, execution: HandlerExecution, syncHandler: SyncUnaryHandler?) {
+    init(path: String, kind: RPCKind, handler: @escaping RawHandler, execution: HandlerExecution, syncHandler: SyncUnaryHandler?,
+         metrics: MethodMetrics? = nil) {
         self.path = path
         self.kind = kind
         self.handler = handler
         self.execution = execution
         self.syncHandler = syncHandler
+        self.metrics = metrics
     }
 }
 
@@ -27,8 +31,13 @@ public final class MethodDescriptor: Sendable {
 public struct Router: Sendable {
     public private(set) var methods: [String: MethodDescriptor] = [:]
     public private(set) var services: [String] = []
+    /// Whether methods registered from now on record `MethodMetrics` (through swift-metrics:
+    /// bootstrap its backend before registering).
+    public let callMetrics: Bool
 
-    public init() {}
+    public init(callMetrics: Bool = false) {
+        self.callMetrics = callMetrics
+    }
 
     public mutating func register(_ path: String, kind: RPCKind, _ handler: @escaping RawHandler) {
         register(path, kind: kind, execution: .task, sync: nil, handler)
@@ -38,7 +47,8 @@ public struct Router: Sendable {
                            _ handler: @escaping RawHandler) {
         precondition(path.hasPrefix("/") && path.dropFirst().contains("/"), "method path must be /Service/Method: \(path)")
         precondition(methods[path] == nil, "method registered twice: \(path)")
-        methods[path] = MethodDescriptor(path: path, kind: kind, handler: handler, execution: execution, syncHandler: sync)
+        methods[path] = MethodDescriptor(path: path, kind: kind, handler: handler, execution: execution, syncHandler: sync,
+                                         metrics: callMetrics ? MethodMetrics(path: path, kind: kind) : nil)
         let service = String(path.dropFirst().split(separator: "/")[0])
         if !services.contains(service) { services.append(service) }
     }

@@ -27,6 +27,10 @@ final class StreamState {
     /// When request bytes last arrived (its HEADERS, then each DATA chunk), loop milliseconds:
     /// a request that stops arriving before it is complete is failed (`failStalledRequests`).
     @exclusivity(unchecked) var lastInput: UInt64 = 0
+    /// The admitted call's metrics and when it was admitted (`monotonicNanos`), while the
+    /// router records call metrics; its status is counted once, then this is cleared.
+    @exclusivity(unchecked) var metrics: MethodMetrics?
+    @exclusivity(unchecked) var admittedNanos: UInt64 = 0
 
     init(id: Int32) { self.id = id }
 
@@ -49,6 +53,7 @@ final class StreamState {
         head.reset()
         deframer.reset()
         deadline = nil
+        metrics = nil
         request = []
         reply = SyncReply()
     }

@@ -136,6 +136,12 @@ public final class Subscriptions: Sendable {
         state.withLock { s in store.map { s.perStore[$0] ?? 0 } ?? s.byID.count }
     }
 
+    /// Generations the furthest-behind subscriber trails its store's newest (0 with none).
+    public func maxLagGenerations() -> Int64 {
+        let subs = state.withLock { Array($0.byID.values) }
+        return subs.reduce(0) { max($0, $1.feed.publishedGeneration - $1.position) }
+    }
+
     /// Ends the store's subscriptions (it is being replaced or destroyed) and waits until their
     /// calls let go of the store, so the file operation does not find it in use.
     func storeWillChange(_ id: UUID, _ reason: SubscriptionState.EndReason) async {

@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import Synchronization
 import UbiquityLock
 
 /// A job for a reader thread: runs with a connection the thread checked out (nil: the store is
@@ -17,23 +19,35 @@ final class ReaderThreads: Sendable {
     static let threadLimit = 64
     private let queue = JobQueue<@Sendable () -> Void>()
     private let threads = Lock<[NamedThread]>([])
+    /// Threads running a job. Relaxed: only read to tell whether a new job will wait, which
+    /// `ReaderPool`'s `waited` report measures.
+    private let busy = Atomic<Int>(0)
+    /// Threads started (mirrors `threads.count` without its lock, for `allBusy`).
+    private let started = Atomic<Int>(0)
 
     /// Starts threads until there are `count` (at most `threadLimit`).
     func ensure(_ count: Int) {
         let queue = self.queue
         threads.withLock { t in
             while t.count < min(count, Self.threadLimit) {
-                t.append(NamedThread(name: "ubq-reader-\(t.count)", stackSize: 1 << 22) {
+                t.append(NamedThread(name: "ubq-reader-\(t.count)", stackSize: 1 << 22) { [self] in
                     ThreadPriority.prepareStoreThread(nice: 0)
                     while true {
-                        for job in queue.pop(max: 1) { job() }
+                        for job in queue.pop(max: 1) {
+                            self.busy.add(1, ordering: .relaxed)
+                            job()
+                            self.busy.subtract(1, ordering: .relaxed)
+                        }
                     }
                 })
             }
+            started.store(t.count, ordering: .relaxed)
         }
     }
 
     var count: Int { threads.withLock { $0.count } }
+    /// Whether a job submitted now would queue behind busy threads.
+    var allBusy: Bool { busy.load(ordering: .relaxed) >= started.load(ordering: .relaxed) }
 
     func submit(_ job: @escaping @Sendable () -> Void) { _ = queue.push(job) }
 }
@@ -50,11 +64,18 @@ final class ReaderPool: @unchecked Sendable {
     private let connections: ReadConnections
     private let gate: ReaderGate
 
-    init(count: Int, connections: ReadConnections, gate: ReaderGate) {
+    /// Reported when a read queued behind busy reader threads (`StorageObserver.readerWaited`).
+    private let waited: (@Sendable (Double) -> Void)?
+
+    init(count: Int, connections: ReadConnections, gate: ReaderGate, waited: (@Sendable (Double) -> Void)? = nil) {
         self.connections = connections
         self.gate = gate
+        self.waited = waited
         ReaderThreads.shared.ensure(max(1, count))
     }
+
+    /// Reads of this store queued or running (sampled for the metrics' reader queue depth).
+    var queuedJobs: Int { cond.lock(); defer { cond.unlock() }; return pending }
 
     func submit(_ job: ReaderJob) {
         cond.lock()
@@ -64,7 +85,12 @@ final class ReaderPool: @unchecked Sendable {
         guard accepted else { job.run(nil)(); return }
         let (connections, gate) = (self.connections, self.gate)
         let run = UncheckedSendable(job.run)
+        // A clock read only when someone listens and the read will wait.
+        let queuedAt = waited != nil && ReaderThreads.shared.allBusy ? DispatchTime.now().uptimeNanoseconds : 0
         ReaderThreads.shared.submit { [self] in
+            if queuedAt != 0, let waited {
+                waited(Double(DispatchTime.now().uptimeNanoseconds &- queuedAt) / 1e9)
+            }
             // Inside the gate whenever it has a connection (which may hold a snapshot, storage
             // rule 4): the writer's waits see every such reader.
             let t = gate.enter()

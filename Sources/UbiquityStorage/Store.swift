@@ -127,6 +127,8 @@ public struct StorageConfiguration: Sendable {
     /// tombstones' age limits compare with (tests inject a clock that moves ahead of real time).
     public var wallClock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
     public var logger: Logger = Logger(label: "ubiquity.storage")
+    /// Commit, checkpoint and reader-wait reports (metrics); empty: none.
+    public var observer = StorageObserver()
     public init() {}
 }
 
@@ -167,6 +169,8 @@ struct StoreState {
     var writebacks = 0
     var writebackSeconds = 0.0
     var writebackMaxSeconds = 0.0
+    /// WAL content after the last commit (`StoreStatistics.walBytes`).
+    var walBytes = 0
 }
 
 /// One open store: a writer connection with its queue on the shared writer threads, and read
@@ -278,7 +282,8 @@ public final class Store: Sendable {
         } catch { w.close(); throw error }
         let rcs = readConnections
         gate.releaseSnapshots = { rcs.releaseSnapshots() }
-        readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate)
+        readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate,
+                             waited: config.observer.readerWaited)
         feed = ChangeFeed(storeID: id, epoch: st.epoch, generation: st.generation,
                           maxTransactions: config.changeFeedWindowTransactions, maxBytes: config.changeFeedWindowBytes)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate, feed: feed)
@@ -638,6 +643,11 @@ public final class Store: Sendable {
     public var walRestartCounts: (done: Int, skipped: Int) { state.withLock { ($0.walRestarts, $0.walRestartsSkipped) } }
     /// Checkpoints the writer ran when idle after a commit that left a long WAL (also counted in
     /// `walStats.checkpoints`).
+    public var statistics: StoreStatistics {
+        StoreStatistics(writerQueueJobs: writer.queuedJobs, readerQueueJobs: readers.queuedJobs,
+                        walBytes: state.withLock { $0.walBytes })
+    }
+
     public var idleCheckpointCount: Int { state.withLock { $0.idleCheckpoints } }
     /// Checkpoint activity since open: threshold checkpoints (count, total and longest seconds,
     /// bounded reader waits included), WAL restarts, reader-gate closures.

@@ -58,6 +58,8 @@ public final class StoreDirectory: Sendable {
         var tick: UInt64 = 0
         var closed = false
         var sweeper: Task<Void, Never>?
+        /// Open stores closed to make room (`evictionCount`).
+        var evictions = 0
         /// Slots that count against `maxOpenStores` (a closing store is on its way out).
         var admitted: Int { slots.values.reduce(0) { n, s in if case .closing = s { return n } else { return n + 1 } } }
     }
@@ -158,6 +160,16 @@ public final class StoreDirectory: Sendable {
 
     /// Open stores (stores being opened count too).
     public var openCount: Int { state.withLock { $0.admitted } }
+    /// Open stores closed so far to make room for another (least recently used first).
+    public var evictionCount: Int { state.withLock { $0.evictions } }
+
+    /// Queue and WAL state of every open store (read outside the directory lock).
+    public func openStoreStatistics() -> [StoreStatistics] {
+        let stores = state.withLock { d in d.slots.values.compactMap { slot -> Store? in
+            if case .open(let e) = slot { return e.store } else { return nil }
+        } }
+        return stores.map(\.statistics)
+    }
 
     /// Runs `body` with the store open (creating it with `model` if missing and `create`).
     /// The store is not closed by eviction while `body` runs.
@@ -254,6 +266,7 @@ public final class StoreDirectory: Sendable {
             guard let (k, e) = victim else { break }
             let t = Transition()
             d.slots[k] = .closing(t)
+            d.evictions += 1
             out.append((k, e.store, t))
         }
         return out

@@ -35,7 +35,9 @@ extension WriterEngine {
     /// After a group commit: the checkpoint policy's action, then (periodically) a small GC batch.
     func afterCommit(_ conn: Connection) {
         // The WAL's content (frames since its last restart), not its file: RESTART keeps the file.
-        let action = owned.checkpoints.committed(walBytes: conn.walContentBytes, readerEntries: gate.entries,
+        let walBytes = conn.walContentBytes
+        state.withLock { $0.walBytes = walBytes }
+        let action = owned.checkpoints.committed(walBytes: walBytes, readerEntries: gate.entries,
                                                  fenced: owned.fence?.isHeld ?? false, writebackDone: owned.writeback?.isDone ?? true)
         switch action {
         case .none:
@@ -147,6 +149,7 @@ extension WriterEngine {
         }
         let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
         state.withLock { $0.checkpoints += 1; $0.checkpointSeconds += dt; $0.checkpointMaxSeconds = max($0.checkpointMaxSeconds, dt) }
+        config.observer.checkpointed?(dt)
         if restarted { return true }
         switch fallback {
         case .none: return false

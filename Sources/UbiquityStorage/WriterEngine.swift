@@ -44,6 +44,7 @@ final class WriterEngine: Sendable {
             return
         }
         let (startGen, epoch) = state.withLock { ($0.generation, $0.epoch) }
+        let t0 = config.observer.groupCommitted == nil ? 0 : DispatchTime.now().uptimeNanoseconds
         var gen = startGen
         // BEGIN, SAVEPOINT, RELEASE and COMMIT run as cached prepared statements (`run`), not
         // `exec`, which parses the text again each time.
@@ -92,6 +93,9 @@ final class WriterEngine: Sendable {
                 s.window.advanced(from: startGen, to: gen, at: now)
             }
             owned.commitsSinceGC += committed
+            if let report = config.observer.groupCommitted {
+                report(committed, Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
+            }
         }
         let waits = conn.busyWaits
         state.withLock { $0.writerBusyWaits = waits }

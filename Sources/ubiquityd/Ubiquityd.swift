@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import UbiquityGRPC
+import UbiquityHTTP
 import UbiquityInterop
 import UbiquityProtos
 import UbiquityServices
@@ -110,6 +111,10 @@ struct Ubiquityd: ParsableCommand {
     var maxFeedResponseBytes = FeedLimits().maxResponseBytes
     @Option(help: "Change feed: recent transactions each open store keeps in memory for its subscribers (older positions read history from disk).")
     var feedWindowTransactions = StorageConfiguration().changeFeedWindowTransactions
+    @Option(help: "Serve Prometheus metrics (GET /metrics) and a health check (GET /healthz) over HTTP/1.1 on host:port ([v6]:port for IPv6; port 0 picks one, printed). Off unless given; keep it on loopback or a private network.")
+    var metricsAddress = ""
+    @Option(help: "Milliseconds a metrics connection has, from its accept or last response, to send a whole request before it is closed.")
+    var metricsRequestTimeoutMs: UInt64 = HTTPServerConfiguration().requestTimeoutMilliseconds
     @Option(help: "Authentication of data RPCs: on (default; `authorization: Bearer <session token>`, docs/accounts.md) or off (every call acts for the default account; refused unless --host is a loopback address — for measuring the cost of auth).")
     var auth = "on"
     @Option(help: "Seconds a session lasts from Accounts.SignIn.")
@@ -164,6 +169,10 @@ struct Ubiquityd: ParsableCommand {
         guard maxFeedResponseBytes >= 4096 else { throw ValidationError("--max-feed-response-bytes must be at least 4096") }
         guard streamSendBufferBytes >= 1024 else { throw ValidationError("--stream-send-buffer-bytes must be at least 1024") }
         guard feedWindowTransactions >= 1 else { throw ValidationError("--feed-window-transactions must be at least 1") }
+        if !metricsAddress.isEmpty && MetricsAddress(metricsAddress) == nil {
+            throw ValidationError("--metrics-address must be host:port or [v6]:port, e.g. 127.0.0.1:9464")
+        }
+        guard metricsRequestTimeoutMs >= 10 else { throw ValidationError("--metrics-request-timeout-ms must be at least 10") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard tlsClientCa == nil || tlsCert != nil else { throw ValidationError("--tls-client-ca needs --tls-cert and --tls-key") }
         if tlsCert == nil && !allowPlaintext && !ServerConfiguration.isLoopback(host: host) {
@@ -186,6 +195,8 @@ struct Ubiquityd: ParsableCommand {
         let logger = Logger(label: "ubiquityd")
 
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        // Before anything records: the call metrics are made as methods register.
+        let metrics = metricsAddress.isEmpty ? nil : DaemonMetrics()
 
         var config = ServerConfiguration()
         config.host = host
@@ -222,6 +233,7 @@ struct Ubiquityd: ParsableCommand {
         storage.historyRetentionBytes = historyRetentionBytes > 0 ? historyRetentionBytes : nil
         storage.tombstoneRetentionSeconds = tombstoneRetentionSeconds > 0 ? tombstoneRetentionSeconds : nil
         storage.logger = Logger(label: "ubiquity.storage")
+        if metrics != nil { storage.observer = DaemonMetrics.storageObserver() }
         var serviceLimits = ServiceLimits()
         serviceLimits.maxFetchResults = maxFetchResults
         serviceLimits.maxChangesPerSave = maxChangesPerSave
@@ -263,7 +275,7 @@ struct Ubiquityd: ParsableCommand {
 
         let limitsConfig = config
         let counters = ServerCountersBox()
-        var router = Router()
+        var router = Router(callMetrics: metrics != nil)
         let serviceNames = ServiceNamesBox()
         let dataServices = ["ubiquity.v1.Accounts", "ubiquity.v1.Models", "ubiquity.v1.Stores", "ubiquity.v1.Contexts", "ubiquity.v1.Changes",
                             "ubiquity.v1.KeyValue"]
@@ -321,7 +333,7 @@ struct Ubiquityd: ParsableCommand {
         let server = GRPCServer(configuration: config, router: router, logger: logger, counters: counters.counters, tls: tls)
         // Subscriptions never end on their own: end them (UNAVAILABLE + resume token) when the
         // drain starts, so they do not hold up the graceful shutdown.
-        server.onDrain { health.drain(); backend.endSubscriptions() }
+        server.onDrain { health.drain(); backend.endSubscriptions(); metrics?.drain() }
         do {
             try server.start()
             MemoryTrimmer.start()
@@ -332,6 +344,21 @@ struct Ubiquityd: ParsableCommand {
         let address = host.contains(":") ? "[\(host)]:\(server.port)" : "\(host):\(server.port)"
         counters.listenAddress = address
         FileHandle.standardOutput.write(Data("ubiquityd listening on \(address)\n".utf8))
+        if let metrics, let metricsAt = MetricsAddress(metricsAddress) {
+            metrics.sampleTransport(counters.counters, maxConnections: maxConnections)
+            metrics.sampleStorage(backend.directory, maxOpenStores: maxOpenStores)
+            metrics.sampleServices(contexts: contexts, subscriptions: backend.subscriptions)
+            do {
+                let bound = try metrics.start(address: metricsAt, requestTimeoutMilliseconds: metricsRequestTimeoutMs)
+                FileHandle.standardOutput.write(Data("ubiquityd metrics on http://\(bound)/metrics\n".utf8))
+            } catch {
+                logger.critical("cannot serve metrics", metadata: ["address": "\(metricsAddress)", "error": "\(error)"])
+                server.beginShutdown()
+                server.waitUntilFinished()
+                throw ExitCode(2)
+            }
+        }
+        defer { metrics?.stop() }
         logger.info("listening", metadata: ["address": "\(address)", "data_dir": "\(dataDir)", "tls": "\(tls != nil)",
                                             "event_loops": "\(config.eventLoops)", "services": "\(router.services.joined(separator: ","))"])
         server.waitUntilFinished()

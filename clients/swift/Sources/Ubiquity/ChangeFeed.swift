@@ -1,0 +1,262 @@
+import Foundation
+import GRPCCore
+import Synchronization
+
+/// A store's committed saves, in generation order, as an `AsyncSequence` (`Changes.Subscribe`,
+/// SPEC §4.5). It survives reconnects: each event carries the resume token the server sent with
+/// it, and when the stream breaks (server restart or drain, network, a slow-subscriber cut) the
+/// feed subscribes again from the last one, so nothing is skipped or repeated. HISTORY_EXPIRED
+/// cannot be resumed: the `onHistoryExpired` hook re-baselines (for instance a fetch at the
+/// error's `historyExpired.currentToken`) and returns the token to continue from, or nil to end
+/// the feed with the error.
+///
+/// ```swift
+/// for try await event in store.changes(from: .now) {
+///     for tx in event.transactions { print(tx.generation, tx.changes.map(\.objectID)) }
+/// }
+/// ```
+/// Leaving the loop (or cancelling its task) ends the subscription. Events wait in memory until
+/// read: read them promptly.
+public struct ChangeFeed: AsyncSequence, Sendable {
+    public typealias Element = FeedEvent
+    /// Re-baselines after HISTORY_EXPIRED; returns the token to subscribe from, or nil to end.
+    public typealias HistoryExpiredHook = @Sendable (UbiquityError) async throws -> GenerationToken?
+
+    /// Where a feed starts.
+    public enum Start: Sendable, Hashable {
+        /// After the current generation.
+        case now
+        /// From the oldest retained transaction.
+        case oldest
+        /// After the save this token names.
+        case token(GenerationToken)
+    }
+
+    let client: UbiquityClient
+    let storeID: String
+    let start: Start
+    let filter: Ubiquity_V1_ChangeFilter
+    let reconnectFor: Duration
+    let onHistoryExpired: HistoryExpiredHook?
+
+    public func makeAsyncIterator() -> Iterator {
+        let (stream, continuation) = AsyncThrowingStream<FeedEvent, any Error>.makeStream()
+        let progress = FeedProgress(FeedResumer(start: start, reconnectFor: reconnectFor))
+        let task = Task { [self] in
+            await run(continuation, progress)
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return Iterator(base: stream.makeAsyncIterator(), progress: progress, task: task)
+    }
+
+    /// Subscribes, and subscribes again, until the consumer stops or the feed cannot go on.
+    private func run(
+        _ continuation: AsyncThrowingStream<FeedEvent, any Error>.Continuation, _ progress: FeedProgress
+    ) async {
+        let options = client.options(timeout: nil)  // a feed runs for as long as it is read
+        while !Task.isCancelled {
+            let request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
+            do {
+                try await client.changes.subscribe(request, metadata: client.metadata, options: options) {
+                    response in
+                    for try await message in response.messages {
+                        let event = progress.resumer.withLock { $0.received(message) }
+                        continuation.yield(event)
+                    }
+                }
+                progress.resumer.withLock { $0.ended() }  // the server closed the stream: resume
+            } catch {
+                if Task.isCancelled { break }
+                guard let failure = UbiquityError.from(error) as? UbiquityError else { break }
+                let action = progress.resumer.withLock { $0.failed(failure, now: .now) }
+                switch action {
+                case .resubscribe(let delay):
+                    try? await Task.sleep(for: delay)
+                case .historyExpired(let err):
+                    do {
+                        guard let hook = onHistoryExpired, let token = try await hook(err) else {
+                            continuation.finish(throwing: err)
+                            return
+                        }
+                        progress.resumer.withLock { $0.rebaselined(token) }
+                    } catch {
+                        continuation.finish(throwing: error)
+                        return
+                    }
+                case .fail(let err):
+                    continuation.finish(throwing: err)
+                    return
+                }
+            }
+        }
+        continuation.finish()
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        var base: AsyncThrowingStream<FeedEvent, any Error>.AsyncIterator
+        let progress: FeedProgress
+        let task: Task<Void, Never>
+
+        /// The resume token of the last event the feed received: where a new feed would resume.
+        public var token: GenerationToken? { progress.resumer.withLock { $0.token } }
+        /// How often the feed subscribed again after its stream broke.
+        public var reconnects: Int { progress.resumer.withLock { $0.reconnects } }
+
+        public mutating func next() async throws -> FeedEvent? {
+            try await base.next()
+        }
+
+        /// Ends the subscription; `next()` then returns nil.
+        public func cancel() { task.cancel() }
+    }
+}
+
+/// The resume state shared by a feed's subscribing task and its iterator.
+final class FeedProgress: Sendable {
+    let resumer: Mutex<FeedResumer>
+    init(_ resumer: FeedResumer) { self.resumer = Mutex(resumer) }
+}
+
+/// Where a feed is and what to do when its stream fails: a value type without I/O, so the resume
+/// rules are unit-tested alone. Resubscribe from the last resume token after a resumable failure
+/// (backing off, for at most `reconnectFor` of consecutive failures), hand HISTORY_EXPIRED to the
+/// hook, end on everything else.
+struct FeedResumer: Sendable {
+    enum Action: Sendable {
+        case resubscribe(after: Duration)
+        case historyExpired(UbiquityError)
+        case fail(UbiquityError)
+    }
+
+    let start: ChangeFeed.Start
+    let reconnectFor: Duration
+    private(set) var token: GenerationToken?
+    private(set) var reconnects = 0
+    private var failingSince: ContinuousClock.Instant?
+    private var delay: Duration = .milliseconds(50)
+
+    init(start: ChangeFeed.Start, reconnectFor: Duration) {
+        self.start = start
+        self.reconnectFor = reconnectFor
+        if case .token(let t) = start { token = t }
+    }
+
+    func request(storeID: String, filter: Ubiquity_V1_ChangeFilter) -> Ubiquity_V1_SubscribeRequest {
+        var request = Ubiquity_V1_SubscribeRequest()
+        request.storeID = storeID
+        request.filter = filter
+        switch (token, start) {
+        case (let t?, _): request.from.token = t.bytes
+        case (nil, .oldest): request.from.oldest = true
+        default: request.from.now = true
+        }
+        return request
+    }
+
+    mutating func received(_ message: Ubiquity_V1_SubscribeResponse) -> FeedEvent {
+        if let t = GenerationToken(ifPresent: message.resumeToken) { token = t }
+        failingSince = nil
+        delay = .milliseconds(50)
+        return FeedEvent(proto: message)
+    }
+
+    /// The server ended the stream with OK (it never should): subscribe again at once.
+    mutating func ended() {
+        reconnects += 1
+    }
+
+    mutating func failed(_ error: UbiquityError, now: ContinuousClock.Instant) -> Action {
+        if error.kind == .historyExpired { return .historyExpired(error) }
+        let resumable: Set<RPCError.Code> = [.unavailable, .resourceExhausted, .internalError, .unknown]
+        guard resumable.contains(error.code) else { return .fail(error) }
+        if let t = error.resumeToken { token = t }
+        let since = failingSince ?? now
+        failingSince = since
+        if now - since > reconnectFor { return .fail(error) }
+        reconnects += 1
+        defer { delay = min(delay * 2, .seconds(1)) }
+        return .resubscribe(after: delay)
+    }
+
+    mutating func rebaselined(_ newToken: GenerationToken) {
+        token = newToken
+        reconnects += 1
+    }
+}
+
+/// One message of the feed.
+public struct FeedEvent: Sendable {
+    public enum Kind: Sendable, Hashable {
+        case transactions, caughtUp, progress, cursorAtRisk, storeEvent, keyValueChange, liveQuery
+    }
+
+    public var kind: Kind
+    /// Where a feed resumes to continue after this event.
+    public var resumeToken: GenerationToken?
+    public var resumeGeneration: Int64
+    /// Filled for `.transactions`.
+    public var transactions: [Transaction]
+    /// The message itself, for the kinds this type does not decode (store events, key-value
+    /// changes, live queries).
+    public var raw: Ubiquity_V1_SubscribeResponse
+
+    init(proto m: Ubiquity_V1_SubscribeResponse) {
+        switch m.event {
+        case .transactions: kind = .transactions
+        case .caughtUp: kind = .caughtUp
+        case .cursorAtRisk: kind = .cursorAtRisk
+        case .storeEvent: kind = .storeEvent
+        case .keyValueChange: kind = .keyValueChange
+        case .liveQuery: kind = .liveQuery
+        case .progress, .none: kind = .progress
+        }
+        resumeToken = GenerationToken(ifPresent: m.resumeToken)
+        resumeGeneration = m.resumeGeneration
+        transactions = m.transactions.transactions.map(Transaction.init(proto:))
+        raw = m
+    }
+}
+
+/// One committed save of the store's history.
+public struct Transaction: Sendable {
+    public var token: GenerationToken?
+    public var generation: Int64
+    public var commitTime: Date
+    public var author: String
+    public var contextName: String
+    public var changes: [Change]
+
+    init(proto t: Ubiquity_V1_Transaction) {
+        token = GenerationToken(ifPresent: t.token)
+        generation = t.generation
+        commitTime = t.commitTime.date
+        author = t.author
+        contextName = t.contextName
+        changes = t.changes.map(Change.init(proto:))
+    }
+}
+
+/// One object's change in a transaction.
+public struct Change: Sendable {
+    public enum Kind: Sendable, Hashable { case insert, update, delete, unspecified }
+
+    public var kind: Kind
+    public var entity: String
+    public var objectID: String
+    public var changedProperties: [String]
+    /// With `includeValues`.
+    public var values: [String: Value]
+
+    init(proto c: Ubiquity_V1_Change) {
+        switch c.kind {
+        case .insert: kind = .insert
+        case .update: kind = .update
+        case .delete: kind = .delete
+        default: kind = .unspecified
+        }
+        entity = c.entity
+        objectID = c.objectID
+        changedProperties = c.changedProperties
+        values = swiftValues(c.values)
+    }
+}

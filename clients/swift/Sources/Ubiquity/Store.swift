@@ -1,0 +1,134 @@
+import Foundation
+import GRPCCore
+
+/// One store of the account, and the calls that read and write it. A value: copy it freely; every
+/// copy uses the client's one connection.
+public struct Store: Sendable {
+    public let client: UbiquityClient
+    public let info: StoreInfo
+    /// Whether `openStore` created it.
+    public let created: Bool
+
+    public var id: String { info.id }
+    public var name: String { info.name }
+
+    /// Registers (or migrates to) a model version; the generated `Ubiquity_V1_Model` describes it.
+    @discardableResult
+    public func registerModel(_ model: Ubiquity_V1_Model) async throws -> Ubiquity_V1_RegisterModelResponse {
+        try await client.unary { md, opts in
+            try await client.models.registerModel(
+                .with {
+                    $0.storeID = id
+                    $0.model = model
+                }, metadata: md, options: opts)
+        }
+    }
+
+    /// Fetches at `token` (the store as it was after that save), or at the current generation.
+    public func fetch(_ request: FetchRequest, at token: GenerationToken? = nil) async throws -> FetchResult {
+        let proto = try await client.unary { md, opts in
+            try await client.stores.fetch(
+                .with {
+                    $0.storeID = id
+                    $0.fetch = request.proto
+                    if let token { $0.at.token = token.bytes }
+                }, metadata: md, options: opts)
+        }
+        return FetchResult(proto: proto)
+    }
+
+    /// `fetch(FetchRequest(entity, where: predicate, arguments, ...), at:)`.
+    public func fetch(
+        _ entity: String, where predicate: String = "", _ arguments: [String: Argument] = [:],
+        sort: [SortDescriptor] = [], limit: Int32 = 0, offset: Int32 = 0,
+        resultType: ResultType = .objects, properties: [String] = [], at token: GenerationToken? = nil
+    ) async throws -> FetchResult {
+        try await fetch(
+            FetchRequest(
+                entity, where: predicate, arguments, sort: sort, limit: limit, offset: offset,
+                resultType: resultType, properties: properties), at: token)
+    }
+
+    /// Objects by ID at `token` or current; IDs with no object there are left out.
+    public func get(_ objectIDs: [String], at token: GenerationToken? = nil) async throws -> [String: ManagedObject] {
+        let proto = try await client.unary { md, opts in
+            try await client.stores.getObjects(
+                .with {
+                    $0.storeID = id
+                    $0.objectIds = objectIDs
+                    if let token { $0.at.token = token.bytes }
+                }, metadata: md, options: opts)
+        }
+        return Dictionary(proto.objects.map { ($0.objectID, ManagedObject(proto: $0)) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// The token of the store's newest generation.
+    public func currentToken() async throws -> GenerationToken {
+        let proto = try await client.unary { md, opts in
+            try await client.stores.currentGeneration(.with { $0.storeID = id }, metadata: md, options: opts)
+        }
+        return GenerationToken(proto.token)
+    }
+
+    /// One atomic save without a context. Retried with one client transaction ID (yours, or a
+    /// fresh UUID) while its outcome is unknown; `SaveResult.replayed` says a retry found the
+    /// first attempt applied. Under `.error`, a conflict throws `UbiquityError` of kind
+    /// `.conflict` / `.constraintConflict` and nothing is applied.
+    public func save(
+        inserts: [Insert] = [], updates: [Update] = [], deletes: [String] = [],
+        mergePolicy: MergePolicy = .error, author: String = "", clientTransactionID: String? = nil
+    ) async throws -> SaveResult {
+        let storeID = id
+        let (proto, txid) = try await client.save(clientTransactionID: clientTransactionID) {
+            [client] txid, md, opts in
+            try await client.stores.save(
+                .with {
+                    $0.storeID = storeID
+                    $0.inserts = inserts.map(\.proto)
+                    $0.updates = updates.map(\.proto)
+                    $0.deletes = deletes.map { id in .with { $0.objectID = id } }
+                    $0.mergePolicy = mergePolicy.proto
+                    $0.author = author
+                    $0.clientTransactionID = txid
+                }, metadata: md, options: opts)
+        }
+        return SaveResult(proto: proto, clientTransactionID: txid)
+    }
+
+    /// Trims the change history through `token` (later subscribers from older tokens get
+    /// HISTORY_EXPIRED).
+    public func deleteHistory(through token: GenerationToken) async throws {
+        _ = try await client.unary { md, opts in
+            try await client.changes.deleteHistory(
+                .with {
+                    $0.storeID = id
+                    $0.throughToken = token.bytes
+                }, metadata: md, options: opts)
+        }
+    }
+
+    /// A new server-side context on this store (see ``Context``).
+    public func context(
+        name: String = "", author: String = "", mergePolicy: MergePolicy = .error,
+        generation: Context.Generation = .pinnedAtFirstRead
+    ) async throws -> Context {
+        try await Context.create(
+            client: client, storeID: id, name: name, author: author, mergePolicy: mergePolicy,
+            generation: generation, parentID: nil)
+    }
+
+    /// The store's change feed from `start` (see ``ChangeFeed``).
+    public func changes(
+        from start: ChangeFeed.Start = .now, entities: [String] = [], excludeAuthors: [String] = [],
+        includeValues: Bool = false, reconnectFor: Duration = .seconds(60),
+        onHistoryExpired: ChangeFeed.HistoryExpiredHook? = nil
+    ) -> ChangeFeed {
+        var filter = Ubiquity_V1_ChangeFilter()
+        filter.entities = entities
+        filter.excludeAuthors = excludeAuthors
+        filter.includeValues = includeValues
+        return ChangeFeed(
+            client: client, storeID: id, start: start, filter: filter, reconnectFor: reconnectFor,
+            onHistoryExpired: onHistoryExpired)
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import GRPCCore
+import GRPCProtobuf
+import SwiftProtobuf
+
+/// A failed call, decoded from its status and the `grpc-status-details-bin` trailer
+/// (`google.rpc.Status`): the gRPC code, the stable `ErrorInfo` reason of docs/errors.md, the
+/// `BadRequest` field violations, and Ubiquity's own details (conflict records, history and resume
+/// tokens). `kind` is chosen from the reason, then the code; nothing is parsed from `message`,
+/// which is for people.
+///
+/// ```swift
+/// do { try await context.save() }
+/// catch let e as UbiquityError where e.kind == .conflict { print(e.conflicts) }
+/// ```
+public struct UbiquityError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, for `switch` and `catch ... where`.
+    public enum Kind: Sendable, Hashable {
+        /// MERGE_CONFLICT (ABORTED): nothing applied; `conflicts` holds the records.
+        case conflict
+        /// CONSTRAINT_CONFLICT (ABORTED): a uniqueness clash under `.error`; `conflicts` too.
+        case constraintConflict
+        /// HISTORY_EXPIRED: the feed's token is older than retained history; `historyExpired`.
+        case historyExpired
+        /// GENERATION_EXPIRED or STORE_REPLACED: the token can no longer be read.
+        case generationExpired
+        case invalidArgument
+        case notFound
+        case failedPrecondition
+        case unauthenticated
+        case permissionDenied
+        /// Busy, shutting down, generation not reached: safe to retry.
+        case unavailable
+        case resourceExhausted
+        case deadlineExceeded
+        case cancelled
+        case unimplemented
+        case other
+    }
+
+    /// One `google.rpc.BadRequest` field violation.
+    public struct Violation: Sendable, Hashable {
+        public var field: String
+        public var description: String
+        public var reason: String
+    }
+
+    /// `ubiquity.v1.HistoryExpiredDetails`: where to re-baseline after HISTORY_EXPIRED.
+    public struct HistoryExpiredInfo: Sendable, Hashable {
+        public var oldestRetainedToken: GenerationToken?
+        /// Read a baseline at this token, then subscribe from it.
+        public var currentToken: GenerationToken?
+        /// `Changes.FetchDeletions` can list the IDs deleted after the old token.
+        public var deletionsAvailable: Bool
+    }
+
+    public var kind: Kind
+    public var code: RPCError.Code
+    public var message: String
+    /// `ErrorInfo.reason` (docs/errors.md), nil when the server sent none.
+    public var reason: String?
+    /// `ErrorInfo.metadata` (`field`, `column` for predicate errors, …).
+    public var reasonMetadata: [String: String]
+    public var violations: [Violation]
+    /// Decoded `ConflictDetails` records for `.conflict` and `.constraintConflict`.
+    public var conflicts: [Conflict]
+    /// The trailer is bounded: when true, save with `conflictsInResponse` to get every record.
+    public var conflictsTruncated: Bool
+    public var historyExpired: HistoryExpiredInfo?
+    /// `ResumeDetails`: where an ended subscription resumes (drain, SUBSCRIBER_TOO_SLOW).
+    public var resumeToken: GenerationToken?
+    /// Every detail of the status, for what this type does not decode.
+    public var details: [ErrorDetails]
+    /// The transport error itself, with the trailers (`metadata`).
+    public var rpcError: RPCError
+
+    public var description: String {
+        "\(code): \(message)" + (reason.map { " [\($0)]" } ?? "")
+    }
+
+    /// Decodes a grpc-swift `RPCError`. Details that do not decode are left out, never fatal: the
+    /// code and message alone are still a correct error.
+    public init(_ error: RPCError) {
+        rpcError = error
+        code = error.code
+        message = error.message
+        reason = nil
+        reasonMetadata = [:]
+        violations = []
+        conflicts = []
+        conflictsTruncated = false
+        historyExpired = nil
+        resumeToken = nil
+        kind = .other
+        details = ((try? error.unpackGoogleRPCStatus()) ?? nil)?.details ?? []
+        for detail in details {
+            if let info = detail.errorInfo {
+                reason = info.reason
+                reasonMetadata = info.metadata
+            } else if let bad = detail.badRequest {
+                violations = bad.violations.map {
+                    Violation(field: $0.field, description: $0.violationDescription, reason: $0.reason)
+                }
+            } else if let any = detail.any {
+                decode(any)
+            }
+        }
+        kind = Self.kind(reason: reason, code: code)
+    }
+
+    private mutating func decode(_ any: Google_Protobuf_Any) {
+        if let c = try? Ubiquity_V1_ConflictDetails(unpackingAny: any) {
+            conflicts = c.conflicts.map(Conflict.init(proto:))
+            conflictsTruncated = c.truncated
+        } else if let h = try? Ubiquity_V1_HistoryExpiredDetails(unpackingAny: any) {
+            historyExpired = HistoryExpiredInfo(
+                oldestRetainedToken: GenerationToken(ifPresent: h.oldestRetainedToken),
+                currentToken: GenerationToken(ifPresent: h.currentToken),
+                deletionsAvailable: h.deletionsAvailable)
+        } else if let r = try? Ubiquity_V1_ResumeDetails(unpackingAny: any) {
+            resumeToken = GenerationToken(ifPresent: r.resumeToken)
+        }
+    }
+
+    static func kind(reason: String?, code: RPCError.Code) -> Kind {
+        switch reason {
+        case "MERGE_CONFLICT": return .conflict
+        case "CONSTRAINT_CONFLICT": return .constraintConflict
+        case "HISTORY_EXPIRED": return .historyExpired
+        case "GENERATION_EXPIRED", "STORE_REPLACED": return .generationExpired
+        default: break
+        }
+        switch code {
+        case .invalidArgument: return .invalidArgument
+        case .notFound: return .notFound
+        case .failedPrecondition: return .failedPrecondition
+        case .aborted: return .conflict
+        case .unauthenticated: return .unauthenticated
+        case .permissionDenied: return .permissionDenied
+        case .unavailable: return .unavailable
+        case .resourceExhausted: return .resourceExhausted
+        case .deadlineExceeded: return .deadlineExceeded
+        case .cancelled: return .cancelled
+        case .unimplemented: return .unimplemented
+        default: return .other
+        }
+    }
+
+    /// Any error of a call as a `UbiquityError`: an `RPCError` decoded, anything else (a runtime
+    /// error of the transport, say) as UNAVAILABLE, the code grpc-swift gives a call that could
+    /// not reach the server.
+    static func from(_ error: any Error) -> any Error {
+        switch error {
+        case let e as UbiquityError: return e
+        case let e as RPCError: return UbiquityError(e)
+        case is CancellationError: return error
+        default: return UbiquityError(RPCError(code: .unavailable, message: "\(error)", cause: error))
+        }
+    }
+}
