@@ -2,12 +2,14 @@ import Foundation
 import UbiquityGRPC
 import UbiquityProtos
 
-/// `ubiquity.v1.Admin`: ping, server info, live counters.
+/// `ubiquity.v1.Admin`: ping, server info, live counters, backups (`AdminService+Backup.swift`).
 public struct AdminService: Sendable {
     public let version: String
     public let startedAtMicros: Int64
     let info: @Sendable () -> Ubiquity_V1_ServerInfo
     let counters: ServerCounters
+    /// Backup and RestoreStore are registered only with a storage backend.
+    public var backups: Backups?
 
     /// `info` is evaluated on each GetServerInfo (it reads the bound port and router).
     public init(version: String, counters: ServerCounters, info: @escaping @Sendable () -> Ubiquity_V1_ServerInfo) {
@@ -24,6 +26,10 @@ public struct AdminService: Sendable {
             t.inline("Ping") { request, _ in Self.ping(request) }
             t.unary("GetServerInfo", getServerInfo)
             t.unary("GetServerStats", getServerStats)
+            if backups != nil {
+                t.unary("Backup", backup)
+                t.unary("RestoreStore", restoreStore)
+            }
         }
     }
 

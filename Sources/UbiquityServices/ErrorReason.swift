@@ -46,6 +46,9 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case storeReplaced = "STORE_REPLACED"
     case historyExpired = "HISTORY_EXPIRED"
     case storeChanged = "STORE_CHANGED"
+    case backupDirectoryNotEmpty = "BACKUP_DIRECTORY_NOT_EMPTY"
+    case backupIncomplete = "BACKUP_INCOMPLETE"
+    case storeExists = "STORE_EXISTS"
     // ABORTED
     case mergeConflict = "MERGE_CONFLICT"
     case constraintConflict = "CONSTRAINT_CONFLICT"
@@ -64,6 +67,7 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case keyValueQuota = "KEY_VALUE_QUOTA"
     case signInRateLimited = "SIGN_IN_RATE_LIMITED"
     case corrupt = "CORRUPT"
+    case backupChecksumMismatch = "BACKUP_CHECKSUM_MISMATCH"
     case cancelled = "CANCELLED"
     case readOnly = "READ_ONLY"
     case `internal` = "INTERNAL"

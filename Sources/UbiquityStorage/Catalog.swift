@@ -12,6 +12,10 @@ public final class Catalog: Sendable {
         public var account: String
         public var name: String
         public var createdAt: Double
+
+        public init(id: UUID, account: String, name: String, createdAt: Double) {
+            self.id = id; self.account = account; self.name = name; self.createdAt = createdAt
+        }
     }
 
     private struct State {
@@ -84,6 +88,30 @@ public final class Catalog: Sendable {
             s.byID[r.id] = r
             return (r, true)
         }
+    }
+
+    /// Puts back the record of a store restored from a backup (same ID, account and name).
+    /// Refused if the account already has another store of that name.
+    public func restoreStore(_ r: StoreRecord) throws {
+        try withConnection { c, s in
+            if s.byID[r.id] != nil { return }
+            if let other = s.byID.values.first(where: { $0.account == r.account && $0.name == r.name }) {
+                throw StorageError.invalid("the account already has a store named \"\(r.name)\" (\(other.id.uuidString.lowercased())): destroy it or restore into that store")
+            }
+            if !s.accounts.contains(r.account) {
+                try c.run("INSERT OR IGNORE INTO ubq_accounts(id, state, created_at) VALUES (?, 'active', ?)", [.text(r.account), .real(Date().timeIntervalSince1970)])
+                s.accounts.insert(r.account)
+            }
+            try c.run("INSERT INTO ubq_stores(id, account, name, created_at) VALUES (?, ?, ?, ?)",
+                      [.text(r.id.uuidString.lowercased()), .text(r.account), .text(r.name), .real(r.createdAt)])
+            s.byID[r.id] = r
+        }
+    }
+
+    /// Copies the catalog into a new file (VACUUM INTO, for a backup). The catalog's lock is
+    /// held meanwhile — it is small, and the copy is then exactly the records in memory.
+    public func backup(to destination: String) throws {
+        try withConnection { c, _ in try c.vacuumInto(destination) }
     }
 
     /// A store by ID (from memory).

@@ -116,6 +116,19 @@ public final class Credentials: Sendable {
         }
     }
 
+    /// Copies accounts and API keys into a new file for a backup (VACUUM INTO, under the lock),
+    /// without sessions: a session is a device's short-lived sign-in, and restoring it would
+    /// bring back sessions revoked or ended after the backup was taken; a restored server's
+    /// clients sign in again with their API keys, which are in the copy. The operator key file
+    /// is not copied either: a restored server writes a new one on its first start.
+    public func backup(to destination: String) throws {
+        try withConnection { c, _ in try c.vacuumInto(destination) }
+        let copy = try Connection(path: destination, readOnly: false, vfs: nil, busyTimeoutMS: 5000)
+        defer { copy.close() }
+        try copy.exec("PRAGMA secure_delete=ON")  // no session hash left in a free page
+        try copy.exec("DELETE FROM ubq_sessions")
+    }
+
     // MARK: operator key
 
     /// True if `presented` is the operator key (compared as hashes, in constant time).

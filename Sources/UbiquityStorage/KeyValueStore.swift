@@ -65,6 +65,13 @@ public final class KeyValueStore: Sendable {
     private let writer: ConnectionLock
     private let reader: ConnectionLock
 
+    /// Copies every account's entries into a new file (VACUUM INTO, for a backup), on the
+    /// writer connection: VACUUM INTO writes its target through the source connection, and the
+    /// reader is read-only. Key-value writes wait for the copy (the file is small).
+    public func backup(to destination: String) throws {
+        try writer.withConnection { try $0.vacuumInto(destination) }
+    }
+
     /// The connection under an NSLock: it is not Sendable, and is adopted and released inside the
     /// lock (`ConnectionOwner`), so only the thread holding the lock uses it.
     private final class ConnectionLock: @unchecked Sendable {

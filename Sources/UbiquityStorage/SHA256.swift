@@ -1,4 +1,4 @@
-/// A small SHA-256 (FIPS 180-4) for model version hashes; no package dependency.
+/// A small SHA-256 (FIPS 180-4) for model version hashes and backup checksums; no package dependency.
 enum SHA256 {
     private static let k: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -12,42 +12,68 @@ enum SHA256 {
     ]
 
     static func digest(_ input: [UInt8]) -> [UInt8] {
-        var h: [UInt32] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]
-        var msg = input
-        let bitLen = UInt64(input.count) * 8
-        msg.append(0x80)
-        while msg.count % 64 != 56 { msg.append(0) }
-        for i in (0..<8).reversed() { msg.append(UInt8((bitLen >> (UInt64(i) * 8)) & 0xff)) }
-        var w = [UInt32](repeating: 0, count: 64)
-        for chunk in stride(from: 0, to: msg.count, by: 64) {
+        var h = Hasher()
+        h.update(input)
+        return h.finalize()
+    }
+
+    /// Incremental hashing, for files too large to read into memory at once (backup checksums).
+    struct Hasher {
+        private var h: [UInt32] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]
+        private var pending: [UInt8] = []
+        private var length: UInt64 = 0
+        private var w = [UInt32](repeating: 0, count: 64)
+
+        mutating func update(_ bytes: some Collection<UInt8>) {
+            length += UInt64(bytes.count)
+            pending.append(contentsOf: bytes)
+            let whole = pending.count / 64 * 64
+            guard whole > 0 else { return }
+            var chunk = 0
+            while chunk < whole { compress(pending, at: chunk); chunk += 64 }
+            pending.removeFirst(whole)
+        }
+
+        mutating func finalize() -> [UInt8] {
+            let bitLen = length * 8
+            var tail = pending
+            tail.append(0x80)
+            while tail.count % 64 != 56 { tail.append(0) }
+            for i in (0..<8).reversed() { tail.append(UInt8((bitLen >> (UInt64(i) * 8)) & 0xff)) }
+            for chunk in stride(from: 0, to: tail.count, by: 64) { compress(tail, at: chunk) }
+            return h.flatMap { v in (0..<4).map { UInt8((v >> (24 - UInt32($0) * 8)) & 0xff) } }
+        }
+
+        private mutating func compress(_ msg: [UInt8], at chunk: Int) {
             for i in 0..<16 {
                 let b = chunk + i * 4
                 w[i] = UInt32(msg[b]) << 24 | UInt32(msg[b + 1]) << 16 | UInt32(msg[b + 2]) << 8 | UInt32(msg[b + 3])
             }
             for i in 16..<64 {
-                let s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
-                let s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10)
+                let s0 = SHA256.rotr(w[i - 15], 7) ^ SHA256.rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
+                let s1 = SHA256.rotr(w[i - 2], 17) ^ SHA256.rotr(w[i - 2], 19) ^ (w[i - 2] >> 10)
                 w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
             }
             var a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7]
             for i in 0..<64 {
-                let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
+                let s1 = SHA256.rotr(e, 6) ^ SHA256.rotr(e, 11) ^ SHA256.rotr(e, 25)
                 let ch = (e & f) ^ (~e & g)
-                let t1 = hh &+ s1 &+ ch &+ k[i] &+ w[i]
-                let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
+                let t1 = hh &+ s1 &+ ch &+ SHA256.k[i] &+ w[i]
+                let s0 = SHA256.rotr(a, 2) ^ SHA256.rotr(a, 13) ^ SHA256.rotr(a, 22)
                 let maj = (a & b) ^ (a & c) ^ (b & c)
                 let t2 = s0 &+ maj
                 hh = g; g = f; f = e; e = d &+ t1; d = c; c = b; b = a; a = t1 &+ t2
             }
             h[0] &+= a; h[1] &+= b; h[2] &+= c; h[3] &+= d; h[4] &+= e; h[5] &+= f; h[6] &+= g; h[7] &+= hh
         }
-        return h.flatMap { v in (0..<4).map { UInt8((v >> (24 - UInt32($0) * 8)) & 0xff) } }
     }
 
-    static func hex(_ input: [UInt8]) -> String {
+    static func hexString(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef")
-        return String(digest(input).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xf)]] })
+        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xf)]] })
     }
+
+    static func hex(_ input: [UInt8]) -> String { hexString(digest(input)) }
 
     private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
 }

@@ -747,23 +747,7 @@ public final class Store: Sendable {
         defer { endRead(gen) }
         if FileManager.default.fileExists(atPath: destination) { throw StorageError.invalid("baseline destination exists") }
         let (epoch, sid) = (state.withLock { $0.epoch }, id)
-        // Reader connections are read-only, and VACUUM INTO writes its target through the source
-        // connection: copy through a short-lived read-write connection that only reads this
-        // database and never checkpoints it (NO_CKPT_ON_CLOSE), off the cooperative pool.
-        let (src, cfg, gate) = (path, config, readerGate)
-        try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, Error>) in
-            DispatchQueue.global().async {
-                // counted as a reader by the gate, so a WAL restart waits for it instead of failing
-                let ticket = gate.enter()
-                defer { gate.leave(ticket) }
-                cont.resume(with: Result {
-                    let c = try Connection(path: src, readOnly: false, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, create: false)
-                    defer { c.close() }
-                    c.noCheckpointOnClose()
-                    try c.vacuumInto(destination)
-                })
-            }
-        }
+        try await copySnapshot(to: destination)
         // The copy is a new file nobody else has open: prune it through its own connection.
         let c = try Connection(path: destination, readOnly: false, vfs: nil, busyTimeoutMS: config.busyTimeoutMilliseconds)
         defer { c.close() }
@@ -785,6 +769,48 @@ public final class Store: Sendable {
         } catch { try? c.exec("ROLLBACK"); throw error }
         try c.exec("PRAGMA journal_mode=DELETE")
         return GenerationToken(storeID: sid, epoch: epoch, generation: gen)
+    }
+}
+
+extension Store {
+    /// Copies the store as of one committed generation into a new file at `destination` (an
+    /// online backup; docs/operations.md "Back up and restore") and returns that generation and
+    /// the epoch. Saves go on meanwhile: the copy is a read transaction (VACUUM INTO), so it
+    /// holds the snapshot of the last commit before it began and never waits for the writer or
+    /// makes it wait. Every save acknowledged before the call is in the copy; saves committed
+    /// during it are not. The cost: the WAL cannot restart past the copy's snapshot until it
+    /// ends, so a long copy under heavy writes leaves a longer WAL behind (checkpointed after).
+    public func backup(to destination: String) async throws -> (generation: Int64, epoch: UInt64) {
+        if FileManager.default.fileExists(atPath: destination) { throw StorageError.invalid("backup destination \(destination) exists") }
+        try await copySnapshot(to: destination)
+        // The generation is the copy's own: read from it, it cannot disagree with its contents.
+        let c = try Connection(path: destination, readOnly: true, vfs: nil, busyTimeoutMS: config.busyTimeoutMilliseconds, create: false)
+        defer { c.close() }
+        let generation = try Meta.int(c, "generation")
+        let epoch = UInt64(bitPattern: try Meta.int(c, "epoch"))
+        return (generation, epoch)
+    }
+
+    /// VACUUM INTO `destination` in one read transaction. Reader connections are read-only, and
+    /// VACUUM INTO writes its target through the source connection: the copy runs on a
+    /// short-lived read-write connection that only reads this database and never checkpoints it
+    /// (NO_CKPT_ON_CLOSE, so the writer stays the only connection that writes or checkpoints the
+    /// store, SPEC §4.8), off the cooperative pool.
+    func copySnapshot(to destination: String) async throws {
+        let (src, cfg, gate) = (path, config, readerGate)
+        try await withCheckedThrowingContinuation { (cont: CheckedContinuation<Void, Error>) in
+            DispatchQueue.global().async {
+                // counted as a reader by the gate, so a WAL restart waits for it instead of failing
+                let ticket = gate.enter()
+                defer { gate.leave(ticket) }
+                cont.resume(with: Result {
+                    let c = try Connection(path: src, readOnly: false, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, create: false)
+                    defer { c.close() }
+                    c.noCheckpointOnClose()
+                    try c.vacuumInto(destination)
+                })
+            }
+        }
     }
 }
 

@@ -374,6 +374,8 @@ public final class StoreDirectory: Sendable {
             throw StorageError(.notFound, "cannot open replacement \(sourcePath)")
         }
         defer { sqlite3_close_v2(src) }
+        // a restore may bring back a store whose folder is gone (or never existed here)
+        try FileManager.default.createDirectory(atPath: (path(for: id) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let dst = try Connection(path: path(for: id), readOnly: false, vfs: configuration.vfsName, busyTimeoutMS: configuration.busyTimeoutMilliseconds)
         defer { dst.close() }
         var check: OpaquePointer?
@@ -381,10 +383,7 @@ public final class StoreDirectory: Sendable {
             throw StorageError.invalid("replacement is not a Ubiquity store")
         }
         sqlite3_finalize(check)
-        guard let b = sqlite3_backup_init(dst.db, "main", src, "main") else { throw dst.error(sqlite3_errcode(dst.db), sql: "backup") }
-        let rc = sqlite3_backup_step(b, -1)
-        sqlite3_backup_finish(b)
-        guard rc == SQLITE_DONE else { throw dst.error(rc, sql: "backup") }
+        try dst.backup(from: src)
         try dst.exec("PRAGMA journal_mode=WAL")
         try dst.exec("BEGIN IMMEDIATE")
         try Meta.set(dst, "store_id", .text(id.uuidString))

@@ -129,6 +129,8 @@ struct Ubiquityd: ParsableCommand {
     var tlsClientCa: String?
     @Flag(help: "Serve plaintext h2c on a non-loopback --host (refused without it: only loopback is plaintext by default).")
     var allowPlaintext = false
+    @Option(help: "Restore a full backup (a directory `ubiq admin backup` wrote, with its manifest) into --data-dir, which must be empty or missing, then exit without serving. docs/operations.md \"Back up and restore\".")
+    var restoreFrom: String?
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -254,6 +256,13 @@ struct Ubiquityd: ParsableCommand {
         kvQuotas.maxAccountBytes = kvMaxAccountBytes
         kvQuotas.maxKeyBytes = kvMaxKeyBytes
         kvQuotas.maxValueBytes = kvMaxValueBytes
+        if let restoreFrom {
+            let (storage, serviceLimits, feedLimits, kvQuotas, maxOpenStores) = (storage, serviceLimits, feedLimits, kvQuotas, maxOpenStores)
+            try restore(from: restoreFrom, logger: logger) {
+                try Backend(dataDirectory: $0, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits, feedLimits: feedLimits, keyValueQuotas: kvQuotas)
+            }
+            return
+        }
         let backend: Backend
         do {
             backend = try Backend(dataDirectory: dataDir, storage: storage, maxOpenStores: maxOpenStores, limits: serviceLimits, feedLimits: feedLimits,
@@ -291,7 +300,7 @@ struct Ubiquityd: ParsableCommand {
         backend.subscriptions.startSweeper()
         let expiry = contextsService.startExpiry(interval: min(30, max(0.5, contextIdleSeconds / 4)))
         defer { expiry.cancel() }  // before the backend shuts down (defers run last-first)
-        AdminService(version: UbiquityVersion.current, counters: counters.counters) {
+        var admin = AdminService(version: UbiquityVersion.current, counters: counters.counters) {
             var info = Ubiquity_V1_ServerInfo()
             info.name = "ubiquityd"
             info.version = UbiquityVersion.current
@@ -308,7 +317,9 @@ struct Ubiquityd: ParsableCommand {
             limits.maxWriteQueueBytes = UInt32(limitsConfig.maxWriteQueueBytes)
             info.limits = limits
             return info
-        }.register(into: &router)
+        }
+        admin.backups = Backups(backend: backend, contexts: contexts, serverVersion: UbiquityVersion.current)
+        admin.register(into: &router)
         health.register(into: &router)
         if enableInteropTesting {
             InteropTestService.register(into: &router)
@@ -363,6 +374,28 @@ struct Ubiquityd: ParsableCommand {
                                             "event_loops": "\(config.eventLoops)", "services": "\(router.services.joined(separator: ","))"])
         server.waitUntilFinished()
     }
+
+    /// `--restore-from`: an offline full restore, then exit (a restart with the flag still set
+    /// finds the data directory no longer empty and refuses, instead of restoring twice).
+    func restore(from backup: String, logger: Logger, open: @escaping @Sendable (String) throws -> Backend) throws {
+        let box = RestoreResultBox()
+        let done = DispatchSemaphore(value: 0)
+        let dataDir = dataDir
+        Task {
+            do { box.result = .success(try await Backups.restoreAll(from: backup, into: dataDir, open: open)) } catch { box.result = .failure(error) }
+            done.signal()
+        }
+        done.wait()
+        switch box.result! {
+        case .success(let m):
+            logger.info("restored", metadata: ["backup": "\(backup)", "data_dir": "\(dataDir)", "stores": "\(m.stores.count)"])
+            FileHandle.standardOutput.write(Data("ubiquityd: restored \(m.stores.count) stores from \(backup) (taken \(m.createdAt)) into \(dataDir)\n".utf8))
+        case .failure(let e):
+            logger.critical("restore failed", metadata: ["backup": "\(backup)", "error": "\(e)"])
+            FileHandle.standardError.write(Data("ubiquityd: restore from \(backup) failed: \(e)\n".utf8))
+            throw ExitCode(2)
+        }
+    }
 }
 
 /// Values filled in after the router is built (read by Admin.GetServerInfo).
@@ -371,6 +404,11 @@ final class ServerCountersBox: @unchecked Sendable {
     let counters = ServerCounters()
     var listenAddress = ""
     let startedAtMicros = Int64(Date().timeIntervalSince1970 * 1_000_000)
+}
+
+final class RestoreResultBox: @unchecked Sendable {
+    // @unchecked: written by the restore task before it signals, read after the wait.
+    var result: Result<BackupManifest, Error>?
 }
 
 final class ServiceNamesBox: @unchecked Sendable {

@@ -241,3 +241,21 @@ def test_account_commands(ubiq):
     assert gone.returncode != 0 and "SESSION_REVOKED" in gone.stderr
     bad = ubiq("account", "list", "--operator-key-file", "/nonexistent", ok=False)
     assert bad.returncode != 0 and "operator key" in bad.stderr
+
+
+def test_admin_backup_and_restore_one_store(ubiq, tmp_path):
+    store = f"notes-{uuid.uuid4().hex[:8]}"
+    sid = ubiq("store", "open", store).stdout.split("id ")[1].split()[0]
+    ubiq("model", "register", "--store", store, "examples/notes-model.json")
+    ubiq("insert", "--store", store, "--entity", "Person", "--json", '{"name": "Ann"}')
+    out = ubiq("admin", "backup", "--to", str(tmp_path / "b"), "--store", sid).stdout
+    assert sid in out and f"default/{store}" in out and "generation 1" in out and "backup of 1 store in" in out
+    assert (tmp_path / "b" / "manifest.json").is_file()
+    ubiq("insert", "--store", store, "--entity", "Person", "--json", '{"name": "Bob"}')
+    bad = ubiq("admin", "restore", "--from", str(tmp_path / "b"), ok=False)
+    assert bad.returncode != 0 and "STORE_EXISTS" in bad.stderr and "--replace" in bad.stderr
+    assert ubiq("fetch", "--store", store, "--entity", "Person", "--count").stdout.strip() == "2"
+    assert f"restored store {sid} at generation 1" in ubiq("admin", "restore", "--from", str(tmp_path / "b"), "--replace").stdout
+    assert ubiq("fetch", "--store", store, "--entity", "Person", "--count").stdout.strip() == "1"
+    bad = ubiq("admin", "backup", "--to", str(tmp_path / "b"), ok=False)
+    assert "BACKUP_DIRECTORY_NOT_EMPTY" in bad.stderr
