@@ -16,6 +16,16 @@ struct ServerOptions: ParsableArguments {
     @Option(name: .long, help: "Seconds before a call gives up.")
     var timeout: Double = 30
 
+    /// HOST:PORT, an IPv6 host in brackets.
+    static func address(_ server: String) throws -> (host: String, port: Int) {
+        guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(after: colon)...]) else {
+            throw ValidationError("--server must be HOST:PORT, e.g. 127.0.0.1:50051")
+        }
+        var host = String(server[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
+    }
+
     @Option(name: .long, help: "Session token to send (or set UBIQ_TOKEN). Without one, ubiq signs in to a local server's default account with its operator key (--data-dir).")
     var token: String?
 
@@ -23,11 +33,7 @@ struct ServerOptions: ParsableArguments {
     var dataDir: String = ProcessInfo.processInfo.environment["UBIQ_DATA_DIR"] ?? "./data"
 
     func connect(authenticate: Bool = true) async throws -> Session {
-        guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(after: colon)...]) else {
-            throw ValidationError("--server must be HOST:PORT, e.g. 127.0.0.1:50051")
-        }
-        var host = String(server[..<colon])
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let (host, port) = try Self.address(server)
         var session: Session
         do {
             session = Session(channel: try await GRPCChannel(host: host, port: port), options: self)

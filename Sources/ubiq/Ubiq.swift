@@ -13,7 +13,7 @@ struct Ubiq: AsyncParsableCommand {
             binary: base64). Stores are named; `ubiq store open NAME` creates one.
             """,
         subcommands: [StoreCommand.self, ModelCommand.self, Insert.self, Update.self, Delete.self, Fetch.self, SaveBatch.self, Generation.self,
-                      Watch.self, History.self, KeyValueCommand.self, AccountCommand.self, AdminCommand.self])
+                      Watch.self, History.self, KeyValueCommand.self, AccountCommand.self, AdminCommand.self, Health.self])
 }
 
 struct StoreCommand: AsyncParsableCommand {

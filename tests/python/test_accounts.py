@@ -102,7 +102,8 @@ class Tenant:
         return sid, [r.permanent_ids["a"], r.permanent_ids["b"]]
 
     def baseline(self, sid: str) -> list[bytes]:
-        return [c.SerializeToString() for c in self.stores.ExportBaseline(
+        # deterministic: map entries (object values) otherwise serialize in hash order, run to run
+        return [c.SerializeToString(deterministic=True) for c in self.stores.ExportBaseline(
             st.ExportBaselineRequest(store_id=sid), metadata=self.md, timeout=30)]
 
 

@@ -8,7 +8,9 @@ import Synchronization
 /// feed subscribes again from the last one, so nothing is skipped or repeated. HISTORY_EXPIRED
 /// cannot be resumed: the `onHistoryExpired` hook re-baselines (for instance a fetch at the
 /// error's `historyExpired.currentToken`) and returns the token to continue from, or nil to end
-/// the feed with the error.
+/// the feed with the error. A client signed in with an API key keeps its feeds across the end of
+/// a session: a stream ended with SESSION_EXPIRED or SESSION_REVOKED signs in again and resumes
+/// from the token in the error's `ResumeDetails`, so the session's end costs no transaction.
 ///
 /// ```swift
 /// for try await event in store.changes(from: .now) {
@@ -41,7 +43,8 @@ public struct ChangeFeed: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> Iterator {
         let (stream, continuation) = AsyncThrowingStream<FeedEvent, any Error>.makeStream()
-        let progress = FeedProgress(FeedResumer(start: start, reconnectFor: reconnectFor))
+        let progress = FeedProgress(
+            FeedResumer(start: start, reconnectFor: reconnectFor, signsIn: client.keeper != nil))
         let task = Task { [self] in
             await run(continuation, progress)
         }
@@ -56,8 +59,10 @@ public struct ChangeFeed: AsyncSequence, Sendable {
         let options = client.options(timeout: nil)  // a feed runs for as long as it is read
         while !Task.isCancelled {
             let request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
+            var session: String?
             do {
-                try await client.changes.subscribe(request, metadata: client.metadata, options: options) {
+                session = try await client.sessionToken()
+                try await client.changes.subscribe(request, metadata: bearer(session), options: options) {
                     response in
                     for try await message in response.messages {
                         let event = progress.resumer.withLock { $0.received(message) }
@@ -72,6 +77,8 @@ public struct ChangeFeed: AsyncSequence, Sendable {
                 switch action {
                 case .resubscribe(let delay):
                     try? await Task.sleep(for: delay)
+                case .signInAgain:
+                    _ = await client.sessionEnded(session, by: failure)
                 case .historyExpired(let err):
                     do {
                         guard let hook = onHistoryExpired, let token = try await hook(err) else {
@@ -120,24 +127,32 @@ final class FeedProgress: Sendable {
 /// Where a feed is and what to do when its stream fails: a value type without I/O, so the resume
 /// rules are unit-tested alone. Resubscribe from the last resume token after a resumable failure
 /// (backing off, for at most `reconnectFor` of consecutive failures), hand HISTORY_EXPIRED to the
-/// hook, end on everything else.
+/// hook, sign in again after the session ended (with an API key), end on everything else.
 struct FeedResumer: Sendable {
     enum Action: Sendable {
         case resubscribe(after: Duration)
+        /// The session ended (expired, signed out): sign in again and resubscribe at once.
+        case signInAgain
         case historyExpired(UbiquityError)
         case fail(UbiquityError)
     }
 
     let start: ChangeFeed.Start
     let reconnectFor: Duration
+    /// The client has an API key, so an ended session can be replaced.
+    let signsIn: Bool
     private(set) var token: GenerationToken?
     private(set) var reconnects = 0
+    /// Sessions ended since the last message: a fresh session ended again before the stream
+    /// delivered anything is not a passing expiry, and the feed stops rather than loop.
+    private var renewals = 0
     private var failingSince: ContinuousClock.Instant?
     private var delay: Duration = .milliseconds(50)
 
-    init(start: ChangeFeed.Start, reconnectFor: Duration) {
+    init(start: ChangeFeed.Start, reconnectFor: Duration, signsIn: Bool = false) {
         self.start = start
         self.reconnectFor = reconnectFor
+        self.signsIn = signsIn
         if case .token(let t) = start { token = t }
     }
 
@@ -157,6 +172,7 @@ struct FeedResumer: Sendable {
         if let t = GenerationToken(ifPresent: message.resumeToken) { token = t }
         failingSince = nil
         delay = .milliseconds(50)
+        renewals = 0
         return FeedEvent(proto: message)
     }
 
@@ -167,6 +183,12 @@ struct FeedResumer: Sendable {
 
     mutating func failed(_ error: UbiquityError, now: ContinuousClock.Instant) -> Action {
         if error.kind == .historyExpired { return .historyExpired(error) }
+        if signsIn, error.kind == .sessionExpired || error.kind == .sessionRevoked, renewals < 2 {
+            if let t = error.resumeToken { token = t }
+            renewals += 1
+            reconnects += 1
+            return .signInAgain
+        }
         let resumable: Set<RPCError.Code> = [.unavailable, .resourceExhausted, .internalError, .unknown]
         guard resumable.contains(error.code) else { return .fail(error) }
         if let t = error.resumeToken { token = t }

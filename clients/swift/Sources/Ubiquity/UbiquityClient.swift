@@ -10,6 +10,11 @@ public enum Credentials: Sendable, Hashable {
     case none
     /// A session token obtained elsewhere (e.g. `Accounts.SignIn`), sent as `Bearer <token>`.
     case sessionToken(String)
+    /// An API key (`Accounts.CreateApiKey`) and this device's ID: the client signs in
+    /// (`Accounts.SignIn`) before its first call, again before the session expires, and once more
+    /// when a call is refused with SESSION_EXPIRED; a change feed whose session ended signs in
+    /// again and resumes from its last token.
+    case apiKey(String, deviceID: String)
 }
 
 /// A connection to a Ubiquity server: one HTTP/2 channel (grpc-swift 2 on SwiftNIO) shared by
@@ -28,11 +33,14 @@ public final class UbiquityClient: Sendable {
     let contexts: Ubiquity_V1_Contexts.Client<Transport>
     let changes: Ubiquity_V1_Changes.Client<Transport>
     let models: Ubiquity_V1_Models.Client<Transport>
+    let accounts: Ubiquity_V1_Accounts.Client<Transport>
     /// The default deadline of a unary call (a feed's stream has none).
     public let timeout: Duration
     /// Attempts of a save whose outcome is unknown (see `SaveRetry`).
     public let saveAttempts: Int
     private let session: Mutex<String?>
+    /// Set with `.apiKey` credentials: the session it signs in to and keeps fresh.
+    let keeper: SessionKeeper?
     private let connections: Task<Void, Never>
 
     /// Connects to `target` (`"host:port"`, e.g. `"127.0.0.1:50051"`) over plaintext HTTP/2.
@@ -72,12 +80,23 @@ public final class UbiquityClient: Sendable {
         contexts = .init(wrapping: grpc)
         changes = .init(wrapping: grpc)
         models = .init(wrapping: grpc)
+        let accounts = Ubiquity_V1_Accounts.Client(wrapping: grpc)
+        self.accounts = accounts
         self.timeout = timeout
         self.saveAttempts = max(1, saveAttempts)
-        if case .sessionToken(let token) = credentials {
-            session = Mutex(token)
-        } else {
+        var signInOptions = CallOptions.defaults
+        signInOptions.timeout = timeout
+        signInOptions.waitForReady = true
+        switch credentials {
+        case .none:
             session = Mutex(nil)
+            keeper = nil
+        case .sessionToken(let token):
+            session = Mutex(token)
+            keeper = nil
+        case .apiKey(let key, let deviceID):
+            session = Mutex(nil)
+            keeper = SessionKeeper(apiKey: key, deviceID: deviceID, accounts: accounts, options: signInOptions)
         }
         connections = Task {
             // Returns when close() has shut the client down; an error here can only be a
@@ -87,8 +106,40 @@ public final class UbiquityClient: Sendable {
     }
 
     /// Replaces the session token later calls carry (after a sign-in or a refresh); nil sends none.
+    /// Ignored with `.apiKey` credentials, whose session the client keeps itself.
     public func setSessionToken(_ token: String?) {
         session.withLock { $0 = token }
+    }
+
+    /// Signs in now (with `.apiKey` credentials; otherwise nothing): a bad key fails here, as
+    /// `.badCredentials`, rather than at the first call. Calls sign in by themselves anyway.
+    public func signIn() async throws {
+        _ = try await sessionToken()
+    }
+
+    /// Ends the session on the server (`Accounts.SignOut`): its contexts close and its feeds end.
+    /// With `.apiKey` credentials a later call signs in again; with `.sessionToken` the token is
+    /// dropped and later calls carry none.
+    public func signOut() async throws {
+        if let keeper {
+            try await keeper.signOut()
+        } else if let token = session.withLock({ token in defer { token = nil }; return token }) {
+            do {
+                _ = try await accounts.signOut(.init(), metadata: bearer(token), options: options(timeout: timeout))
+            } catch {
+                throw UbiquityError.from(error)
+            }
+        }
+    }
+
+    /// The account the API key signed in to (nil before the first sign-in, or without `.apiKey`).
+    public var accountID: String? {
+        get async { await keeper?.accountID }
+    }
+
+    /// How often the client has signed in with its API key (first sign-in and renewals).
+    public var signIns: Int {
+        get async { await keeper?.signIns ?? 0 }
     }
 
     /// Stops accepting calls, lets calls in flight finish, and closes the connection.
@@ -121,13 +172,21 @@ public final class UbiquityClient: Sendable {
 
     // MARK: Calls
 
-    /// The metadata every call carries: the session's bearer token.
-    var metadata: Metadata {
-        var md: Metadata = [:]
-        if let token = session.withLock({ $0 }) {
-            md.addString("Bearer \(token)", forKey: "authorization")
-        }
-        return md
+    /// The session token the next call carries, signing in first when the API key's session is
+    /// missing or about to expire.
+    func sessionToken() async throws -> String? {
+        if let keeper { return try await keeper.token() }
+        return session.withLock { $0 }
+    }
+
+    /// A call with `token` was refused (SESSION_EXPIRED, or SESSION_REVOKED for a feed): whether
+    /// signing in again may help, having forgotten the token. Only with an API key.
+    func sessionEnded(_ token: String?, by error: UbiquityError) async -> Bool {
+        guard let keeper, let token,
+            error.kind == .sessionExpired || error.kind == .sessionRevoked
+        else { return false }
+        await keeper.rejected(token)
+        return true
     }
 
     /// Every call waits for a connection, up to its deadline, instead of failing at once while the
@@ -144,10 +203,25 @@ public final class UbiquityClient: Sendable {
     func unary<R: Sendable>(
         timeout: Duration? = nil, _ body: @Sendable (Metadata, CallOptions) async throws -> R
     ) async throws -> R {
-        do {
-            return try await body(metadata, options(timeout: timeout ?? self.timeout))
-        } catch {
-            throw UbiquityError.from(error)
+        let options = options(timeout: timeout ?? self.timeout)
+        var renewed = false
+        while true {
+            let token = try await sessionToken()
+            do {
+                return try await body(bearer(token), options)
+            } catch {
+                let failure = UbiquityError.from(error)
+                guard let e = failure as? UbiquityError, await sessionEnded(token, by: e) else { throw failure }
+                // Once: a session that expired between the check and the server's (clocks that
+                // disagree) is renewed and the call sent again. A revoked one is not retried,
+                // since someone ended it on purpose; it is forgotten, so the next call signs in
+                // again and learns whether the key itself still holds.
+                if !renewed, e.kind == .sessionExpired {
+                    renewed = true
+                    continue
+                }
+                throw failure
+            }
         }
     }
 

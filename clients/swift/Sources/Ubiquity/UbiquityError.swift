@@ -27,8 +27,25 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         case invalidArgument
         case notFound
         case failedPrecondition
+        /// UNAUTHENTICATED without one of the reasons below.
         case unauthenticated
+        /// MISSING_CREDENTIALS: the call carried no session (a server with accounts, a client
+        /// without credentials).
+        case missingCredentials
+        /// BAD_CREDENTIALS: a sign-in with an API key or device ID that is not valid, or a token
+        /// this server did not issue. Signing in again with the same key will not help.
+        case badCredentials
+        /// SESSION_EXPIRED: the session passed its expiry. A client with an API key signs in
+        /// again by itself; a feed's error carries `resumeToken`.
+        case sessionExpired
+        /// SESSION_REVOKED: signed out, or the API key was revoked.
+        case sessionRevoked
+        /// PERMISSION_DENIED without the reason below.
         case permissionDenied
+        /// SCOPE_EXCEEDED: the API key is read-only, or scoped to another store.
+        case scopeExceeded
+        /// SIGN_IN_RATE_LIMITED: too many failed sign-ins; `retryAfter` says when to try again.
+        case signInRateLimited
         /// Busy, shutting down, generation not reached: safe to retry.
         case unavailable
         case resourceExhausted
@@ -73,6 +90,11 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
     public var details: [ErrorDetails]
     /// The transport error itself, with the trailers (`metadata`).
     public var rpcError: RPCError
+
+    /// SIGN_IN_RATE_LIMITED's `retry_after_seconds`: how long until a sign-in may succeed.
+    public var retryAfter: Duration? {
+        reasonMetadata["retry_after_seconds"].flatMap(Int64.init).map { .seconds($0) }
+    }
 
     public var description: String {
         "\(code): \(message)" + (reason.map { " [\($0)]" } ?? "")
@@ -128,6 +150,12 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         case "CONSTRAINT_CONFLICT": return .constraintConflict
         case "HISTORY_EXPIRED": return .historyExpired
         case "GENERATION_EXPIRED", "STORE_REPLACED": return .generationExpired
+        case "MISSING_CREDENTIALS": return .missingCredentials
+        case "BAD_CREDENTIALS": return .badCredentials
+        case "SESSION_EXPIRED": return .sessionExpired
+        case "SESSION_REVOKED": return .sessionRevoked
+        case "SCOPE_EXCEEDED": return .scopeExceeded
+        case "SIGN_IN_RATE_LIMITED": return .signInRateLimited
         default: break
         }
         switch code {

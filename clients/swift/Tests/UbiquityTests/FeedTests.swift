@@ -37,7 +37,9 @@ func nextTransaction(_ feed: inout ChangeFeed.Iterator) async throws -> Ubiquity
 
     @Test func feedResumesFromItsLastTokenAfterAServerRestart() async throws {
         let server = try await Server().start()
-        let client = try UbiquityClient(target: server.target)
+        // Sessions outlive the restart (the server keeps them in its credentials database).
+        let client = try UbiquityClient(
+            target: server.target, credentials: .apiKey(try await makeApiKey(server), deviceID: "feed-tests"))
         defer { Task { await client.close() } }
         let store = try await client.openStore("feed")
         try await store.registerModel(personModel())

@@ -1,5 +1,5 @@
 import Foundation
-import Ubiquity
+@testable import Ubiquity
 
 /// Person (name required, email unique) — the model of the scenario suite every client runs.
 func personModel() -> Ubiquity_V1_Model {
@@ -25,18 +25,50 @@ func personModel() -> Ubiquity_V1_Model {
     }
 }
 
-/// A running server, a client connected to it, and a fresh store with the Person model.
+/// A new API key of the default account, made with the operator key as an operator would
+/// (`Accounts.CreateApiKey`, docs/accounts.md).
+func makeApiKey(_ server: Server, scope: Ubiquity_V1_ApiKeyScope = .readWrite, storeName: String = "") async throws -> String {
+    let operatorClient = try UbiquityClient(target: server.target, credentials: .sessionToken(try server.operatorKey))
+    defer { Task { await operatorClient.close() } }
+    return try await operatorClient.unary { md, options in
+        try await operatorClient.accounts.createApiKey(
+            .with {
+                $0.accountID = "default"
+                $0.scope = scope
+                $0.storeName = storeName
+                $0.label = "swift-tests"
+            }, metadata: md, options: options)
+    }.secret
+}
+
+/// Revokes the API key `secret` (`ubk_<key id>.<secret>`) with the operator key: its sessions end.
+func revokeApiKey(_ server: Server, _ secret: String) async throws {
+    let keyID = String(secret.dropFirst("ubk_".count).prefix { $0 != "." })
+    let operatorClient = try UbiquityClient(target: server.target, credentials: .sessionToken(try server.operatorKey))
+    defer { Task { await operatorClient.close() } }
+    _ = try await operatorClient.unary { md, options in
+        try await operatorClient.accounts.revokeApiKey(.with { $0.keyID = keyID }, metadata: md, options: options)
+    }
+}
+
+/// A running server (authentication on, as deployed), a client signed in to it with an API key,
+/// and a fresh store with the Person model.
 struct Fixture {
     let server: Server
     let client: UbiquityClient
     let store: Store
+    let apiKey: String
 
-    static func make(interop: Bool = false, interceptors: [any GRPCCore.ClientInterceptor] = []) async throws -> Fixture {
-        let server = try await Server(interop: interop).start()
-        let client = try UbiquityClient(target: server.target, interceptors: interceptors)
+    static func make(
+        interop: Bool = false, serverOptions: [String] = [], interceptors: [any GRPCCore.ClientInterceptor] = []
+    ) async throws -> Fixture {
+        let server = try await Server(interop: interop, options: serverOptions).start()
+        let apiKey = try await makeApiKey(server)
+        let client = try UbiquityClient(
+            target: server.target, credentials: .apiKey(apiKey, deviceID: "swift-tests"), interceptors: interceptors)
         let store = try await client.openStore("people-\(UUID().uuidString)")
         try await store.registerModel(personModel())
-        return Fixture(server: server, client: client, store: store)
+        return Fixture(server: server, client: client, store: store, apiKey: apiKey)
     }
 
     func close() async {

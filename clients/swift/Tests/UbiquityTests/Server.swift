@@ -21,6 +21,8 @@ final class Server: @unchecked Sendable {
     let dataDir: URL
     let workDir: URL
     let interop: Bool
+    /// More ubiquityd options (`--session-lifetime-seconds 2`, `--auth off`).
+    let options: [String]
     private(set) var port = 0
     private var pid: pid_t = 0
     private var exitStatus: Int32?
@@ -42,10 +44,11 @@ final class Server: @unchecked Sendable {
     }
 
     /// A new server with its own temporary directory.
-    init(interop: Bool = false) throws {
+    init(interop: Bool = false, options: [String] = []) throws {
         workDir = FileManager.default.temporaryDirectory.appendingPathComponent("ubiq-swift-\(UUID().uuidString)")
         dataDir = workDir.appendingPathComponent("data")
         self.interop = interop
+        self.options = options
         try FileManager.default.createDirectory(at: dataDir, withIntermediateDirectories: true)
     }
 
@@ -56,7 +59,7 @@ final class Server: @unchecked Sendable {
         log = output
         let binary = try Self.binary().path
         let arguments = [binary, "--host", "127.0.0.1", "--port", "\(requested)", "--data-dir", dataDir.path, "--log-level", "info"]
-            + (interop ? ["--enable-interop-testing"] : [])
+            + (interop ? ["--enable-interop-testing"] : []) + options
         pid = try Self.spawn(arguments, output: output.path)
         exitStatus = nil
         let prefix = "ubiquityd listening on 127.0.0.1:"
@@ -67,6 +70,14 @@ final class Server: @unchecked Sendable {
         port = Int(line.dropFirst(prefix.count)) ?? 0
         #expect(port > 0)
         return self
+    }
+
+    /// The operator key the server wrote to its data directory on first start (docs/accounts.md).
+    var operatorKey: String {
+        get throws {
+            try String(contentsOf: dataDir.appendingPathComponent("operator.key"), encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
     }
 
     /// SIGTERM (the server drains) and wait for the exit status.

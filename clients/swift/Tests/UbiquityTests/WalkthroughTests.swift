@@ -27,7 +27,7 @@ import Testing
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let p = Process()
         p.executableURL = try Self.binary()
-        p.arguments = [server.target]
+        p.arguments = [server.target, try await makeApiKey(server)]
         p.standardOutput = try FileHandle(forWritingTo: output)
         p.standardError = try FileHandle(forWritingTo: output)
         try p.run()

@@ -1,11 +1,14 @@
 // The README's walkthrough: a store, a model, a feed, a context save, a fetch, a conflict, a read at
 // an old token, and a typed error. CI runs it against the server it builds:
-//   swift run ubiquity-walkthrough 127.0.0.1:50051
+//   swift run ubiquity-walkthrough 127.0.0.1:50051 <api key>
+// (the API key from `Accounts.CreateApiKey`, docs/accounts.md; without one, a server run with
+// `--auth off`).
 import Foundation
 import Ubiquity
 
-func walkthrough(target: String) async throws {
-    let client = try UbiquityClient(target: target)
+func walkthrough(target: String, apiKey: String?) async throws {
+    let credentials: Credentials = apiKey.map { .apiKey($0, deviceID: "walkthrough") } ?? .none
+    let client = try UbiquityClient(target: target, credentials: credentials)
     let store = try await client.openStore("walkthrough-\(UUID().uuidString.prefix(8))")
     try await store.registerModel(.with {
         $0.versionIdentifier = "v1"
@@ -70,4 +73,7 @@ func walkthrough(target: String) async throws {
     print("walkthrough done")
 }
 
-try await walkthrough(target: CommandLine.arguments.dropFirst().first ?? "127.0.0.1:50051")
+let arguments = CommandLine.arguments.dropFirst()
+try await walkthrough(
+    target: arguments.first ?? "127.0.0.1:50051",
+    apiKey: arguments.dropFirst().first ?? ProcessInfo.processInfo.environment["UBIQUITY_API_KEY"])

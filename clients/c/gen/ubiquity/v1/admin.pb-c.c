@@ -328,6 +328,276 @@ void   ubiquity__v1__server_stats__free_unpacked
   assert(message->base.descriptor == &ubiquity__v1__server_stats__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   ubiquity__v1__backup_request__init
+                     (Ubiquity__V1__BackupRequest         *message)
+{
+  static const Ubiquity__V1__BackupRequest init_value = UBIQUITY__V1__BACKUP_REQUEST__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__backup_request__get_packed_size
+                     (const Ubiquity__V1__BackupRequest *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__backup_request__pack
+                     (const Ubiquity__V1__BackupRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__backup_request__pack_to_buffer
+                     (const Ubiquity__V1__BackupRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__BackupRequest *
+       ubiquity__v1__backup_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__BackupRequest *)
+     protobuf_c_message_unpack (&ubiquity__v1__backup_request__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__backup_request__free_unpacked
+                     (Ubiquity__V1__BackupRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__backup_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   ubiquity__v1__backup_manifest__init
+                     (Ubiquity__V1__BackupManifest         *message)
+{
+  static const Ubiquity__V1__BackupManifest init_value = UBIQUITY__V1__BACKUP_MANIFEST__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__backup_manifest__get_packed_size
+                     (const Ubiquity__V1__BackupManifest *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_manifest__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__backup_manifest__pack
+                     (const Ubiquity__V1__BackupManifest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_manifest__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__backup_manifest__pack_to_buffer
+                     (const Ubiquity__V1__BackupManifest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_manifest__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__BackupManifest *
+       ubiquity__v1__backup_manifest__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__BackupManifest *)
+     protobuf_c_message_unpack (&ubiquity__v1__backup_manifest__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__backup_manifest__free_unpacked
+                     (Ubiquity__V1__BackupManifest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__backup_manifest__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   ubiquity__v1__backup_store_entry__init
+                     (Ubiquity__V1__BackupStoreEntry         *message)
+{
+  static const Ubiquity__V1__BackupStoreEntry init_value = UBIQUITY__V1__BACKUP_STORE_ENTRY__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__backup_store_entry__get_packed_size
+                     (const Ubiquity__V1__BackupStoreEntry *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_store_entry__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__backup_store_entry__pack
+                     (const Ubiquity__V1__BackupStoreEntry *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_store_entry__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__backup_store_entry__pack_to_buffer
+                     (const Ubiquity__V1__BackupStoreEntry *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_store_entry__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__BackupStoreEntry *
+       ubiquity__v1__backup_store_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__BackupStoreEntry *)
+     protobuf_c_message_unpack (&ubiquity__v1__backup_store_entry__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__backup_store_entry__free_unpacked
+                     (Ubiquity__V1__BackupStoreEntry *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__backup_store_entry__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   ubiquity__v1__backup_file_entry__init
+                     (Ubiquity__V1__BackupFileEntry         *message)
+{
+  static const Ubiquity__V1__BackupFileEntry init_value = UBIQUITY__V1__BACKUP_FILE_ENTRY__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__backup_file_entry__get_packed_size
+                     (const Ubiquity__V1__BackupFileEntry *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_file_entry__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__backup_file_entry__pack
+                     (const Ubiquity__V1__BackupFileEntry *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_file_entry__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__backup_file_entry__pack_to_buffer
+                     (const Ubiquity__V1__BackupFileEntry *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__backup_file_entry__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__BackupFileEntry *
+       ubiquity__v1__backup_file_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__BackupFileEntry *)
+     protobuf_c_message_unpack (&ubiquity__v1__backup_file_entry__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__backup_file_entry__free_unpacked
+                     (Ubiquity__V1__BackupFileEntry *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__backup_file_entry__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   ubiquity__v1__restore_store_request__init
+                     (Ubiquity__V1__RestoreStoreRequest         *message)
+{
+  static const Ubiquity__V1__RestoreStoreRequest init_value = UBIQUITY__V1__RESTORE_STORE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__restore_store_request__get_packed_size
+                     (const Ubiquity__V1__RestoreStoreRequest *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__restore_store_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__restore_store_request__pack
+                     (const Ubiquity__V1__RestoreStoreRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__restore_store_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__restore_store_request__pack_to_buffer
+                     (const Ubiquity__V1__RestoreStoreRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__restore_store_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__RestoreStoreRequest *
+       ubiquity__v1__restore_store_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__RestoreStoreRequest *)
+     protobuf_c_message_unpack (&ubiquity__v1__restore_store_request__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__restore_store_request__free_unpacked
+                     (Ubiquity__V1__RestoreStoreRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__restore_store_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   ubiquity__v1__restore_store_response__init
+                     (Ubiquity__V1__RestoreStoreResponse         *message)
+{
+  static const Ubiquity__V1__RestoreStoreResponse init_value = UBIQUITY__V1__RESTORE_STORE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__restore_store_response__get_packed_size
+                     (const Ubiquity__V1__RestoreStoreResponse *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__restore_store_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__restore_store_response__pack
+                     (const Ubiquity__V1__RestoreStoreResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__restore_store_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__restore_store_response__pack_to_buffer
+                     (const Ubiquity__V1__RestoreStoreResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__restore_store_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__RestoreStoreResponse *
+       ubiquity__v1__restore_store_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__RestoreStoreResponse *)
+     protobuf_c_message_unpack (&ubiquity__v1__restore_store_response__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__restore_store_response__free_unpacked
+                     (Ubiquity__V1__RestoreStoreResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__restore_store_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor ubiquity__v1__ping_request__field_descriptors[1] =
 {
   {
@@ -852,16 +1122,495 @@ const ProtobufCMessageDescriptor ubiquity__v1__server_stats__descriptor =
   (ProtobufCMessageInit) ubiquity__v1__server_stats__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor ubiquity__v1__admin__method_descriptors[3] =
+static const ProtobufCFieldDescriptor ubiquity__v1__backup_request__field_descriptors[2] =
+{
+  {
+    "directory",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupRequest, directory),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "store_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupRequest, store_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__backup_request__field_indices_by_name[] = {
+  0,   /* field[0] = directory */
+  1,   /* field[1] = store_id */
+};
+static const ProtobufCIntRange ubiquity__v1__backup_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__backup_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.BackupRequest",
+  "BackupRequest",
+  "Ubiquity__V1__BackupRequest",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__BackupRequest),
+  2,
+  ubiquity__v1__backup_request__field_descriptors,
+  ubiquity__v1__backup_request__field_indices_by_name,
+  1,  ubiquity__v1__backup_request__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__backup_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__backup_manifest__field_descriptors[6] =
+{
+  {
+    "format_version",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupManifest, format_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "server_version",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupManifest, server_version),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupManifest, created_at),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "stores",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Ubiquity__V1__BackupManifest, n_stores),
+    offsetof(Ubiquity__V1__BackupManifest, stores),
+    &ubiquity__v1__backup_store_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "databases",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Ubiquity__V1__BackupManifest, n_databases),
+    offsetof(Ubiquity__V1__BackupManifest, databases),
+    &ubiquity__v1__backup_file_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "directory",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupManifest, directory),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__backup_manifest__field_indices_by_name[] = {
+  2,   /* field[2] = created_at */
+  4,   /* field[4] = databases */
+  5,   /* field[5] = directory */
+  0,   /* field[0] = format_version */
+  1,   /* field[1] = server_version */
+  3,   /* field[3] = stores */
+};
+static const ProtobufCIntRange ubiquity__v1__backup_manifest__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__backup_manifest__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.BackupManifest",
+  "BackupManifest",
+  "Ubiquity__V1__BackupManifest",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__BackupManifest),
+  6,
+  ubiquity__v1__backup_manifest__field_descriptors,
+  ubiquity__v1__backup_manifest__field_indices_by_name,
+  1,  ubiquity__v1__backup_manifest__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__backup_manifest__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__backup_store_entry__field_descriptors[8] =
+{
+  {
+    "account",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupStoreEntry, account),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "store_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupStoreEntry, store_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupStoreEntry, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "generation",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupStoreEntry, generation),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "epoch",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupStoreEntry, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "file",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupStoreEntry, file),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sha256",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupStoreEntry, sha256),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "size_bytes",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupStoreEntry, size_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__backup_store_entry__field_indices_by_name[] = {
+  0,   /* field[0] = account */
+  4,   /* field[4] = epoch */
+  5,   /* field[5] = file */
+  3,   /* field[3] = generation */
+  2,   /* field[2] = name */
+  6,   /* field[6] = sha256 */
+  7,   /* field[7] = size_bytes */
+  1,   /* field[1] = store_id */
+};
+static const ProtobufCIntRange ubiquity__v1__backup_store_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__backup_store_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.BackupStoreEntry",
+  "BackupStoreEntry",
+  "Ubiquity__V1__BackupStoreEntry",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__BackupStoreEntry),
+  8,
+  ubiquity__v1__backup_store_entry__field_descriptors,
+  ubiquity__v1__backup_store_entry__field_indices_by_name,
+  1,  ubiquity__v1__backup_store_entry__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__backup_store_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__backup_file_entry__field_descriptors[3] =
+{
+  {
+    "file",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupFileEntry, file),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sha256",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupFileEntry, sha256),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "size_bytes",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__BackupFileEntry, size_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__backup_file_entry__field_indices_by_name[] = {
+  0,   /* field[0] = file */
+  1,   /* field[1] = sha256 */
+  2,   /* field[2] = size_bytes */
+};
+static const ProtobufCIntRange ubiquity__v1__backup_file_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__backup_file_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.BackupFileEntry",
+  "BackupFileEntry",
+  "Ubiquity__V1__BackupFileEntry",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__BackupFileEntry),
+  3,
+  ubiquity__v1__backup_file_entry__field_descriptors,
+  ubiquity__v1__backup_file_entry__field_indices_by_name,
+  1,  ubiquity__v1__backup_file_entry__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__backup_file_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__restore_store_request__field_descriptors[3] =
+{
+  {
+    "directory",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__RestoreStoreRequest, directory),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "store_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__RestoreStoreRequest, store_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replace_existing",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__RestoreStoreRequest, replace_existing),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__restore_store_request__field_indices_by_name[] = {
+  0,   /* field[0] = directory */
+  2,   /* field[2] = replace_existing */
+  1,   /* field[1] = store_id */
+};
+static const ProtobufCIntRange ubiquity__v1__restore_store_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__restore_store_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.RestoreStoreRequest",
+  "RestoreStoreRequest",
+  "Ubiquity__V1__RestoreStoreRequest",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__RestoreStoreRequest),
+  3,
+  ubiquity__v1__restore_store_request__field_descriptors,
+  ubiquity__v1__restore_store_request__field_indices_by_name,
+  1,  ubiquity__v1__restore_store_request__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__restore_store_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__restore_store_response__field_descriptors[3] =
+{
+  {
+    "store_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__RestoreStoreResponse, store_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__RestoreStoreResponse, token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "generation",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__RestoreStoreResponse, generation),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__restore_store_response__field_indices_by_name[] = {
+  2,   /* field[2] = generation */
+  0,   /* field[0] = store_id */
+  1,   /* field[1] = token */
+};
+static const ProtobufCIntRange ubiquity__v1__restore_store_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__restore_store_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.RestoreStoreResponse",
+  "RestoreStoreResponse",
+  "Ubiquity__V1__RestoreStoreResponse",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__RestoreStoreResponse),
+  3,
+  ubiquity__v1__restore_store_response__field_descriptors,
+  ubiquity__v1__restore_store_response__field_indices_by_name,
+  1,  ubiquity__v1__restore_store_response__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__restore_store_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor ubiquity__v1__admin__method_descriptors[5] =
 {
   { "Ping", &ubiquity__v1__ping_request__descriptor, &ubiquity__v1__ping_response__descriptor },
   { "GetServerInfo", &ubiquity__v1__get_server_info_request__descriptor, &ubiquity__v1__server_info__descriptor },
   { "GetServerStats", &ubiquity__v1__get_server_stats_request__descriptor, &ubiquity__v1__server_stats__descriptor },
+  { "Backup", &ubiquity__v1__backup_request__descriptor, &ubiquity__v1__backup_manifest__descriptor },
+  { "RestoreStore", &ubiquity__v1__restore_store_request__descriptor, &ubiquity__v1__restore_store_response__descriptor },
 };
 const unsigned ubiquity__v1__admin__method_indices_by_name[] = {
+  3,        /* Backup */
   1,        /* GetServerInfo */
   2,        /* GetServerStats */
-  0         /* Ping */
+  0,        /* Ping */
+  4         /* RestoreStore */
 };
 const ProtobufCServiceDescriptor ubiquity__v1__admin__descriptor =
 {
@@ -870,7 +1619,7 @@ const ProtobufCServiceDescriptor ubiquity__v1__admin__descriptor =
   "Admin",
   "Ubiquity__V1__Admin",
   "ubiquity.v1",
-  3,
+  5,
   ubiquity__v1__admin__method_descriptors,
   ubiquity__v1__admin__method_indices_by_name
 };
@@ -897,6 +1646,22 @@ void ubiquity__v1__admin__get_server_stats(ProtobufCService *service,
 {
   assert(service->descriptor == &ubiquity__v1__admin__descriptor);
   service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__admin__backup(ProtobufCService *service,
+                                 const Ubiquity__V1__BackupRequest *input,
+                                 Ubiquity__V1__BackupManifest_Closure closure,
+                                 void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__admin__descriptor);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__admin__restore_store(ProtobufCService *service,
+                                        const Ubiquity__V1__RestoreStoreRequest *input,
+                                        Ubiquity__V1__RestoreStoreResponse_Closure closure,
+                                        void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__admin__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void ubiquity__v1__admin__init (Ubiquity__V1__Admin_Service *service,
                                 Ubiquity__V1__Admin_ServiceDestroy destroy)

@@ -23,6 +23,12 @@ typedef struct Ubiquity__V1__TransportLimits Ubiquity__V1__TransportLimits;
 typedef struct Ubiquity__V1__GetServerStatsRequest Ubiquity__V1__GetServerStatsRequest;
 typedef struct Ubiquity__V1__ServerStats Ubiquity__V1__ServerStats;
 typedef struct Ubiquity__V1__ServerStats__CallsByStatusEntry Ubiquity__V1__ServerStats__CallsByStatusEntry;
+typedef struct Ubiquity__V1__BackupRequest Ubiquity__V1__BackupRequest;
+typedef struct Ubiquity__V1__BackupManifest Ubiquity__V1__BackupManifest;
+typedef struct Ubiquity__V1__BackupStoreEntry Ubiquity__V1__BackupStoreEntry;
+typedef struct Ubiquity__V1__BackupFileEntry Ubiquity__V1__BackupFileEntry;
+typedef struct Ubiquity__V1__RestoreStoreRequest Ubiquity__V1__RestoreStoreRequest;
+typedef struct Ubiquity__V1__RestoreStoreResponse Ubiquity__V1__RestoreStoreResponse;
 
 
 /* --- enums --- */
@@ -224,6 +230,186 @@ struct  Ubiquity__V1__ServerStats
     , 0, 0, 0, 0, 0,NULL, 0, 0, 0 }
 
 
+/*
+ * Request of Admin.Backup.
+ */
+struct  Ubiquity__V1__BackupRequest
+{
+  ProtobufCMessage base;
+  /*
+   * Absolute path of the backup directory on the server; created if missing, refused
+   * (FAILED_PRECONDITION, BACKUP_DIRECTORY_NOT_EMPTY) if it exists and is not empty.
+   */
+  char *directory;
+  /*
+   * Back up this store only (its ID); empty: every store of every account, the catalog (accounts
+   * and store names) and the key-value store.
+   */
+  char *store_id;
+};
+#define UBIQUITY__V1__BACKUP_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__backup_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * A backup's manifest (also written as manifest.json in the backup directory, in snake_case).
+ */
+struct  Ubiquity__V1__BackupManifest
+{
+  ProtobufCMessage base;
+  /*
+   * Layout version of the backup directory (1).
+   */
+  uint32_t format_version;
+  /*
+   * Version of the ubiquityd that took the backup.
+   */
+  char *server_version;
+  /*
+   * When the backup finished, ISO 8601 UTC.
+   */
+  char *created_at;
+  /*
+   * Every store file in the backup.
+   */
+  size_t n_stores;
+  Ubiquity__V1__BackupStoreEntry **stores;
+  /*
+   * The server-wide databases (catalog.sqlite: accounts and store names; keyvalue.sqlite:
+   * key-value entries), each under its data-directory name; only in a backup of the whole
+   * server, empty in a backup of one store.
+   */
+  size_t n_databases;
+  Ubiquity__V1__BackupFileEntry **databases;
+  /*
+   * The server-side directory the backup is in.
+   */
+  char *directory;
+};
+#define UBIQUITY__V1__BACKUP_MANIFEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__backup_manifest__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * One store file of a backup.
+ */
+struct  Ubiquity__V1__BackupStoreEntry
+{
+  ProtobufCMessage base;
+  /*
+   * The account that owns the store.
+   */
+  char *account;
+  /*
+   * The store's ID (lower-case UUID).
+   */
+  char *store_id;
+  /*
+   * The store's name in its account.
+   */
+  char *name;
+  /*
+   * The generation the copy holds: every save acknowledged before the backup began is in it.
+   */
+  int64_t generation;
+  /*
+   * The store's epoch when it was copied (a restore gives the store a new one).
+   */
+  uint64_t epoch;
+  /*
+   * Path of the copy inside the backup directory.
+   */
+  char *file;
+  /*
+   * SHA-256 of the copy, lower-case hex.
+   */
+  char *sha256;
+  /*
+   * Size of the copy in bytes.
+   */
+  int64_t size_bytes;
+};
+#define UBIQUITY__V1__BACKUP_STORE_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__backup_store_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * A server-wide database copied whole into a backup.
+ */
+struct  Ubiquity__V1__BackupFileEntry
+{
+  ProtobufCMessage base;
+  /*
+   * Name of the copy in the backup directory, and of the database in a data directory.
+   */
+  char *file;
+  /*
+   * SHA-256 of the copy, lower-case hex.
+   */
+  char *sha256;
+  /*
+   * Size of the copy in bytes.
+   */
+  int64_t size_bytes;
+};
+#define UBIQUITY__V1__BACKUP_FILE_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__backup_file_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * Request of Admin.RestoreStore.
+ */
+struct  Ubiquity__V1__RestoreStoreRequest
+{
+  ProtobufCMessage base;
+  /*
+   * Absolute path of a finished backup directory on the server (one with a manifest whose
+   * checksums match).
+   */
+  char *directory;
+  /*
+   * The store to restore (its ID in the backup); empty if the backup holds exactly one store.
+   */
+  char *store_id;
+  /*
+   * Must be true to replace a store that exists in this server (FAILED_PRECONDITION,
+   * STORE_EXISTS otherwise). A store that does not exist is recreated under its ID and name.
+   */
+  protobuf_c_boolean replace_existing;
+};
+#define UBIQUITY__V1__RESTORE_STORE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__restore_store_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * Response of Admin.RestoreStore.
+ */
+struct  Ubiquity__V1__RestoreStoreResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The restored store's ID.
+   */
+  char *store_id;
+  /*
+   * Generation token of the restored store (its new epoch, the backup's generation).
+   */
+  ProtobufCBinaryData token;
+  /*
+   * The backup's generation of the store.
+   */
+  int64_t generation;
+};
+#define UBIQUITY__V1__RESTORE_STORE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__restore_store_response__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+
+
 /* Ubiquity__V1__PingRequest methods */
 void   ubiquity__v1__ping_request__init
                      (Ubiquity__V1__PingRequest         *message);
@@ -360,6 +546,120 @@ Ubiquity__V1__ServerStats *
 void   ubiquity__v1__server_stats__free_unpacked
                      (Ubiquity__V1__ServerStats *message,
                       ProtobufCAllocator *allocator);
+/* Ubiquity__V1__BackupRequest methods */
+void   ubiquity__v1__backup_request__init
+                     (Ubiquity__V1__BackupRequest         *message);
+size_t ubiquity__v1__backup_request__get_packed_size
+                     (const Ubiquity__V1__BackupRequest   *message);
+size_t ubiquity__v1__backup_request__pack
+                     (const Ubiquity__V1__BackupRequest   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__backup_request__pack_to_buffer
+                     (const Ubiquity__V1__BackupRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__BackupRequest *
+       ubiquity__v1__backup_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__backup_request__free_unpacked
+                     (Ubiquity__V1__BackupRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Ubiquity__V1__BackupManifest methods */
+void   ubiquity__v1__backup_manifest__init
+                     (Ubiquity__V1__BackupManifest         *message);
+size_t ubiquity__v1__backup_manifest__get_packed_size
+                     (const Ubiquity__V1__BackupManifest   *message);
+size_t ubiquity__v1__backup_manifest__pack
+                     (const Ubiquity__V1__BackupManifest   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__backup_manifest__pack_to_buffer
+                     (const Ubiquity__V1__BackupManifest   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__BackupManifest *
+       ubiquity__v1__backup_manifest__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__backup_manifest__free_unpacked
+                     (Ubiquity__V1__BackupManifest *message,
+                      ProtobufCAllocator *allocator);
+/* Ubiquity__V1__BackupStoreEntry methods */
+void   ubiquity__v1__backup_store_entry__init
+                     (Ubiquity__V1__BackupStoreEntry         *message);
+size_t ubiquity__v1__backup_store_entry__get_packed_size
+                     (const Ubiquity__V1__BackupStoreEntry   *message);
+size_t ubiquity__v1__backup_store_entry__pack
+                     (const Ubiquity__V1__BackupStoreEntry   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__backup_store_entry__pack_to_buffer
+                     (const Ubiquity__V1__BackupStoreEntry   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__BackupStoreEntry *
+       ubiquity__v1__backup_store_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__backup_store_entry__free_unpacked
+                     (Ubiquity__V1__BackupStoreEntry *message,
+                      ProtobufCAllocator *allocator);
+/* Ubiquity__V1__BackupFileEntry methods */
+void   ubiquity__v1__backup_file_entry__init
+                     (Ubiquity__V1__BackupFileEntry         *message);
+size_t ubiquity__v1__backup_file_entry__get_packed_size
+                     (const Ubiquity__V1__BackupFileEntry   *message);
+size_t ubiquity__v1__backup_file_entry__pack
+                     (const Ubiquity__V1__BackupFileEntry   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__backup_file_entry__pack_to_buffer
+                     (const Ubiquity__V1__BackupFileEntry   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__BackupFileEntry *
+       ubiquity__v1__backup_file_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__backup_file_entry__free_unpacked
+                     (Ubiquity__V1__BackupFileEntry *message,
+                      ProtobufCAllocator *allocator);
+/* Ubiquity__V1__RestoreStoreRequest methods */
+void   ubiquity__v1__restore_store_request__init
+                     (Ubiquity__V1__RestoreStoreRequest         *message);
+size_t ubiquity__v1__restore_store_request__get_packed_size
+                     (const Ubiquity__V1__RestoreStoreRequest   *message);
+size_t ubiquity__v1__restore_store_request__pack
+                     (const Ubiquity__V1__RestoreStoreRequest   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__restore_store_request__pack_to_buffer
+                     (const Ubiquity__V1__RestoreStoreRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__RestoreStoreRequest *
+       ubiquity__v1__restore_store_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__restore_store_request__free_unpacked
+                     (Ubiquity__V1__RestoreStoreRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Ubiquity__V1__RestoreStoreResponse methods */
+void   ubiquity__v1__restore_store_response__init
+                     (Ubiquity__V1__RestoreStoreResponse         *message);
+size_t ubiquity__v1__restore_store_response__get_packed_size
+                     (const Ubiquity__V1__RestoreStoreResponse   *message);
+size_t ubiquity__v1__restore_store_response__pack
+                     (const Ubiquity__V1__RestoreStoreResponse   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__restore_store_response__pack_to_buffer
+                     (const Ubiquity__V1__RestoreStoreResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__RestoreStoreResponse *
+       ubiquity__v1__restore_store_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__restore_store_response__free_unpacked
+                     (Ubiquity__V1__RestoreStoreResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Ubiquity__V1__PingRequest_Closure)
@@ -386,6 +686,24 @@ typedef void (*Ubiquity__V1__ServerStats__CallsByStatusEntry_Closure)
 typedef void (*Ubiquity__V1__ServerStats_Closure)
                  (const Ubiquity__V1__ServerStats *message,
                   void *closure_data);
+typedef void (*Ubiquity__V1__BackupRequest_Closure)
+                 (const Ubiquity__V1__BackupRequest *message,
+                  void *closure_data);
+typedef void (*Ubiquity__V1__BackupManifest_Closure)
+                 (const Ubiquity__V1__BackupManifest *message,
+                  void *closure_data);
+typedef void (*Ubiquity__V1__BackupStoreEntry_Closure)
+                 (const Ubiquity__V1__BackupStoreEntry *message,
+                  void *closure_data);
+typedef void (*Ubiquity__V1__BackupFileEntry_Closure)
+                 (const Ubiquity__V1__BackupFileEntry *message,
+                  void *closure_data);
+typedef void (*Ubiquity__V1__RestoreStoreRequest_Closure)
+                 (const Ubiquity__V1__RestoreStoreRequest *message,
+                  void *closure_data);
+typedef void (*Ubiquity__V1__RestoreStoreResponse_Closure)
+                 (const Ubiquity__V1__RestoreStoreResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -405,6 +723,14 @@ struct Ubiquity__V1__Admin_Service
                            const Ubiquity__V1__GetServerStatsRequest *input,
                            Ubiquity__V1__ServerStats_Closure closure,
                            void *closure_data);
+  void (*backup)(Ubiquity__V1__Admin_Service *service,
+                 const Ubiquity__V1__BackupRequest *input,
+                 Ubiquity__V1__BackupManifest_Closure closure,
+                 void *closure_data);
+  void (*restore_store)(Ubiquity__V1__Admin_Service *service,
+                        const Ubiquity__V1__RestoreStoreRequest *input,
+                        Ubiquity__V1__RestoreStoreResponse_Closure closure,
+                        void *closure_data);
 };
 typedef void (*Ubiquity__V1__Admin_ServiceDestroy)(Ubiquity__V1__Admin_Service *);
 void ubiquity__v1__admin__init (Ubiquity__V1__Admin_Service *service,
@@ -415,7 +741,9 @@ void ubiquity__v1__admin__init (Ubiquity__V1__Admin_Service *service,
     { UBIQUITY__V1__ADMIN__BASE_INIT,\
       function_prefix__ ## ping,\
       function_prefix__ ## get_server_info,\
-      function_prefix__ ## get_server_stats  }
+      function_prefix__ ## get_server_stats,\
+      function_prefix__ ## backup,\
+      function_prefix__ ## restore_store  }
 void ubiquity__v1__admin__ping(ProtobufCService *service,
                                const Ubiquity__V1__PingRequest *input,
                                Ubiquity__V1__PingResponse_Closure closure,
@@ -428,6 +756,14 @@ void ubiquity__v1__admin__get_server_stats(ProtobufCService *service,
                                            const Ubiquity__V1__GetServerStatsRequest *input,
                                            Ubiquity__V1__ServerStats_Closure closure,
                                            void *closure_data);
+void ubiquity__v1__admin__backup(ProtobufCService *service,
+                                 const Ubiquity__V1__BackupRequest *input,
+                                 Ubiquity__V1__BackupManifest_Closure closure,
+                                 void *closure_data);
+void ubiquity__v1__admin__restore_store(ProtobufCService *service,
+                                        const Ubiquity__V1__RestoreStoreRequest *input,
+                                        Ubiquity__V1__RestoreStoreResponse_Closure closure,
+                                        void *closure_data);
 
 /* --- descriptors --- */
 
@@ -439,6 +775,12 @@ extern const ProtobufCMessageDescriptor ubiquity__v1__transport_limits__descript
 extern const ProtobufCMessageDescriptor ubiquity__v1__get_server_stats_request__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__server_stats__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__server_stats__calls_by_status_entry__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__backup_request__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__backup_manifest__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__backup_store_entry__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__backup_file_entry__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__restore_store_request__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__restore_store_response__descriptor;
 extern const ProtobufCServiceDescriptor ubiquity__v1__admin__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -88,3 +88,77 @@ class ServerStats(_message.Message):
     resident_bytes: int
     timed_out_connections: int
     def __init__(self, open_connections: _Optional[int] = ..., accepted_connections: _Optional[int] = ..., refused_connections: _Optional[int] = ..., open_streams: _Optional[int] = ..., calls_by_status: _Optional[_Mapping[int, int]] = ..., protocol_errors: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., timed_out_connections: _Optional[int] = ...) -> None: ...
+
+class BackupRequest(_message.Message):
+    __slots__ = ("directory", "store_id")
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    directory: str
+    store_id: str
+    def __init__(self, directory: _Optional[str] = ..., store_id: _Optional[str] = ...) -> None: ...
+
+class BackupManifest(_message.Message):
+    __slots__ = ("format_version", "server_version", "created_at", "stores", "databases", "directory")
+    FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    DATABASES_FIELD_NUMBER: _ClassVar[int]
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    format_version: int
+    server_version: str
+    created_at: str
+    stores: _containers.RepeatedCompositeFieldContainer[BackupStoreEntry]
+    databases: _containers.RepeatedCompositeFieldContainer[BackupFileEntry]
+    directory: str
+    def __init__(self, format_version: _Optional[int] = ..., server_version: _Optional[str] = ..., created_at: _Optional[str] = ..., stores: _Optional[_Iterable[_Union[BackupStoreEntry, _Mapping]]] = ..., databases: _Optional[_Iterable[_Union[BackupFileEntry, _Mapping]]] = ..., directory: _Optional[str] = ...) -> None: ...
+
+class BackupStoreEntry(_message.Message):
+    __slots__ = ("account", "store_id", "name", "generation", "epoch", "file", "sha256", "size_bytes")
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    account: str
+    store_id: str
+    name: str
+    generation: int
+    epoch: int
+    file: str
+    sha256: str
+    size_bytes: int
+    def __init__(self, account: _Optional[str] = ..., store_id: _Optional[str] = ..., name: _Optional[str] = ..., generation: _Optional[int] = ..., epoch: _Optional[int] = ..., file: _Optional[str] = ..., sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class BackupFileEntry(_message.Message):
+    __slots__ = ("file", "sha256", "size_bytes")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    sha256: str
+    size_bytes: int
+    def __init__(self, file: _Optional[str] = ..., sha256: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class RestoreStoreRequest(_message.Message):
+    __slots__ = ("directory", "store_id", "replace_existing")
+    DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_EXISTING_FIELD_NUMBER: _ClassVar[int]
+    directory: str
+    store_id: str
+    replace_existing: bool
+    def __init__(self, directory: _Optional[str] = ..., store_id: _Optional[str] = ..., replace_existing: _Optional[bool] = ...) -> None: ...
+
+class RestoreStoreResponse(_message.Message):
+    __slots__ = ("store_id", "token", "generation")
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    store_id: str
+    token: bytes
+    generation: int
+    def __init__(self, store_id: _Optional[str] = ..., token: _Optional[bytes] = ..., generation: _Optional[int] = ...) -> None: ...

@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class AdminStub:
-    """Operational RPCs of a ubiquityd process. Unauthenticated until the accounts issue lands.
+    """Operational RPCs of a ubiquityd process. Ping, GetServerInfo and GetServerStats are open;
+    Backup and RestoreStore are operator calls (`authorization: Bearer <operator key>`,
+    docs/accounts.md).
     """
 
     def __init__(self, channel):
@@ -50,10 +52,22 @@ class AdminStub:
                 request_serializer=ubiquity_dot_v1_dot_admin__pb2.GetServerStatsRequest.SerializeToString,
                 response_deserializer=ubiquity_dot_v1_dot_admin__pb2.ServerStats.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_unary(
+                '/ubiquity.v1.Admin/Backup',
+                request_serializer=ubiquity_dot_v1_dot_admin__pb2.BackupRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_admin__pb2.BackupManifest.FromString,
+                _registered_method=True)
+        self.RestoreStore = channel.unary_unary(
+                '/ubiquity.v1.Admin/RestoreStore',
+                request_serializer=ubiquity_dot_v1_dot_admin__pb2.RestoreStoreRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_admin__pb2.RestoreStoreResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
-    """Operational RPCs of a ubiquityd process. Unauthenticated until the accounts issue lands.
+    """Operational RPCs of a ubiquityd process. Ping, GetServerInfo and GetServerStats are open;
+    Backup and RestoreStore are operator calls (`authorization: Bearer <operator key>`,
+    docs/accounts.md).
     """
 
     def Ping(self, request, context):
@@ -77,6 +91,24 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backup(self, request, context):
+        """Online backup of one store or of the whole server into a new or empty directory on the
+        server's file system, while saves go on (docs/operations.md "Back up and restore"). Returns
+        the manifest, which the server writes last.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreStore(self, request, context):
+        """Restores one store of a backup into this running server: the store is closed and replaced
+        (like Stores.ReplaceStore) and gets a new epoch. A full restore is offline
+        (`ubiquityd --restore-from`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +127,16 @@ def add_AdminServicer_to_server(servicer, server):
                     request_deserializer=ubiquity_dot_v1_dot_admin__pb2.GetServerStatsRequest.FromString,
                     response_serializer=ubiquity_dot_v1_dot_admin__pb2.ServerStats.SerializeToString,
             ),
+            'Backup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=ubiquity_dot_v1_dot_admin__pb2.BackupRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_admin__pb2.BackupManifest.SerializeToString,
+            ),
+            'RestoreStore': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreStore,
+                    request_deserializer=ubiquity_dot_v1_dot_admin__pb2.RestoreStoreRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_admin__pb2.RestoreStoreResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'ubiquity.v1.Admin', rpc_method_handlers)
@@ -104,7 +146,9 @@ def add_AdminServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Admin:
-    """Operational RPCs of a ubiquityd process. Unauthenticated until the accounts issue lands.
+    """Operational RPCs of a ubiquityd process. Ping, GetServerInfo and GetServerStats are open;
+    Backup and RestoreStore are operator calls (`authorization: Bearer <operator key>`,
+    docs/accounts.md).
     """
 
     @staticmethod
@@ -178,6 +222,60 @@ class Admin:
             '/ubiquity.v1.Admin/GetServerStats',
             ubiquity_dot_v1_dot_admin__pb2.GetServerStatsRequest.SerializeToString,
             ubiquity_dot_v1_dot_admin__pb2.ServerStats.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Admin/Backup',
+            ubiquity_dot_v1_dot_admin__pb2.BackupRequest.SerializeToString,
+            ubiquity_dot_v1_dot_admin__pb2.BackupManifest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreStore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Admin/RestoreStore',
+            ubiquity_dot_v1_dot_admin__pb2.RestoreStoreRequest.SerializeToString,
+            ubiquity_dot_v1_dot_admin__pb2.RestoreStoreResponse.FromString,
             options,
             channel_credentials,
             insecure,

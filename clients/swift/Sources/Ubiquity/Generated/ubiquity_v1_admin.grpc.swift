@@ -61,11 +61,39 @@ public enum Ubiquity_V1_Admin: Sendable {
                 type: .unary
             )
         }
+        /// Namespace for "Backup" metadata.
+        public enum Backup: Sendable {
+            /// Request type for "Backup".
+            public typealias Input = Ubiquity_V1_BackupRequest
+            /// Response type for "Backup".
+            public typealias Output = Ubiquity_V1_BackupManifest
+            /// Descriptor for "Backup".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "ubiquity.v1.Admin"),
+                method: "Backup",
+                type: .unary
+            )
+        }
+        /// Namespace for "RestoreStore" metadata.
+        public enum RestoreStore: Sendable {
+            /// Request type for "RestoreStore".
+            public typealias Input = Ubiquity_V1_RestoreStoreRequest
+            /// Response type for "RestoreStore".
+            public typealias Output = Ubiquity_V1_RestoreStoreResponse
+            /// Descriptor for "RestoreStore".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "ubiquity.v1.Admin"),
+                method: "RestoreStore",
+                type: .unary
+            )
+        }
         /// Descriptors for all methods in the "ubiquity.v1.Admin" service.
         public static let descriptors: [GRPCCore.MethodDescriptor] = [
             Ping.descriptor,
             GetServerInfo.descriptor,
-            GetServerStats.descriptor
+            GetServerStats.descriptor,
+            Backup.descriptor,
+            RestoreStore.descriptor
         ]
     }
 }
@@ -87,7 +115,9 @@ extension Ubiquity_V1_Admin {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > Operational RPCs of a ubiquityd process. Unauthenticated until the accounts issue lands.
+    /// > Operational RPCs of a ubiquityd process. Ping, GetServerInfo and GetServerStats are open;
+    /// > Backup and RestoreStore are operator calls (`authorization: Bearer <operator key>`,
+    /// > docs/accounts.md).
     public protocol ClientProtocol: Sendable {
         /// Call the "Ping" method.
         ///
@@ -157,6 +187,56 @@ extension Ubiquity_V1_Admin {
             options: GRPCCore.CallOptions,
             onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_ServerStats>) async throws -> Result
         ) async throws -> Result where Result: Sendable
+
+        /// Call the "Backup" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Online backup of one store or of the whole server into a new or empty directory on the
+        /// > server's file system, while saves go on (docs/operations.md "Back up and restore"). Returns
+        /// > the manifest, which the server writes last.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_BackupRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_BackupRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_BackupManifest` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func backup<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_BackupRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_BackupRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_BackupManifest>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_BackupManifest>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
+
+        /// Call the "RestoreStore" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Restores one store of a backup into this running server: the store is closed and replaced
+        /// > (like Stores.ReplaceStore) and gets a new epoch. A full restore is offline
+        /// > (`ubiquityd --restore-from`).
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_RestoreStoreRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_RestoreStoreRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_RestoreStoreResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func restoreStore<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_RestoreStoreRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_RestoreStoreRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_RestoreStoreResponse>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_RestoreStoreResponse>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
     }
 
     /// Generated client for the "ubiquity.v1.Admin" service.
@@ -167,7 +247,9 @@ extension Ubiquity_V1_Admin {
     ///
     /// > Source IDL Documentation:
     /// >
-    /// > Operational RPCs of a ubiquityd process. Unauthenticated until the accounts issue lands.
+    /// > Operational RPCs of a ubiquityd process. Ping, GetServerInfo and GetServerStats are open;
+    /// > Backup and RestoreStore are operator calls (`authorization: Bearer <operator key>`,
+    /// > docs/accounts.md).
     public struct Client<Transport>: ClientProtocol where Transport: GRPCCore.ClientTransport {
         private let client: GRPCCore.GRPCClient<Transport>
 
@@ -280,6 +362,78 @@ extension Ubiquity_V1_Admin {
                 onResponse: handleResponse
             )
         }
+
+        /// Call the "Backup" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Online backup of one store or of the whole server into a new or empty directory on the
+        /// > server's file system, while saves go on (docs/operations.md "Back up and restore"). Returns
+        /// > the manifest, which the server writes last.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_BackupRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_BackupRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_BackupManifest` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func backup<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_BackupRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_BackupRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_BackupManifest>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_BackupManifest>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Ubiquity_V1_Admin.Method.Backup.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
+
+        /// Call the "RestoreStore" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Restores one store of a backup into this running server: the store is closed and replaced
+        /// > (like Stores.ReplaceStore) and gets a new epoch. A full restore is offline
+        /// > (`ubiquityd --restore-from`).
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_RestoreStoreRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_RestoreStoreRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_RestoreStoreResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func restoreStore<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_RestoreStoreRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_RestoreStoreRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_RestoreStoreResponse>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_RestoreStoreResponse>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Ubiquity_V1_Admin.Method.RestoreStore.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
     }
 }
 
@@ -368,6 +522,68 @@ extension Ubiquity_V1_Admin.ClientProtocol {
             request: request,
             serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_GetServerStatsRequest>(),
             deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_ServerStats>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "Backup" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Online backup of one store or of the whole server into a new or empty directory on the
+    /// > server's file system, while saves go on (docs/operations.md "Back up and restore"). Returns
+    /// > the manifest, which the server writes last.
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Ubiquity_V1_BackupRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func backup<Result>(
+        request: GRPCCore.ClientRequest<Ubiquity_V1_BackupRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_BackupManifest>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.backup(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_BackupRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_BackupManifest>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "RestoreStore" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Restores one store of a backup into this running server: the store is closed and replaced
+    /// > (like Stores.ReplaceStore) and gets a new epoch. A full restore is offline
+    /// > (`ubiquityd --restore-from`).
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Ubiquity_V1_RestoreStoreRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func restoreStore<Result>(
+        request: GRPCCore.ClientRequest<Ubiquity_V1_RestoreStoreRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_RestoreStoreResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.restoreStore(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_RestoreStoreRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_RestoreStoreResponse>(),
             options: options,
             onResponse: handleResponse
         )
@@ -470,6 +686,76 @@ extension Ubiquity_V1_Admin.ClientProtocol {
             metadata: metadata
         )
         return try await self.getServerStats(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "Backup" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Online backup of one store or of the whole server into a new or empty directory on the
+    /// > server's file system, while saves go on (docs/operations.md "Back up and restore"). Returns
+    /// > the manifest, which the server writes last.
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func backup<Result>(
+        _ message: Ubiquity_V1_BackupRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_BackupManifest>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Ubiquity_V1_BackupRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.backup(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "RestoreStore" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Restores one store of a backup into this running server: the store is closed and replaced
+    /// > (like Stores.ReplaceStore) and gets a new epoch. A full restore is offline
+    /// > (`ubiquityd --restore-from`).
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func restoreStore<Result>(
+        _ message: Ubiquity_V1_RestoreStoreRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_RestoreStoreResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Ubiquity_V1_RestoreStoreRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.restoreStore(
             request: request,
             options: options,
             onResponse: handleResponse

@@ -186,6 +186,153 @@ public nonisolated struct Ubiquity_V1_ServerStats: Sendable {
   public init() {}
 }
 
+/// Request of Admin.Backup.
+public nonisolated struct Ubiquity_V1_BackupRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Absolute path of the backup directory on the server; created if missing, refused
+  /// (FAILED_PRECONDITION, BACKUP_DIRECTORY_NOT_EMPTY) if it exists and is not empty.
+  public var directory: String = String()
+
+  /// Back up this store only (its ID); empty: every store of every account, the catalog (accounts
+  /// and store names) and the key-value store.
+  public var storeID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A backup's manifest (also written as manifest.json in the backup directory, in snake_case).
+public nonisolated struct Ubiquity_V1_BackupManifest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Layout version of the backup directory (1).
+  public var formatVersion: UInt32 = 0
+
+  /// Version of the ubiquityd that took the backup.
+  public var serverVersion: String = String()
+
+  /// When the backup finished, ISO 8601 UTC.
+  public var createdAt: String = String()
+
+  /// Every store file in the backup.
+  public var stores: [Ubiquity_V1_BackupStoreEntry] = []
+
+  /// The server-wide databases (catalog.sqlite: accounts and store names; keyvalue.sqlite:
+  /// key-value entries), each under its data-directory name; only in a backup of the whole
+  /// server, empty in a backup of one store.
+  public var databases: [Ubiquity_V1_BackupFileEntry] = []
+
+  /// The server-side directory the backup is in.
+  public var directory: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One store file of a backup.
+public nonisolated struct Ubiquity_V1_BackupStoreEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The account that owns the store.
+  public var account: String = String()
+
+  /// The store's ID (lower-case UUID).
+  public var storeID: String = String()
+
+  /// The store's name in its account.
+  public var name: String = String()
+
+  /// The generation the copy holds: every save acknowledged before the backup began is in it.
+  public var generation: Int64 = 0
+
+  /// The store's epoch when it was copied (a restore gives the store a new one).
+  public var epoch: UInt64 = 0
+
+  /// Path of the copy inside the backup directory.
+  public var file: String = String()
+
+  /// SHA-256 of the copy, lower-case hex.
+  public var sha256: String = String()
+
+  /// Size of the copy in bytes.
+  public var sizeBytes: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A server-wide database copied whole into a backup.
+public nonisolated struct Ubiquity_V1_BackupFileEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Name of the copy in the backup directory, and of the database in a data directory.
+  public var file: String = String()
+
+  /// SHA-256 of the copy, lower-case hex.
+  public var sha256: String = String()
+
+  /// Size of the copy in bytes.
+  public var sizeBytes: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Request of Admin.RestoreStore.
+public nonisolated struct Ubiquity_V1_RestoreStoreRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Absolute path of a finished backup directory on the server (one with a manifest whose
+  /// checksums match).
+  public var directory: String = String()
+
+  /// The store to restore (its ID in the backup); empty if the backup holds exactly one store.
+  public var storeID: String = String()
+
+  /// Must be true to replace a store that exists in this server (FAILED_PRECONDITION,
+  /// STORE_EXISTS otherwise). A store that does not exist is recreated under its ID and name.
+  public var replaceExisting: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Response of Admin.RestoreStore.
+public nonisolated struct Ubiquity_V1_RestoreStoreResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The restored store's ID.
+  public var storeID: String = String()
+
+  /// Generation token of the restored store (its new epoch, the backup's generation).
+  public var token: Data = Data()
+
+  /// The backup's generation of the store.
+  public var generation: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "ubiquity.v1"
@@ -472,6 +619,281 @@ nonisolated extension Ubiquity_V1_ServerStats: SwiftProtobuf.Message, SwiftProto
     if lhs.protocolErrors != rhs.protocolErrors {return false}
     if lhs.residentBytes != rhs.residentBytes {return false}
     if lhs.timedOutConnections != rhs.timedOutConnections {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_BackupRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BackupRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}directory\0\u{3}store_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.directory) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.storeID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.directory.isEmpty {
+      try visitor.visitSingularStringField(value: self.directory, fieldNumber: 1)
+    }
+    if !self.storeID.isEmpty {
+      try visitor.visitSingularStringField(value: self.storeID, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_BackupRequest, rhs: Ubiquity_V1_BackupRequest) -> Bool {
+    if lhs.directory != rhs.directory {return false}
+    if lhs.storeID != rhs.storeID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_BackupManifest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BackupManifest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}format_version\0\u{3}server_version\0\u{3}created_at\0\u{1}stores\0\u{1}databases\0\u{1}directory\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.formatVersion) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.serverVersion) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.createdAt) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.stores) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.databases) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.directory) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.formatVersion != 0 {
+      try visitor.visitSingularUInt32Field(value: self.formatVersion, fieldNumber: 1)
+    }
+    if !self.serverVersion.isEmpty {
+      try visitor.visitSingularStringField(value: self.serverVersion, fieldNumber: 2)
+    }
+    if !self.createdAt.isEmpty {
+      try visitor.visitSingularStringField(value: self.createdAt, fieldNumber: 3)
+    }
+    if !self.stores.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.stores, fieldNumber: 4)
+    }
+    if !self.databases.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.databases, fieldNumber: 5)
+    }
+    if !self.directory.isEmpty {
+      try visitor.visitSingularStringField(value: self.directory, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_BackupManifest, rhs: Ubiquity_V1_BackupManifest) -> Bool {
+    if lhs.formatVersion != rhs.formatVersion {return false}
+    if lhs.serverVersion != rhs.serverVersion {return false}
+    if lhs.createdAt != rhs.createdAt {return false}
+    if lhs.stores != rhs.stores {return false}
+    if lhs.databases != rhs.databases {return false}
+    if lhs.directory != rhs.directory {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_BackupStoreEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BackupStoreEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}account\0\u{3}store_id\0\u{1}name\0\u{1}generation\0\u{1}epoch\0\u{1}file\0\u{1}sha256\0\u{3}size_bytes\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.account) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.storeID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.generation) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.epoch) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.file) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
+      case 8: try { try decoder.decodeSingularInt64Field(value: &self.sizeBytes) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.account.isEmpty {
+      try visitor.visitSingularStringField(value: self.account, fieldNumber: 1)
+    }
+    if !self.storeID.isEmpty {
+      try visitor.visitSingularStringField(value: self.storeID, fieldNumber: 2)
+    }
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 3)
+    }
+    if self.generation != 0 {
+      try visitor.visitSingularInt64Field(value: self.generation, fieldNumber: 4)
+    }
+    if self.epoch != 0 {
+      try visitor.visitSingularUInt64Field(value: self.epoch, fieldNumber: 5)
+    }
+    if !self.file.isEmpty {
+      try visitor.visitSingularStringField(value: self.file, fieldNumber: 6)
+    }
+    if !self.sha256.isEmpty {
+      try visitor.visitSingularStringField(value: self.sha256, fieldNumber: 7)
+    }
+    if self.sizeBytes != 0 {
+      try visitor.visitSingularInt64Field(value: self.sizeBytes, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_BackupStoreEntry, rhs: Ubiquity_V1_BackupStoreEntry) -> Bool {
+    if lhs.account != rhs.account {return false}
+    if lhs.storeID != rhs.storeID {return false}
+    if lhs.name != rhs.name {return false}
+    if lhs.generation != rhs.generation {return false}
+    if lhs.epoch != rhs.epoch {return false}
+    if lhs.file != rhs.file {return false}
+    if lhs.sha256 != rhs.sha256 {return false}
+    if lhs.sizeBytes != rhs.sizeBytes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_BackupFileEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BackupFileEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}file\0\u{1}sha256\0\u{3}size_bytes\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.file) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.sha256) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.sizeBytes) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.file.isEmpty {
+      try visitor.visitSingularStringField(value: self.file, fieldNumber: 1)
+    }
+    if !self.sha256.isEmpty {
+      try visitor.visitSingularStringField(value: self.sha256, fieldNumber: 2)
+    }
+    if self.sizeBytes != 0 {
+      try visitor.visitSingularInt64Field(value: self.sizeBytes, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_BackupFileEntry, rhs: Ubiquity_V1_BackupFileEntry) -> Bool {
+    if lhs.file != rhs.file {return false}
+    if lhs.sha256 != rhs.sha256 {return false}
+    if lhs.sizeBytes != rhs.sizeBytes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_RestoreStoreRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RestoreStoreRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}directory\0\u{3}store_id\0\u{3}replace_existing\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.directory) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.storeID) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.replaceExisting) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.directory.isEmpty {
+      try visitor.visitSingularStringField(value: self.directory, fieldNumber: 1)
+    }
+    if !self.storeID.isEmpty {
+      try visitor.visitSingularStringField(value: self.storeID, fieldNumber: 2)
+    }
+    if self.replaceExisting != false {
+      try visitor.visitSingularBoolField(value: self.replaceExisting, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_RestoreStoreRequest, rhs: Ubiquity_V1_RestoreStoreRequest) -> Bool {
+    if lhs.directory != rhs.directory {return false}
+    if lhs.storeID != rhs.storeID {return false}
+    if lhs.replaceExisting != rhs.replaceExisting {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_RestoreStoreResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RestoreStoreResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}store_id\0\u{1}token\0\u{1}generation\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.storeID) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.token) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.generation) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.storeID.isEmpty {
+      try visitor.visitSingularStringField(value: self.storeID, fieldNumber: 1)
+    }
+    if !self.token.isEmpty {
+      try visitor.visitSingularBytesField(value: self.token, fieldNumber: 2)
+    }
+    if self.generation != 0 {
+      try visitor.visitSingularInt64Field(value: self.generation, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_RestoreStoreResponse, rhs: Ubiquity_V1_RestoreStoreResponse) -> Bool {
+    if lhs.storeID != rhs.storeID {return false}
+    if lhs.token != rhs.token {return false}
+    if lhs.generation != rhs.generation {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
