@@ -24,6 +24,12 @@ enum WorkloadKind: String, ExpressibleByArgument, CaseIterable {
     case fanout
     /// Not measured: (re)creates the store and inserts --objects objects with BatchInsert.
     case prepare
+    /// W6, not measured itself: --accounts accounts, each with a session and a store of --objects
+    /// objects (BatchInsert), listed in --accounts-file; reports accounts/s and stores/s.
+    case prepareAccounts = "prepare-accounts"
+    /// W6: point fetches and small saves over --active of the --accounts-file accounts at a time,
+    /// the active set rotating (--rotate-every); calls that open a closed store measured apart.
+    case manyAccounts = "many-accounts"
 }
 
 @main
@@ -97,7 +103,7 @@ struct UbiquityLoad: ParsableCommand {
     @Option(help: "fanout: seconds subscribers get to receive the last save after the writer stops.")
     var drainSeconds = 10.0
 
-    @Option(help: "fanout: the server's process ID on this machine (its RSS and CPU are read from /proc).")
+    @Option(help: "fanout, many-accounts: the server's process ID on this machine (its RSS, CPU, threads and fds are read from /proc).")
     var serverPid: Int32?
 
     @Flag(help: "Print one JSON object for the run instead of the text report.")
@@ -108,6 +114,24 @@ struct UbiquityLoad: ParsableCommand {
 
     @Option(help: "The server's operator key file (<data-dir>/operator.key): the generator creates an API key for the default account and signs in with it. Neither this nor --token: no credentials (a server run with --auth off).")
     var operatorKeyFile: String?
+
+    @Option(help: "prepare-accounts: accounts to create (each with an API key, a session and one store of --objects objects).")
+    var accounts = 10_000
+
+    @Option(help: "prepare-accounts writes, many-accounts reads: one line per account, store ID and session token (mode 0600).")
+    var accountsFile: String?
+
+    @Option(help: "prepare-accounts: accounts (then stores) being set up at a time.")
+    var setupConcurrency = 16
+
+    @Option(help: "many-accounts: accounts active at a time.")
+    var active = 100
+
+    @Option(help: "many-accounts: after this many calls the longest-active account leaves and the next one joins.")
+    var rotateEvery = 1_000
+
+    @Option(help: "many-accounts: one call in this many is a Save of 1 object (0: fetches only).")
+    var saveEvery = 10
 
     @Flag(help: "No progress line, even on a terminal.")
     var quiet = false
@@ -121,6 +145,18 @@ struct UbiquityLoad: ParsableCommand {
         if workload == .fanout {
             guard subscribers >= 0, rate > 0, drainSeconds > 0 else { throw ValidationError("--subscribers must not be negative; --rate and --drain-seconds must be positive") }
             return
+        }
+        if [.prepareAccounts, .manyAccounts].contains(workload) {
+            guard accountsFile != nil else { throw ValidationError("\(workload.rawValue) needs --accounts-file") }
+            guard accounts >= 1, setupConcurrency >= 1, active >= 1, rotateEvery >= 2, saveEvery >= 0 else {
+                throw ValidationError("--accounts, --setup-concurrency and --active must be at least 1, --rotate-every at least 2")
+            }
+            if workload == .manyAccounts && threads != 1 {
+                throw ValidationError("many-accounts runs on one generator thread (--threads 1): the rotation is the order calls are issued in")
+            }
+            if workload == .prepareAccounts && operatorKeyFile == nil {
+                throw ValidationError("prepare-accounts needs --operator-key-file (it creates accounts)")
+            }
         }
         if objects == 0 && ![.ping, .prepare, .save100].contains(workload) {
             throw ValidationError("--objects 0 (an empty store) suits only save100 and prepare: \(workload.rawValue) reads prepared objects")
@@ -145,8 +181,30 @@ struct UbiquityLoad: ParsableCommand {
         }
         let (host, port) = parseTarget()!
         let authority = target
+        if workload == .prepareAccounts {
+            let (accounts, objects, width, file, keyFile) = (accounts, objects, setupConcurrency, accountsFile!, operatorKeyFile!)
+            let t = try blocking {
+                try await ManyAccounts.prepare(host: host, port: port, operatorKeyFile: keyFile, accounts: accounts,
+                                               objects: objects, concurrency: width, file: file)
+            }
+            var report = Report(workload: workload.rawValue, system: system, connections: 1, streams: width, threads: 1,
+                                requests: accounts * 6, ok: accounts * 6, seconds: t.accounts + t.stores,
+                                throughput: Double(accounts) / (t.accounts + t.stores), p50: 0, p90: 0, p99: 0, p999: 0,
+                                max: 0, errors: 0, errorsByStatus: [], cpuSeconds: 0, timedOut: false,
+                                note: "\(accounts) accounts (CreateAccount, CreateApiKey, SignIn), then a store each (OpenStore, "
+                                    + "RegisterModel, BatchInsert of \(objects) objects), \(width) at a time; throughput is accounts/s overall")
+            report.extra = [("accounts", "\(accounts)"), ("objects_per_store", "\(objects)"),
+                            ("accounts_seconds", String(format: "%.3f", t.accounts)),
+                            ("accounts_per_s", String(format: "%.1f", Double(accounts) / t.accounts)),
+                            ("stores_seconds", String(format: "%.3f", t.stores)),
+                            ("stores_per_s", String(format: "%.1f", Double(accounts) / t.stores))]
+            print(json ? report.json() : report.text())
+            return
+        }
         var metadata: [(String, String)] = []
-        if let token = token ?? ProcessInfo.processInfo.environment["UBIQ_TOKEN"] {
+        if workload == .manyAccounts {
+            // Each call carries its own account's session (from --accounts-file).
+        } else if let token = token ?? ProcessInfo.processInfo.environment["UBIQ_TOKEN"] {
             metadata = [("authorization", "Bearer " + token)]
         } else if let operatorKeyFile {
             let session = try blocking { try await LoadSignIn.session(host: host, port: port, operatorKeyFile: operatorKeyFile) }
@@ -177,8 +235,15 @@ struct UbiquityLoad: ParsableCommand {
         }
         let plan: WorkloadPlan
         do {
-            plan = try Workloads.plan(workload, host: host, port: port, authority: authority, payload: payload,
-                                      timeout: timeout, data: data, withWrites: withWrites)
+            if workload == .manyAccounts {
+                let all = try ManyAccounts.read(accountsFile!)
+                plan = try ManyAccounts.plan(host: host, port: port, authority: authority, timeout: timeout, accounts: all,
+                                             objects: objects, seed: seed,
+                                             rotation: .init(active: active, rotateEvery: rotateEvery, saveEvery: saveEvery))
+            } else {
+                plan = try Workloads.plan(workload, host: host, port: port, authority: authority, payload: payload,
+                                          timeout: timeout, data: data, withWrites: withWrites)
+            }
         } catch let e as RPCError {
             throw LoadError(message: "setting up \(workload.rawValue): \(e.code): \(e.message)")
         }
@@ -194,13 +259,14 @@ struct UbiquityLoad: ParsableCommand {
         let progress = Progress()
         let done = DispatchSemaphore(value: 0)
         let workers = (0..<threadCount).map { i in
-            Worker(index: i, host: host, port: port, shares: shares[i], streams: streams, requests: plan.requests,
+            Worker(index: i, host: host, port: port, shares: shares[i], streams: streams, requests: plan.requests, cold: plan.cold,
                    background: i == 0 ? plan.background : [], progress: progress, onDone: { done.signal() })
         }
 
         // Every path out of this block, a failed connect included, stops every loop and joins its
         // thread, so no worker thread outlives the run (and the merge below reads joined state).
         let cpuBefore: Double, cpuAfter: Double, start: UInt64
+        var sampler: ProcessSampler?
         var timedOut = false
         do {
             defer {
@@ -227,6 +293,7 @@ struct UbiquityLoad: ParsableCommand {
             }
             if let error = connectErrors.withLock({ $0.first }) { throw LoadError(message: error) }
 
+            sampler = serverPid.map(ProcessSampler.init(pid:))
             cpuBefore = cpuSeconds()
             start = monotonicNanos()
             let durationMillis = duration.map { UInt64(($0 * 1000).rounded()) } ?? 0
@@ -270,6 +337,7 @@ struct UbiquityLoad: ParsableCommand {
         var merged = WorkerResult()
         for w in workers {
             merged.histogram.add(w.result.histogram)
+            merged.cold.add(w.result.cold)
             merged.ok += w.result.ok
             for (k, v) in w.result.errors { merged.errors[k, default: 0] += v }
             merged.firstError = merged.firstError ?? w.result.firstError
@@ -280,7 +348,7 @@ struct UbiquityLoad: ParsableCommand {
         let seconds = Double(max(merged.endNanos, start + 1) - start) / 1e9
         let errorCount = merged.errors.values.reduce(0, +)
         let calls = merged.ok + errorCount
-        let report = Report(
+        var report = Report(
             workload: workload.rawValue, system: system, connections: connections, streams: streams,
             threads: threadCount, requests: calls, ok: merged.ok, seconds: seconds,
             throughput: Double(merged.ok) / seconds,
@@ -290,6 +358,20 @@ struct UbiquityLoad: ParsableCommand {
             errorsByStatus: merged.errors.map { (StatusCode(rawValue: $0.key).description, $0.value) }.sorted { $0.0 < $1.0 },
             cpuSeconds: cpuAfter - cpuBefore, timedOut: timedOut, firstError: merged.firstError,
             note: plan.note, background: plan.background.isEmpty ? nil : (merged.backgroundOK, merged.backgroundErrors))
+        if !plan.cold.isEmpty {
+            let c = merged.cold
+            report.extra += [("cold_calls", "\(c.totalCount)"), ("cold_p50_ms", String(format: "%.4f", ms(c, 50))),
+                             ("cold_p99_ms", String(format: "%.4f", ms(c, 99))),
+                             ("cold_max_ms", String(format: "%.4f", c.totalCount > 0 ? Double(c.max) / 1e6 : 0)),
+                             ("joins_per_s", String(format: "%.1f", Double(c.totalCount) / seconds)),
+                             ("active_accounts", "\(active)"), ("rotate_every_calls", "\(rotateEvery)"),
+                             ("save_every", "\(saveEvery)")]
+        }
+        if let (peak, last) = sampler?.finish() {
+            report.extra += [("server_rss_peak_kib", "\(peak.rssKiB)"), ("server_rss_end_kib", "\(last.rssKiB)"),
+                             ("server_threads_peak", "\(peak.threads)"), ("server_threads_end", "\(last.threads)"),
+                             ("server_fds_peak", "\(peak.fds)"), ("server_fds_end", "\(last.fds)")]
+        }
         print(json ? report.json() : report.text())
         if timedOut { throw ExitCode(2) }
     }
@@ -340,6 +422,8 @@ struct Report {
     var note: String?
     /// Calls of the background connection (OK, errors), when the workload has one.
     var background: (ok: Int, errors: Int)?
+    /// Workload-specific figures (name, JSON number), in the JSON and on one text line.
+    var extra: [(String, String)] = []
 
     var cpuMicrosPerRequest: Double { requests > 0 ? cpuSeconds * 1e6 / Double(requests) : 0 }
 
@@ -378,6 +462,7 @@ struct Report {
             fields.append("\"background_calls\": \(background.ok + background.errors)")
             fields.append("\"background_errors\": \(background.errors)")
         }
+        fields += extra.map { "\(str($0.0)): \($0.1)" }
         return "{" + fields.joined(separator: ", ") + "}"
     }
 
@@ -394,6 +479,7 @@ struct Report {
         }
         if let firstError { lines.append("first error  \(firstError)") }
         if let note { lines.append("note         \(note)") }
+        if !extra.isEmpty { lines.append("figures      " + extra.map { "\($0.0) \($0.1)" }.joined(separator: ", ")) }
         if let background { lines.append("background   \(background.ok + background.errors) calls, \(background.errors) errors (not measured)") }
         return lines.joined(separator: "\n")
     }

@@ -25,6 +25,9 @@ struct WorkerResult {
     var histogram = Histogram<UInt64>(lowestDiscernibleValue: 1_000, highestTrackableValue: 120_000_000_000,
                                       numberOfSignificantValueDigits: .three)
     var ok = 0
+    /// OK calls at the plan's `cold` positions, recorded here as well as in `histogram`.
+    var cold = Histogram<UInt64>(lowestDiscernibleValue: 1_000, highestTrackableValue: 120_000_000_000,
+                                 numberOfSignificantValueDigits: .three)
     var errors: [Int: Int] = [:]
     var firstError: String?
     var endNanos: UInt64 = 0
@@ -50,6 +53,7 @@ final class Worker: @unchecked Sendable {
     private let port: Int
     private let streams: Int
     private let requests: [PreparedRequest]
+    private let cold: [Bool]
     /// Calls the extra connection keeps running while the measured calls run (not measured).
     private let background: [PreparedRequest]
     @exclusivity(unchecked) private var backgroundConnection: ClientConnection?
@@ -61,6 +65,7 @@ final class Worker: @unchecked Sendable {
     /// Calls each connection may still start.
     @exclusivity(unchecked) private var remaining: [Int]
     @exclusivity(unchecked) private var completions: [(ClientCallResult) -> Void] = []
+    @exclusivity(unchecked) private var coldCompletions: [(ClientCallResult) -> Void] = []
     @exclusivity(unchecked) private var next = 0
     @exclusivity(unchecked) private var inFlight = 0
     @exclusivity(unchecked) private var stopIssuing = false
@@ -69,7 +74,7 @@ final class Worker: @unchecked Sendable {
     private let onDone: @Sendable () -> Void
     @exclusivity(unchecked) var result = WorkerResult()
 
-    init(index: Int, host: String, port: Int, shares: [Int], streams: Int, requests: [PreparedRequest],
+    init(index: Int, host: String, port: Int, shares: [Int], streams: Int, requests: [PreparedRequest], cold: [Bool] = [],
          background: [PreparedRequest], progress: Progress, onDone: @escaping @Sendable () -> Void) {
         self.index = index
         self.thread = EventLoopThread(name: "load-\(index)")
@@ -78,6 +83,7 @@ final class Worker: @unchecked Sendable {
         self.remaining = shares
         self.streams = streams
         self.requests = requests
+        self.cold = cold
         self.background = background
         self.progress = progress
         self.onDone = onDone
@@ -115,6 +121,9 @@ final class Worker: @unchecked Sendable {
     /// Starts the calls; with `durationMillis` > 0 stops starting new ones after that long. Loop thread.
     func go(durationMillis: UInt64) {
         completions = connections.indices.map { ci in { [self] result in self.completed(ci, result) } }
+        if !cold.isEmpty {
+            coldCompletions = connections.indices.map { ci in { [self] result in self.completed(ci, result, cold: true) } }
+        }
         if durationMillis > 0 {
             let t = LoopTimer(loop: loop)
             timer = t
@@ -153,18 +162,20 @@ final class Worker: @unchecked Sendable {
         remaining[ci] -= 1
         inFlight += 1
         let request = requests[next]
+        let completion = !cold.isEmpty && cold[next] ? coldCompletions[ci] : completions[ci]
         next += 1
         if next == requests.count { next = 0 }
-        connection.startCall(request, tag: monotonicNanos(), completion: completions[ci])
+        connection.startCall(request, tag: monotonicNanos(), completion: completion)
         return true
     }
 
-    private func completed(_ ci: Int, _ r: ClientCallResult) {
+    private func completed(_ ci: Int, _ r: ClientCallResult, cold: Bool = false) {
         let end = monotonicNanos()
         inFlight -= 1
         if r.status == .ok {
             result.ok += 1
             _ = result.histogram.record(end &- r.tag)
+            if cold { _ = result.cold.record(end &- r.tag) }
         } else {
             result.errors[r.status.rawValue, default: 0] += 1
             if result.firstError == nil { result.firstError = "\(r.status): \(r.message)" }
@@ -188,6 +199,7 @@ final class Worker: @unchecked Sendable {
         backgroundConnection = nil
         connections.removeAll()
         completions.removeAll()
+        coldCompletions.removeAll()
         onDone()
     }
 

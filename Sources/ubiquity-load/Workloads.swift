@@ -15,6 +15,8 @@ struct WorkloadPlan {
     /// e.g. the writes under a pinned fetch. Not measured; counted separately.
     var background: [PreparedRequest] = []
     var note: String?
+    /// Positions in `requests` whose latency is also recorded apart (W6: calls that open a store).
+    var cold: [Bool] = []
 }
 
 /// Where the Stores workloads read and write, and how much data `prepare` made.
@@ -113,7 +115,7 @@ enum Workloads {
             let bytes: [UInt8] = try req.serializedBytes()
             return WorkloadPlan(requests: [PreparedRequest(path: "/ubiquity.v1.Admin/Ping", authority: authority,
                                                            message: bytes, timeout: timeout)])
-        case .prepare, .fanout:
+        case .prepare, .fanout, .prepareAccounts, .manyAccounts:
             throw ValidationError("\(kind.rawValue) has its own driver")
         case .pointFetch, .save100, .mixed, .predicateFetch, .pinnedFetch:
             break
@@ -195,7 +197,7 @@ enum Workloads {
             let token = try blocking { try await StoreSetup.pin(host: host, port: port, store: store) }
             return WorkloadPlan(requests: try predicateFetches(at: token), background: try saves(16),
                                 note: "Fetch age == $age at a pinned generation while saves of 100 run on another connection")
-        case .ping, .prepare, .fanout:
+        case .ping, .prepare, .fanout, .prepareAccounts, .manyAccounts:
             fatalError("handled above")
         }
     }

@@ -217,3 +217,63 @@ def test_fanout_receives_every_save_on_every_subscription(start_server, load_bin
     # Each acknowledged save is one transaction in the store's history, by the writer.
     generations = _history_generations(srv.address, "w5-test", "ubiquity-load-writer")
     assert len(generations) == saves and len(set(generations)) == saves, (len(generations), saves)
+
+
+@pytest.mark.timeout(300)
+def test_many_accounts_prepares_accounts_and_drives_their_sessions(start_server, load_binary, tmp_path):
+    """W6's driver (scripts/bench --only w6), with small counts: prepare-accounts makes accounts
+    with a session and a filled store each; many-accounts reports its fields, and its saves land in
+    the stores of the accounts whose sessions sent them. --max-open-stores 4 < the accounts, so the
+    rotating active set makes the server close stores and open them again."""
+    import stat
+
+    import ubiq_client as uc
+    from ubiquity.v1 import objects_pb2 as ob
+    from ubiquity.v1 import stores_pb2 as st
+
+    srv = start_server(["--max-open-stores", "4"])
+    accounts, objects, file = 12, 20, tmp_path / "accounts.tsv"
+    prep = _run(load_binary, "--target", srv.address, "--workload", "prepare-accounts", "--accounts", str(accounts),
+                "--objects", str(objects), "--setup-concurrency", "3", "--accounts-file", str(file),
+                "--operator-key-file", str(srv.data_dir / "operator.key"), "--json", "--quiet", timeout=240)
+    assert prep.returncode == 0, f"ubiquity-load exited {prep.returncode}:\n{prep.stdout}\n{prep.stderr}"
+    setup = json.loads(prep.stdout.strip().splitlines()[-1])
+    assert setup["accounts"] == accounts and setup["objects_per_store"] == objects, setup
+    assert setup["accounts_per_s"] > 0 and setup["stores_per_s"] > 0, setup
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600  # it holds session tokens
+    lines = [line.split("\t") for line in file.read_text().splitlines()]
+    assert len(lines) == accounts and len({store for store, _ in lines}) == accounts, lines
+
+    # 3 active, one joining every 10 calls: 80 calls stay within the first pass over the accounts
+    # (9 joins × 10 calls), so the saves are exactly every 5th call that is not a joiner's first.
+    calls = 80
+    proc = _run(load_binary, "--target", srv.address, "--workload", "many-accounts", "--accounts-file", str(file),
+                "--objects", str(objects), "--active", "3", "--rotate-every", "10", "--save-every", "5",
+                "-n", str(calls), "-c", "2", "-m", "2", "--server-pid", str(srv.pid), "--json", "--quiet",
+                "--max-seconds", "200", timeout=240)
+    assert proc.returncode == 0, f"ubiquity-load exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert REQUIRED_KEYS <= report.keys(), report
+    assert report["workload"] == "many-accounts", report
+    assert report["requests"] == calls and report["ok"] == calls and report["errors"] == 0, report
+    assert report["cold_calls"] == 7, report  # the joins at calls 10, 20, ..., 70
+    assert 0 < report["cold_p50_ms"] <= report["cold_p99_ms"] <= report["cold_max_ms"], report
+    assert report["active_accounts"] == 3 and report["rotate_every_calls"] == 10, report
+    for key in ("server_rss_peak_kib", "server_rss_end_kib", "server_threads_peak", "server_threads_end",
+                "server_fds_peak", "server_fds_end"):
+        assert report[key] > 0, (key, report)
+    assert report["server_rss_peak_kib"] >= report["server_rss_end_kib"], report
+
+    # Every save went into its own account's store, over that account's session.
+    ch = make_channel(srv.address)
+    try:
+        added = 0
+        for store, session in lines:
+            counted = uc.Client(ch).stores.Fetch(
+                st.FetchRequest(store_id=store, fetch=ob.FetchSpec(entity="Item", result_type=ob.RESULT_TYPE_COUNT)),
+                metadata=[("authorization", f"Bearer {session}")], timeout=30)
+            assert counted.count >= objects, (store, counted)
+            added += counted.count - objects
+        assert added == (calls - report["cold_calls"]) // 5, added
+    finally:
+        ch.close()
