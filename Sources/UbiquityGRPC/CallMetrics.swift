@@ -50,7 +50,6 @@ extension RPCKind {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (a vDSO read: no system call).
-@inline(__always)
 func monotonicNanos() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
