@@ -15,19 +15,19 @@ enum SHA256 {
     /// the blocks are read in place (`Credentials.sessionID` hashes the bearer token of every
     /// authenticated call; see `compress`).
     static func digest(_ input: [UInt8]) -> [UInt8] {
-        var state = State()
-        input.withUnsafeBytes { bytes in
-            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
-                let whole = bytes.count / 64 * 64
-                var at = 0
-                while at < whole {
-                    state.compress(UnsafeRawBufferPointer(rebasing: bytes[at..<at + 64]), schedule: w)
-                    at += 64
-                }
-                state.finish(UnsafeRawBufferPointer(rebasing: bytes[whole...]), length: UInt64(bytes.count), schedule: w)
-            }
+        input.withUnsafeBytes { State(hashing: $0).bytes }
+    }
+
+    /// Lower-case hex of the digest of `input`, with no allocation but the string's.
+    static func hexDigest(_ input: UnsafeRawBufferPointer) -> String {
+        let state = State(hashing: input)
+        return String(unsafeUninitializedCapacity: 64) { out in
+            func digit(_ v: UInt32) -> UInt8 { v < 10 ? 0x30 + UInt8(v) : 0x57 + UInt8(v) }
+            func put(_ i: Int, _ v: UInt32) { for n in 0..<8 { out[i * 8 + n] = digit((v >> UInt32(28 - 4 * n)) & 0xf) } }
+            put(0, state.h0); put(1, state.h1); put(2, state.h2); put(3, state.h3)
+            put(4, state.h4); put(5, state.h5); put(6, state.h6); put(7, state.h7)
+            return 64
         }
-        return state.bytes
     }
 
     /// Incremental hashing, for files too large to read into memory at once (backup checksums).
@@ -63,6 +63,23 @@ enum SHA256 {
     struct State {
         var h0: UInt32 = 0x6a09e667, h1: UInt32 = 0xbb67ae85, h2: UInt32 = 0x3c6ef372, h3: UInt32 = 0xa54ff53a
         var h4: UInt32 = 0x510e527f, h5: UInt32 = 0x9b05688c, h6: UInt32 = 0x1f83d9ab, h7: UInt32 = 0x5be0cd19
+
+        init() {}
+
+        /// The state after all of `input`, padding included (a one-shot digest).
+        init(hashing input: UnsafeRawBufferPointer) {
+            var state = State()
+            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
+                let whole = input.count / 64 * 64
+                var at = 0
+                while at < whole {
+                    state.compress(UnsafeRawBufferPointer(rebasing: input[at..<at + 64]), schedule: w)
+                    at += 64
+                }
+                state.finish(UnsafeRawBufferPointer(rebasing: input[whole...]), length: UInt64(input.count), schedule: w)
+            }
+            self = state
+        }
 
         /// The digest, big-endian words in order (written in place: the generic `flatMap` it
         /// replaced cost more than a block's compression).

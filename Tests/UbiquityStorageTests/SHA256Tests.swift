@@ -25,6 +25,7 @@ final class SHA256Tests: XCTestCase {
             h.update(input.prefix(n / 3))
             h.update(input.dropFirst(n / 3))
             XCTAssertEqual(SHA256.digest(input), h.finalize(), "length \(n)")
+            XCTAssertEqual(input.withUnsafeBytes { SHA256.hexDigest($0) }, SHA256.hexString(SHA256.digest(input)), "hex, length \(n)")
         }
     }
 }
