@@ -20,6 +20,7 @@ public struct AccountsService: Sendable {
     /// their contexts close.
     private func ended(_ ids: Set<String>) {
         backend.subscriptions.endSessions(ids, .sessionRevoked)
+        if !ids.isEmpty { backend.keyValueFeed.end(sessions: ids, .sessionRevoked) }
         contexts.endSessions(ids)
     }
 

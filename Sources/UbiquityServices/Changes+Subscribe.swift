@@ -246,14 +246,22 @@ struct SubscriptionRunner: Sendable {
 
     /// The status an ending sends, with the last resume token queued before it.
     private func ending(_ reason: SubscriptionState.EndReason, resume: Int64) -> Error {
-        var d = Ubiquity_V1_ResumeDetails()
         let t = token(resume)
-        d.resumeToken = Data(t.bytes)
-        d.resumeGeneration = t.generation
+        return reason.error(resumeToken: t.bytes, generation: t.generation, maxLagGenerations: limits.maxLagGenerations)
+    }
+}
+
+extension SubscriptionState.EndReason {
+    /// The status a subscription (a store's or the key-value store's) ends with, carrying the
+    /// last resume token queued before it in a `ResumeDetails`.
+    func error(resumeToken: [UInt8], generation: Int64, maxLagGenerations: Int64) -> ServiceError {
+        var d = Ubiquity_V1_ResumeDetails()
+        d.resumeToken = Data(resumeToken)
+        d.resumeGeneration = generation
         var e: ServiceError
-        switch reason {
+        switch self {
         case .tooFarBehind:
-            e = .exhausted("the subscriber stopped reading and fell more than \(limits.maxLagGenerations) generations behind: resume from the resume_token in the ResumeDetails",
+            e = .exhausted("the subscriber stopped reading and fell more than \(maxLagGenerations) generations behind: resume from the resume_token in the ResumeDetails",
                            reason: .subscriberTooSlow)
         case .shutdown:
             e = ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: resume from the resume_token in the ResumeDetails once it is back")
