@@ -36,7 +36,8 @@ extension ChangesService {
             let start = try Self.start(req.hasFrom ? req.from : nil, defaultsToNow: true, store: store, field: "from")
             let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed, account: context.account)
             admitted.withLock { $0 = sub }
-            let runner = SubscriptionRunner(store: store, model: model, selection: selection, live: live, subscription: sub, writer: writer,
+            let runner = SubscriptionRunner(store: store, model: model, selection: selection, live: live, device: context.account.device,
+                                            subscription: sub, writer: writer,
                                             limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,
                                             state: SubscriptionState(start: start, storeGeneration: store.currentToken.generation))
             // The loop runs in its own task so the registry can cancel it out of a blocked send
@@ -56,6 +57,8 @@ struct SubscriptionRunner: Sendable {
     let selection: ChangeSelection
     /// Set: transactions are sent as their effect on this live query's result set.
     let live: LiveQueryView?
+    /// The subscriber's device: it gets the store events that concern it (all devices', its own).
+    let device: String?
     let subscription: Subscription
     let writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>
     let limits: FeedLimits
@@ -148,6 +151,14 @@ struct SubscriptionRunner: Sendable {
         if let live { return try await deliverLive(live, txs, through: through, &p) }
         var batch: [[UInt8]] = [], batchBytes = 0, batchEnd = after
         for (i, tx) in txs.enumerated() {
+            if let event = tx.event {
+                guard event.concerns(device: device) else { continue }
+                // in order: the transactions before it go first, each response its own token
+                if !batch.isEmpty { try await send(SubscribeEncoding.batch(batch, resume: token(batchEnd)), at: batchEnd, &p); batch = []; batchBytes = 0 }
+                try await sendEvent(event, at: tx.token.generation, &p)
+                batchEnd = tx.token.generation
+                continue
+            }
             guard let changes = selection.changes(of: tx) else { continue }
             let encoded = await encode(tx, changes: changes, shared: shared?[i])
             if SubscribeEncoding.framedSize(encoded.count) > limits.maxResponseBytes {
@@ -175,6 +186,10 @@ struct SubscriptionRunner: Sendable {
     /// progress marker covers the others).
     private func deliverLive(_ live: LiveQueryView, _ txs: [HistoryTransaction], through: Int64, _ p: inout Progress) async throws {
         for tx in txs {
+            if let event = tx.event {
+                if event.concerns(device: device) { try await sendEvent(event, at: tx.token.generation, &p) }
+                continue
+            }
             guard let changes = selection.changes(of: tx), let update = try await live.update(tx, changes: changes, store: store) else { continue }
             var r = Ubiquity_V1_SubscribeResponse()
             r.resumeToken = Data(tx.token.bytes)
@@ -234,6 +249,16 @@ struct SubscriptionRunner: Sendable {
             let resume = last ? tx.token.generation : before
             try await send(SubscribeEncoding.batch([Self.serialize(t)], resume: token(resume)), at: resume, &p)
         }
+    }
+
+    /// A store event (SPEC §4.6) with the resume token of its own generation.
+    private func sendEvent(_ event: StoreEventRecord, at generation: Int64, _ p: inout Progress) async throws {
+        var r = Ubiquity_V1_SubscribeResponse()
+        let t = token(generation)
+        r.resumeToken = Data(t.bytes)
+        r.resumeGeneration = generation
+        r.storeEvent = Convert.storeEvent(event)
+        try await send((try? r.serializedBytes()) ?? [], at: generation, &p)
     }
 
     private func send(_ bytes: [UInt8], at generation: Int64, _ p: inout Progress) async throws {

@@ -8,9 +8,13 @@ test, and two sessions of one account stand for two devices.
 
 from __future__ import annotations
 
+import queue
+import threading
+
 import grpc
 
 from test_accounts import Tenant, bearer, failure, raw, reason_of, resume_details  # noqa: F401 (raw: fixture)
+from ubiq_client import cx, ob, st, v
 from ubiquity.v1 import accounts_pb2 as ac, changes_pb2 as ch, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
 
 
@@ -58,3 +62,166 @@ def test_an_expired_session_ends_its_key_value_stream(start_server, raw):
     assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_EXPIRED"), e
     d = resume_details(e)
     assert d is not None and d.resume_token == first.resume_token
+
+
+# -- sign-out as a store transition -------------------------------------------------------------------
+
+WILL, DID = ch.StoreEvent.PHASE_WILL_CHANGE, ch.StoreEvent.PHASE_DID_CHANGE
+
+
+class Reader:
+    """Reads a Subscribe stream on a thread into a queue: the test waits for each message, and the
+    stream's ending arrives as the exception it ended with."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.q: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        try:
+            for m in self.stream:
+                self.q.put(m)
+            self.q.put(None)
+        except grpc.RpcError as e:
+            self.q.put(e)
+
+    def next(self):
+        m = self.q.get(timeout=60)
+        assert not isinstance(m, grpc.RpcError) and m is not None, m
+        return m
+
+    def ending(self) -> grpc.RpcError:
+        m = self.q.get(timeout=60)
+        assert isinstance(m, grpc.RpcError), m
+        return m
+
+
+def _subscribe(t: Tenant, sid: str, session: str, **start) -> Reader:
+    start = start or {"now": True}
+    return Reader(t.changes.Subscribe(ch.SubscribeRequest(store_id=sid, **{"from": ch.StartPoint(**start)}),
+                                      metadata=bearer(session), timeout=120))
+
+
+def _context_with_a_pending_insert(t: Tenant, sid: str, token: str, name: str) -> str:
+    ctx = t.contexts.CreateContext(cx.CreateContextRequest(store_id=sid, name=name), metadata=bearer(token), timeout=30).context_id
+    r = t.contexts.Insert(cx.ContextInsertRequest(context_id=ctx, inserts=[
+        ob.Insert(temporary_id="n", entity="Person", values={"name": v(name)})]), metadata=bearer(token), timeout=30)
+    assert r.state.has_changes
+    return ctx
+
+
+def _event(m) -> tuple[int, int]:
+    assert m.HasField("store_event"), m
+    return m.store_event.phase, m.store_event.transition
+
+
+def test_sign_out_announces_the_transition_to_that_device_gives_its_context_a_chance_to_save_then_resets_it(start_server, raw):
+    srv = start_server(name="transitions-signout")
+    c = raw(srv)
+    t = Tenant(srv, c, "t")
+    sid, _ = t.store_with_data()
+    one, two = t.token, t.sign_in("device-2")
+
+    # device 1 also had a subscriber that went away before the transition: it resumes later
+    gone = _subscribe(t, sid, one)
+    resume_from = gone.next().resume_token
+    gone.stream.cancel()
+
+    sub1, sub2 = _subscribe(t, sid, one), _subscribe(t, sid, two)
+    assert sub1.next().HasField("caught_up") and sub2.next().HasField("caught_up")
+    ctx1 = _context_with_a_pending_insert(t, sid, one, "one")
+    ctx2 = _context_with_a_pending_insert(t, sid, two, "two")
+
+    signed_out = t.accounts.SignOut.future(ac.SignOutRequest(), metadata=bearer(one), timeout=60)
+    will = sub1.next()
+    assert _event(will) == (WILL, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED)
+    # the chance to save: the context still works with the session, and its save is kept
+    saved = t.contexts.Save(cx.ContextSaveRequest(context_id=ctx1), metadata=bearer(one), timeout=30)
+    [saved_id] = saved.result.permanent_ids.values()
+    tx = sub1.next()
+    assert [ch_.object_id for x in tx.transactions.transactions for ch_ in x.changes] == [saved_id]
+    did = sub1.next()
+    assert _event(did) == (DID, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED)
+    assert will.resume_generation < tx.resume_generation < did.resume_generation
+    signed_out.result()
+    # then the session is revoked: the stream ends after the DID_CHANGE, resumable from it
+    e = sub1.ending()
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
+    assert resume_details(e).resume_token == did.resume_token
+
+    got = t.stores.GetObjects(st.GetObjectsRequest(store_id=sid, object_ids=[saved_id]), metadata=bearer(two), timeout=30)
+    assert got.objects[0].values["name"].string_value == "one", "the change saved in the window is in the store"
+
+    # device 1 signs in again: its old context was reset and says so until it is re-created
+    again = t.sign_in("device-1")
+    e = failure(t.contexts.GetState, cx.ContextRequest(context_id=ctx1), metadata=bearer(again), timeout=30)
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.FAILED_PRECONDITION, "STORE_CHANGED"), e
+    fresh = t.contexts.CreateContext(cx.CreateContextRequest(store_id=sid, name="fresh"), metadata=bearer(again), timeout=30)
+    assert not fresh.has_changes
+
+    # device 2 is untouched: its context still has its change and saves it; its subscriber got
+    # device 1's saved transaction and no store event, then its own save
+    assert t.contexts.GetState(cx.ContextRequest(context_id=ctx2), metadata=bearer(two), timeout=30).has_changes
+    t.contexts.Save(cx.ContextSaveRequest(context_id=ctx2), metadata=bearer(two), timeout=30)
+    seen = [sub2.next(), sub2.next()]
+    assert not any(m.HasField("store_event") for m in seen), seen
+    assert [x.context_name for m in seen for x in m.transactions.transactions] == ["one", "two"]
+    sub2.stream.cancel()
+
+    # durable: the subscriber that was away replays the transition in order from its old token
+    back = _subscribe(t, sid, again, token=resume_from)
+    replay = [back.next() for _ in range(4)]
+    assert _event(replay[0]) == (WILL, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED)
+    assert [x.context_name for x in replay[1].transactions.transactions] == ["one"]
+    assert _event(replay[2]) == (DID, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED)
+    assert [x.context_name for x in replay[3].transactions.transactions] == ["two"]
+    assert [m.resume_token for m in replay[:3]] == [will.resume_token, tx.resume_token, did.resume_token]
+    back.stream.cancel()
+
+
+def test_a_context_that_does_not_save_in_time_is_reset_and_its_changes_dropped(start_server, raw):
+    srv = start_server(["--transition-save-seconds", "1"], name="transitions-deadline")
+    c = raw(srv)
+    t = Tenant(srv, c, "t")
+    sid, _ = t.store_with_data()
+    before = t.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=sid), metadata=t.md, timeout=30).generation
+    ctx = _context_with_a_pending_insert(t, sid, t.token, "late")
+    # the context never saves: the transition goes on at its deadline
+    t.accounts.SignOut(ac.SignOutRequest(), metadata=t.md, timeout=60)
+    t.token = t.sign_in("device-1")
+    e = failure(t.contexts.GetState, cx.ContextRequest(context_id=ctx), metadata=t.md, timeout=30)
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.FAILED_PRECONDITION, "STORE_CHANGED"), e
+    # only the two events were written: the pending insert was dropped, not saved
+    now = t.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=sid), metadata=t.md, timeout=30).generation
+    assert now == before + 2, (before, now)
+    people = t.stores.Fetch(st.FetchRequest(store_id=sid, fetch=ob.FetchSpec(entity="Person")), metadata=t.md, timeout=30)
+    assert "late" not in [o.values["name"].string_value for o in people.objects]
+
+
+def test_sign_out_without_a_live_session_is_unauthenticated_and_announces_nothing(start_server, raw):
+    srv = start_server(name="transitions-bad")
+    c = raw(srv)
+    t = Tenant(srv, c, "t")
+    sid, _ = t.store_with_data()
+    other = t.sign_in("device-2")
+    sub = _subscribe(t, sid, other)
+    assert sub.next().HasField("caught_up")
+    ctx = _context_with_a_pending_insert(t, sid, t.token, "kept")
+    before = t.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=sid), metadata=bearer(other), timeout=30).generation
+
+    e = failure(t.accounts.SignOut, ac.SignOutRequest(), timeout=30)
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "MISSING_CREDENTIALS"), e
+    e = failure(t.accounts.SignOut, ac.SignOutRequest(), metadata=bearer("ubs_not-a-session"), timeout=30)
+    assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e
+    # a revoked session: device 2 signs out (its own transition), then tries again
+    t.accounts.SignOut(ac.SignOutRequest(), metadata=bearer(other), timeout=60)
+    assert _event(sub.next())[0] == WILL and _event(sub.next())[0] == DID
+    after_two = t.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=sid), metadata=t.md, timeout=30).generation
+    e = failure(t.accounts.SignOut, ac.SignOutRequest(), metadata=bearer(other), timeout=30)
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
+
+    # nothing changed: no event written, device 1's context keeps its change and still works
+    assert after_two == before + 2
+    assert t.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=sid), metadata=t.md, timeout=30).generation == after_two
+    assert t.contexts.GetState(cx.ContextRequest(context_id=ctx), metadata=t.md, timeout=30).has_changes
