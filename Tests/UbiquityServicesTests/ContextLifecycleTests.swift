@@ -82,3 +82,32 @@ final class ContextLifecycleTests: XCTestCase {
         XCTAssertEqual(saving.state, .reset(.storeDestroyedOrReplaced))
     }
 }
+
+/// Which transitions may run at once (`StoreTransitions.Scope.overlaps`, `TransitionBook`).
+final class TransitionBookTests: XCTestCase {
+    private func session(_ account: String, _ id: String) -> StoreTransitions.Scope {
+        .session(Account(id: account, session: id, device: "dev-" + id))
+    }
+
+    func testOnlySignOutsOfDifferentSessionsRunTogether() throws {
+        var book = TransitionBook()
+        let first = try book.begin(session("a", "s1"))
+        XCTAssertNoThrow(try book.begin(session("a", "s2")))
+        XCTAssertThrowsError(try book.begin(session("a", "s1")), "the same session twice")
+        XCTAssertThrowsError(try book.begin(.account("a")))
+        XCTAssertThrowsError(try book.begin(.store(UUID(), account: "a")))
+        XCTAssertNoThrow(try book.begin(.account("b")), "another account")
+        XCTAssertThrowsError(try book.begin(session("b", "s9")))
+        book.end(first)
+        XCTAssertNoThrow(try book.begin(session("a", "s1")), "free again once it ended")
+    }
+
+    func testARefusalIsAbortedTransitionInProgress() throws {
+        var book = TransitionBook()
+        _ = try book.begin(.account("a"))
+        XCTAssertThrowsError(try book.begin(.account("a"))) { e in
+            XCTAssertEqual((e as? ServiceError)?.reason, .transitionInProgress)
+            XCTAssertEqual((e as? ServiceError)?.code, .aborted)
+        }
+    }
+}
