@@ -16,7 +16,7 @@ extension AccountsService {
         // Revoked by another call meanwhile (its key): that call ended the streams already.
         guard try auth.credentials.revokeSession(id: id) != nil else { return Ubiquity_V1_SignOutResponse() }
         backend.subscriptions.endSessions([id], .sessionRevoked, after: done.didChange)
-        backend.keyValueFeed.end(sessions: [id], .sessionRevoked)
+        backend.keyValueFeed.end(sessions: [id], .sessionRevoked, graceSeconds: backend.subscriptions.limits.progressIntervalSeconds)
         // the reset contexts stay until they expire, telling the device STORE_CHANGED
         contexts.endSessions([id], keepingReset: true)
         return Ubiquity_V1_SignOutResponse()

@@ -34,7 +34,7 @@ extension ChangesService {
             throw ServiceError.invalid("from", "set token, now = true or oldest = true", reason: .invalidArgument)
         }
         let feed = backend.keyValueFeed
-        let id = try feed.admit(session: context.account.session)
+        let id = try feed.admit(context.account)
         defer { feed.remove(id) }
         let runner = KeyValueSubscriptionRunner(store: backend.keyValues, feed: feed, id: id, account: account,
                                                 sessionExpiresAt: context.account.expiresAt, writer: writer,
@@ -74,6 +74,12 @@ struct KeyValueSubscriptionRunner: Sendable {
             while true {
                 // it wakes at least every progress interval, so it ends within one of its expiry
                 if sessionExpiresAt <= Date().timeIntervalSince1970 { feed.end(only: id, .sessionExpired) }
+                // store transition events go first, also on the way out (a sign-out's DID_CHANGE)
+                for event in feed.takeEvents(id) {
+                    var r = response(at: state.sent)
+                    r.storeEvent = Convert.storeEvent(event)
+                    try await send(r, at: state.sent)
+                }
                 if let reason = feed.ending(id) { throw ending(reason, state.sent) }
                 try Task.checkCancellation()
                 // a wake-up without a new commit (the progress timer) reads nothing

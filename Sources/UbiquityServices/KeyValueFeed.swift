@@ -1,4 +1,5 @@
 import UbiquityLock
+import UbiquityStorage
 
 /// Wakes key-value subscriptions when their account's key-value store changes, and ends them on
 /// shutdown and when their session is signed out, revoked or expires (as store subscriptions end:
@@ -13,7 +14,11 @@ final class KeyValueFeed: Sendable {
     private struct Running {
         var task: Task<Void, any Error>?
         var ending: SubscriptionState.EndReason?
+        let account: String
         let session: String?
+        let device: String?
+        /// Store transition events announced to it and not sent yet (live only: docs/lifecycle.md).
+        var events: [StoreEventRecord] = []
     }
     private struct State {
         var next: UInt64 = 1
@@ -27,14 +32,36 @@ final class KeyValueFeed: Sendable {
     }
     private let state = Lock(State())
 
-    /// Registers a subscription of `session` (nil with authentication off); UNAVAILABLE once the
-    /// server is shutting down.
-    func admit(session: String? = nil) throws -> UInt64 {
+    /// Registers a subscription of `account`'s session (nil with authentication off);
+    /// UNAVAILABLE once the server is shutting down.
+    func admit(_ account: Account) throws -> UInt64 {
         try state.withLock { s in
             if s.shutDown { throw ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: subscribe again once it is back") }
             defer { s.next += 1 }
-            s.running[s.next] = Running(task: nil, ending: nil, session: session)
+            s.running[s.next] = Running(task: nil, ending: nil, account: account.id, session: account.session, device: account.device)
             return s.next
+        }
+    }
+
+    /// A store transition's event for `account`: each of its streams that it concerns sends it
+    /// next (`takeEvents`), and an ending waits for it (`end`).
+    func announce(_ event: StoreEventRecord, account: String) {
+        let woken = state.withLock { s -> [Waiter] in
+            var woken: [Waiter] = []
+            for (id, r) in s.running where r.account == account && r.ending == nil && event.concerns(device: r.device) {
+                s.running[id]?.events.append(event)
+                if let w = s.waiters.removeValue(forKey: id) { woken.append(w) }
+            }
+            return woken
+        }
+        woken.forEach { $0.continuation.resume() }
+    }
+
+    /// The events announced to the stream since it last asked, oldest first.
+    func takeEvents(_ id: UInt64) -> [StoreEventRecord] {
+        state.withLock { s in
+            defer { s.running[id]?.events = [] }
+            return s.running[id]?.events ?? []
         }
     }
 
@@ -62,21 +89,29 @@ final class KeyValueFeed: Sendable {
 
     /// Ends the subscriptions of these sessions (signed out, or their API key revoked), or one
     /// subscription (`only`: its session expired): each wait returns, each task is cancelled, and
-    /// the runner ends the call with the reason's status and its resume token.
-    func end(sessions ids: Set<String>? = nil, only: UInt64? = nil, _ reason: SubscriptionState.EndReason) {
-        let (tasks, woken) = state.withLock { s -> ([Task<Void, any Error>], [Waiter]) in
-            var tasks: [Task<Void, any Error>] = [], woken: [Waiter] = []
+    /// the runner ends the call with the reason's status and its resume token. One with events
+    /// still to send (a sign-out's DID_CHANGE) sends them first; its task is cancelled only after
+    /// `graceSeconds`, for a client that stopped reading.
+    func end(sessions ids: Set<String>? = nil, only: UInt64? = nil, _ reason: SubscriptionState.EndReason, graceSeconds: Double = 0) {
+        let (tasks, later, woken) = state.withLock { s -> ([Task<Void, any Error>], [Task<Void, any Error>], [Waiter]) in
+            var tasks: [Task<Void, any Error>] = [], later: [Task<Void, any Error>] = [], woken: [Waiter] = []
             for (id, r) in s.running where r.ending == nil {
                 if let only, id != only { continue }
                 if let ids, !(r.session.map(ids.contains) ?? false) { continue }
                 s.running[id]?.ending = reason
-                if let t = r.task { tasks.append(t) }
+                if let t = r.task { if r.events.isEmpty { tasks.append(t) } else { later.append(t) } }
                 if let w = s.waiters.removeValue(forKey: id) { woken.append(w) }
             }
-            return (tasks, woken)
+            return (tasks, later, woken)
         }
         woken.forEach { $0.continuation.resume() }
         tasks.forEach { $0.cancel() }
+        if !later.isEmpty {
+            Task {
+                try? await Task.sleep(nanoseconds: UInt64(max(0, graceSeconds) * 1e9))
+                later.forEach { $0.cancel() }
+            }
+        }
     }
 
     /// A write of `account` committed at `seq`: its waiters wake.

@@ -23,7 +23,9 @@ import UbiquityStorage
 ///    (`Subscriptions.endSessions(_:_:after:)`).
 ///
 /// Events of a `.session` scope name the session's device: only that device's subscribers get
-/// them (other devices of the account skip them like a filtered transaction).
+/// them (other devices of the account skip them like a filtered transaction). The account's
+/// key-value streams get both events too, live only (the key-value feed keeps each key's latest
+/// change, no history to hold them).
 public struct StoreTransitions: Sendable {
     let backend: Backend
     let contexts: ContextRegistry
@@ -86,10 +88,11 @@ public struct StoreTransitions: Sendable {
         defer { contexts.endTransition(id) }
         let account = Account(id: scope.accountID)
         let stores = affectedStores(scope)
+        let will = StoreEventRecord(phase: .willChange, transition: transition, device: scope.device, usingLocalStorage: usingLocalStorage.before)
         for s in stores {
-            let will = StoreEventRecord(phase: .willChange, transition: transition, device: scope.device, usingLocalStorage: usingLocalStorage.before)
             _ = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
         }
+        backend.keyValueFeed.announce(will, account: scope.accountID)
         let backend = self.backend
         await contexts.chanceToSave(contexts.boxes(where: scope.contains), transition: id, cause: .transition(Self.describe(transition)),
                                     seconds: backend.limits.transitionSaveSeconds) { box, pin in
@@ -105,6 +108,7 @@ public struct StoreTransitions: Sendable {
                 didChange[s] = t.generation
             }
         }
+        backend.keyValueFeed.announce(did, account: scope.accountID)
         return Completed(value: value, didChange: didChange)
     }
 

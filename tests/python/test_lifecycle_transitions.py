@@ -28,7 +28,7 @@ def _kv_stream(t: Tenant, channel, token: str):
     return stream, first
 
 
-def test_sign_out_ends_the_sessions_key_value_streams_with_their_resume_token(start_server, raw):
+def test_sign_out_announces_itself_on_the_sessions_key_value_streams_then_ends_them(start_server, raw):
     srv = start_server(name="transitions-kv-signout")
     c = raw(srv)
     t = Tenant(srv, c, "t")
@@ -41,12 +41,17 @@ def test_sign_out_ends_the_sessions_key_value_streams_with_their_resume_token(st
     assert next(theirs).key_value_change.key == "k"
 
     t.accounts.SignOut(ac.SignOutRequest(), metadata=t.md, timeout=30)
+    # the transition's events reach the device's key-value stream too, then it ends
+    events = [next(mine), next(mine)]
+    assert [(m.store_event.phase, m.store_event.transition) for m in events] == [
+        (ch.StoreEvent.PHASE_WILL_CHANGE, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED),
+        (ch.StoreEvent.PHASE_DID_CHANGE, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED)]
     e = failure(lambda: list(mine))
     assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
     d = resume_details(e)
     assert d is not None and d.resume_token == got.resume_token, "the last token sent, to resume from"
 
-    # the other device's stream goes on
+    # the other device's stream goes on, without the other device's events
     kvg.KeyValueStub(c).Set(kv.KeyValueSetRequest(key="k2", value=b"2"), metadata=bearer(other), timeout=30)
     assert next(theirs).key_value_change.key == "k2"
     theirs.cancel()
