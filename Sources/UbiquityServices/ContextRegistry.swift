@@ -162,7 +162,14 @@ public final class ContextRegistry: Sendable {
 
     func add(_ box: ContextBox) throws {
         try contexts.withLock { c in
-            let mine = c.values.filter { $0.account == box.account }.count
+            var mine = c.values.filter { $0.account == box.account }.count
+            if mine >= limits.maxContextsPerAccount {
+                // contexts a transition reset only tell their device STORE_CHANGED until they
+                // expire: they make room before a live one is refused
+                let reset = c.values.filter { $0.account == box.account && $0.lifecycle.withLock(\.isReset) }
+                for r in reset { c[r.id] = nil }
+                mine -= reset.count
+            }
             guard mine < limits.maxContextsPerAccount else {
                 throw ServiceError.exhausted("this account has \(mine) open contexts, the limit is \(limits.maxContextsPerAccount): close some with CloseContext", reason: .limitExceeded)
             }
