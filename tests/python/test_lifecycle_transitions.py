@@ -8,12 +8,10 @@ test, and two sessions of one account stand for two devices.
 
 from __future__ import annotations
 
-import queue
-import threading
-
 import grpc
 
 from test_accounts import Tenant, bearer, failure, raw, reason_of, resume_details  # noqa: F401 (raw: fixture)
+from test_changes import Stream
 from ubiq_client import cx, ob, st, v
 from ubiquity.v1 import accounts_pb2 as ac, changes_pb2 as ch, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
 
@@ -74,38 +72,15 @@ def test_an_expired_session_ends_its_key_value_stream(start_server, raw):
 WILL, DID = ch.StoreEvent.PHASE_WILL_CHANGE, ch.StoreEvent.PHASE_DID_CHANGE
 
 
-class Reader:
-    """Reads a Subscribe stream on a thread into a queue: the test waits for each message, and the
-    stream's ending arrives as the exception it ended with."""
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.q: queue.Queue = queue.Queue()
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self):
-        try:
-            for m in self.stream:
-                self.q.put(m)
-            self.q.put(None)
-        except grpc.RpcError as e:
-            self.q.put(e)
-
-    def next(self):
-        m = self.q.get(timeout=60)
-        assert not isinstance(m, grpc.RpcError) and m is not None, m
-        return m
-
-    def ending(self) -> grpc.RpcError:
-        m = self.q.get(timeout=60)
-        assert isinstance(m, grpc.RpcError), m
-        return m
-
-
-def _subscribe(t: Tenant, sid: str, session: str, **start) -> Reader:
+def _subscribe(c, sid: str, session: str, **start) -> Stream:
     start = start or {"now": True}
-    return Reader(t.changes.Subscribe(ch.SubscribeRequest(store_id=sid, **{"from": ch.StartPoint(**start)}),
-                                      metadata=bearer(session), timeout=120))
+    return Stream(c, ch.SubscribeRequest(store_id=sid, **{"from": ch.StartPoint(**start)}), metadata=bearer(session))
+
+
+def _ending(s: Stream) -> grpc.RpcError:
+    e = s.ended.get(timeout=60)
+    assert isinstance(e, grpc.RpcError), e
+    return e
 
 
 def _context_with_a_pending_insert(t: Tenant, sid: str, token: str, name: str) -> str:
@@ -129,11 +104,11 @@ def test_sign_out_announces_the_transition_to_that_device_gives_its_context_a_ch
     one, two = t.token, t.sign_in("device-2")
 
     # device 1 also had a subscriber that went away before the transition: it resumes later
-    gone = _subscribe(t, sid, one)
+    gone = _subscribe(c, sid, one)
     resume_from = gone.next().resume_token
-    gone.stream.cancel()
+    gone.cancel()
 
-    sub1, sub2 = _subscribe(t, sid, one), _subscribe(t, sid, two)
+    sub1, sub2 = _subscribe(c, sid, one), _subscribe(c, sid, two)
     assert sub1.next().HasField("caught_up") and sub2.next().HasField("caught_up")
     ctx1 = _context_with_a_pending_insert(t, sid, one, "one")
     ctx2 = _context_with_a_pending_insert(t, sid, two, "two")
@@ -151,7 +126,7 @@ def test_sign_out_announces_the_transition_to_that_device_gives_its_context_a_ch
     assert will.resume_generation < tx.resume_generation < did.resume_generation
     signed_out.result()
     # then the session is revoked: the stream ends after the DID_CHANGE, resumable from it
-    e = sub1.ending()
+    e = _ending(sub1)
     assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
     assert resume_details(e).resume_token == did.resume_token
 
@@ -172,17 +147,17 @@ def test_sign_out_announces_the_transition_to_that_device_gives_its_context_a_ch
     seen = [sub2.next(), sub2.next()]
     assert not any(m.HasField("store_event") for m in seen), seen
     assert [x.context_name for m in seen for x in m.transactions.transactions] == ["one", "two"]
-    sub2.stream.cancel()
+    sub2.cancel()
 
     # durable: the subscriber that was away replays the transition in order from its old token
-    back = _subscribe(t, sid, again, token=resume_from)
+    back = _subscribe(c, sid, again, token=resume_from)
     replay = [back.next() for _ in range(4)]
     assert _event(replay[0]) == (WILL, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED)
     assert [x.context_name for x in replay[1].transactions.transactions] == ["one"]
     assert _event(replay[2]) == (DID, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED)
     assert [x.context_name for x in replay[3].transactions.transactions] == ["two"]
     assert [m.resume_token for m in replay[:3]] == [will.resume_token, tx.resume_token, did.resume_token]
-    back.stream.cancel()
+    back.cancel()
 
 
 def test_a_context_that_does_not_save_in_time_is_reset_and_its_changes_dropped(start_server, raw):
@@ -210,7 +185,7 @@ def test_sign_out_without_a_live_session_is_unauthenticated_and_announces_nothin
     t = Tenant(srv, c, "t")
     sid, _ = t.store_with_data()
     other = t.sign_in("device-2")
-    sub = _subscribe(t, sid, other)
+    sub = _subscribe(c, sid, other)
     assert sub.next().HasField("caught_up")
     ctx = _context_with_a_pending_insert(t, sid, t.token, "kept")
     before = t.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=sid), metadata=bearer(other), timeout=30).generation
