@@ -57,16 +57,16 @@ struct ContextLifecycle: Equatable {
     }
 
     /// A transition begins for this context's store or session; `hasChanges` as read under the
-    /// context's lock. `.settled` when it has nothing to save (the transition need not wait).
+    /// context's lock. `.settled` when the transition need not wait for it: it has nothing to
+    /// save, or it is already reset (it stays so) or in another transition's window (which
+    /// `TransitionBook` prevents for overlapping scopes; that one resets it).
     mutating func transitionBegan(_ w: Window, cause: Cause, hasChanges: Bool) -> Action {
         switch state {
         case .open:
             state = hasChanges ? .saving(w, cause) : .ready(w, cause)
             return hasChanges ? .none : .settled(transition: w.transition)
         case .saving, .ready, .reset:
-            // One transition at a time per context: the registry refuses a second one on the
-            // same scope before it gets here; a reset context stays reset.
-            return .none
+            return .settled(transition: w.transition)
         }
     }
 
