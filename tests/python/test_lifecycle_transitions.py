@@ -205,3 +205,25 @@ def test_sign_out_without_a_live_session_is_unauthenticated_and_announces_nothin
     assert after_two == before + 2
     assert t.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=sid), metadata=t.md, timeout=30).generation == after_two
     assert t.contexts.GetState(cx.ContextRequest(context_id=ctx), metadata=t.md, timeout=30).has_changes
+
+
+def test_a_second_sign_out_of_the_same_session_while_the_first_runs_is_aborted_and_changes_nothing(start_server, raw):
+    srv = start_server(name="transitions-twice")
+    c = raw(srv)
+    t = Tenant(srv, c, "t")
+    sid, _ = t.store_with_data()
+    sub = _subscribe(c, sid, t.token)
+    assert sub.next().HasField("caught_up")
+    ctx = _context_with_a_pending_insert(t, sid, t.token, "pending")
+    first = t.accounts.SignOut.future(ac.SignOutRequest(), metadata=t.md, timeout=60)
+    will = sub.next()
+    assert _event(will)[0] == WILL  # the first is in its chance to save: the context has changes
+
+    e = failure(t.accounts.SignOut, ac.SignOutRequest(), metadata=t.md, timeout=30)
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.ABORTED, "TRANSITION_IN_PROGRESS"), e
+
+    t.contexts.Save(cx.ContextSaveRequest(context_id=ctx), metadata=t.md, timeout=30)
+    first.result()
+    rest = [sub.next(), sub.next()]
+    assert rest[0].HasField("transactions") and _event(rest[1])[0] == DID, "one transition: no second WILL"
+    assert _ending(sub).code() == grpc.StatusCode.UNAUTHENTICATED
