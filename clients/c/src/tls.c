@@ -101,7 +101,7 @@ ubq__tls *ubq__tls_new(const ubq_tls_options *o, char *error, size_t error_len) 
         if (!ok) describe(error, error_len, "cannot load the client certificate", o->cert_file);
         if (ok) {
             ok = SSL_CTX_use_PrivateKey_file(ctx, o->key_file, SSL_FILETYPE_PEM) == 1;
-            if (!ok) describe(error, error_len, "cannot load the client key", o->key_file);
+            if (!ok) describe(error, error_len, "cannot load the client key (or it is not the certificate's)", o->key_file);
         }
         if (ok) {
             ok = SSL_CTX_check_private_key(ctx) == 1;
