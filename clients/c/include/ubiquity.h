@@ -257,6 +257,7 @@ typedef struct ubq_batch_options {
     const char *author;            /* recorded in history */
     bool upsert;                   /* insert: a uniqueness clash updates the existing object */
     bool return_object_ids;        /* insert: answer the new objects' IDs */
+    const char *const *object_ids; /* delete: these objects (NULL-terminated) instead of a predicate */
 } ubq_batch_options;
 
 /* Each is one transaction (Stores.BatchInsert / BatchUpdate / BatchDelete); `options` may be NULL;

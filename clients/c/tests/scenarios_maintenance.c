@@ -136,9 +136,11 @@ done:
 }
 
 const scenario maintenance_scenarios[] = {
-    {"deduplicate_keeps_one_object_per_key", test_deduplicate_keeps_one_object_per_key},
-    {"seed_applies_once_per_seed_id", test_seed_applies_once_per_seed_id},
-    {"export_baseline_in_chunks_at_one_generation", test_export_baseline_in_chunks_at_one_generation},
-    {"import_then_replace_store", test_import_then_replace_store},
+#define T(f) {#f, f}
+    T(test_deduplicate_keeps_one_object_per_key),
+    T(test_seed_applies_once_per_seed_id),
+    T(test_export_baseline_in_chunks_at_one_generation),
+    T(test_import_then_replace_store),
+#undef T
     {NULL, NULL},
 };

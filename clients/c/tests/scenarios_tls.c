@@ -154,7 +154,9 @@ done:
 }
 
 const scenario tls_scenarios[] = {
-    {"calls_and_a_feed_over_tls", test_calls_and_a_feed_over_tls},
-    {"client_certificate_required_by_the_server", test_client_certificate_required_by_the_server},
+#define T(f) {#f, f}
+    T(test_calls_and_a_feed_over_tls),
+    T(test_client_certificate_required_by_the_server),
+#undef T
     {NULL, NULL},
 };
