@@ -134,14 +134,31 @@ ubq_error *ubq__unary(ubq_client *c, const char *path, const ProtobufCMessage *r
     return ubq__call(c, path, request, response, out);
 }
 
-ubq_error *ubq__call(ubq_client *c, const char *path, const ProtobufCMessage *request,
-                     const ProtobufCMessageDescriptor *response, void **out) {
+/* Packs `request` and runs the call on the client's connection; *r is the caller's to free. */
+static void packed_call(ubq_client *c, const char *path, const ProtobufCMessage *request, ubq__on_message on_message,
+                        void *user, ubq__call_result *r) {
     size_t len = protobuf_c_message_get_packed_size(request);
     uint8_t *buf = ubq__xmalloc(len);
     protobuf_c_message_pack(request, buf);
-    ubq__call_result r;
-    ubq__conn_call(c->conn, path, buf, len, c->timeout_ms, NULL, NULL, &r);
+    ubq__conn_call(c->conn, path, buf, len, c->timeout_ms, on_message, user, r);
     free(buf);
+}
+
+ubq_error *ubq__server_stream(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                              ubq__on_message on_message, void *user) {
+    ubq_error *err = ubq__ensure_session(c);
+    if (err) return err;
+    ubq__call_result r;
+    packed_call(c, path, request, on_message, user, &r);
+    if (!r.stopped && r.code != 0) err = ubq__error(r.code, r.message, r.details, r.details_len);
+    ubq__call_result_free(&r);
+    return err;
+}
+
+ubq_error *ubq__call(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                     const ProtobufCMessageDescriptor *response, void **out) {
+    ubq__call_result r;
+    packed_call(c, path, request, NULL, NULL, &r);
     ubq_error *err = NULL;
     if (r.code != 0) {
         err = ubq__error(r.code, r.message, r.details, r.details_len);

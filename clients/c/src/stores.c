@@ -136,21 +136,6 @@ static bool on_fetch_message(void *user, const uint8_t *message, size_t len) {
     return !go_on;
 }
 
-ubq_error *ubq__server_stream(ubq_client *c, const char *path, const ProtobufCMessage *request,
-                              ubq__on_message on_message, void *user) {
-    ubq_error *session = ubq__ensure_session(c);
-    if (session) return session;
-    size_t len = protobuf_c_message_get_packed_size(request);
-    uint8_t *buf = ubq__xmalloc(len);
-    protobuf_c_message_pack(request, buf);
-    ubq__call_result r;
-    ubq__conn_call(c->conn, path, buf, len, c->timeout_ms, on_message, user, &r);
-    free(buf);
-    ubq_error *err = !r.stopped && r.code != 0 ? ubq__error(r.code, r.message, r.details, r.details_len) : NULL;
-    ubq__call_result_free(&r);
-    return err;
-}
-
 ubq_error *ubq_fetch_stream(ubq_store *s, const char *entity, const ubq_fetch_options *o,
                             ubq_fetch_batch_fn on_batch, void *user) {
     Ubiquity__V1__FetchRequest req;

@@ -58,6 +58,17 @@ static int make_pki(pki *p) {
            make_leaf(p, "server", SERVER_CRT, true) || make_leaf(p, "client", CLIENT_CRT, false);
 }
 
+/* A PKI and a server with its certificate (and `extra` flags); false when either fails. */
+static bool start_tls_server(pki *p, test_server *t, const char *name, const char *extra_flag,
+                             const ubq_tls_options *tls) {
+    char dir[700];
+    if (make_pki(p) != 0) return false;
+    const char *flags[] = {"--tls-cert", p->path[SERVER_CRT], "--tls-key", p->path[SERVER_KEY],
+                           extra_flag ? extra_flag : NULL, p->path[CA_CRT], NULL};
+    snprintf(dir, sizeof dir, "%s/%s", workdir, name);
+    return test_server_start_tls(t, dir, flags, tls) == 0;
+}
+
 static ubq_feed_action stop_at_transaction(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
     (void)f;
     int64_t *generation = user;
@@ -85,12 +96,9 @@ static void test_calls_and_a_feed_over_tls(ubq_client *unused) {
     ubq_client *c = NULL;
     ubq_store *s = NULL;
     ubq_feed *feed = NULL;
-    char *ann = NULL, dir[700];
-    if (make_pki(&p) != 0) { failed_checks++; return; }
-    const char *flags[] = {"--tls-cert", p.path[SERVER_CRT], "--tls-key", p.path[SERVER_KEY], NULL};
+    char *ann = NULL;
     ubq_tls_options tls = {.ca_file = p.path[CA_CRT]};
-    snprintf(dir, sizeof dir, "%s/tls", workdir);
-    if (test_server_start_tls(&t, dir, flags, &tls) != 0) { failed_checks++; return; }
+    if (!start_tls_server(&p, &t, "tls", NULL, &tls)) { failed_checks++; return; }
 
     OK(ubq_connect(t.address, &(ubq_client_options){.api_key = t.api_key, .device_id = "c-tests", .tls = &tls}, &c));
     OK(new_store(c, "tls", &s));
@@ -137,13 +145,8 @@ static void test_client_certificate_required_by_the_server(ubq_client *unused) {
     test_server t = {0};
     ubq_client *c = NULL;
     ubq_store *s = NULL;
-    char dir[700];
-    if (make_pki(&p) != 0) { failed_checks++; return; }
-    const char *flags[] = {"--tls-cert", p.path[SERVER_CRT], "--tls-key", p.path[SERVER_KEY],
-                           "--tls-client-ca", p.path[CA_CRT], NULL};
     ubq_tls_options tls = {.ca_file = p.path[CA_CRT], .cert_file = p.path[CLIENT_CRT], .key_file = p.path[CLIENT_KEY]};
-    snprintf(dir, sizeof dir, "%s/mtls", workdir);
-    if (test_server_start_tls(&t, dir, flags, &tls) != 0) { failed_checks++; return; }
+    if (!start_tls_server(&p, &t, "mtls", "--tls-client-ca", &tls)) { failed_checks++; return; }
     OK(ubq_connect(t.address, &(ubq_client_options){.api_key = t.api_key, .device_id = "c-tests", .tls = &tls}, &c));
     OK(new_store(c, "mtls", &s));
     check_refused(&t, &(ubq_tls_options){.ca_file = p.path[CA_CRT]}, NULL);   /* no client certificate */

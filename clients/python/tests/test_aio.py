@@ -15,11 +15,16 @@ import ubiquity.aio
 from conftest import person_model
 
 
+async def person_store(client: ubiquity.aio.Client, prefix: str = "aio") -> ubiquity.aio.Store:
+    store = await client.open_store(f"{prefix}-{uuid.uuid4()}")
+    await store.register_model(person_model())
+    return store
+
+
 def test_aio_save_fetch_get_and_typed_errors(server: ubiq_harness.Ubiquityd) -> None:
     async def scenario() -> None:
         async with ubiquity.aio.Client(server.address, api_key=server.api_key) as client:
-            store = await client.open_store(f"aio-{uuid.uuid4()}")
-            await store.register_model(person_model())
+            store = await person_store(client)
             r = await store.save(inserts={"a": ("Person", {"name": "Ann", "age": 30})})
             ann = r.permanent_ids["a"]
             before = r.token
@@ -79,8 +84,7 @@ def test_aio_context_merges_a_conflict_under_each_policy(server: ubiq_harness.Ub
                                                          policy: ubiquity.MergePolicy, expect: dict[str, object]) -> None:
     async def scenario() -> None:
         async with ubiquity.aio.Client(server.address, api_key=server.api_key) as client:
-            store = await client.open_store(f"aio-{uuid.uuid4()}")
-            await store.register_model(person_model())
+            store = await person_store(client)
             ann = (await store.save(inserts={"a": ("Person", {"name": "Ann", "age": 30, "score": 1.0})})).permanent_ids["a"]
             async with await store.context("ui", merge_policy=policy) as ctx:
                 await ctx.fetch("Person")  # pins the generation the context reads
@@ -98,8 +102,7 @@ def test_aio_context_merges_a_conflict_under_each_policy(server: ubiq_harness.Ub
 def test_aio_context_unit_of_work_pinning_nesting_and_errors(server: ubiq_harness.Ubiquityd) -> None:
     async def scenario() -> None:
         async with ubiquity.aio.Client(server.address, api_key=server.api_key) as client:
-            store = await client.open_store(f"aio-{uuid.uuid4()}")
-            await store.register_model(person_model())
+            store = await person_store(client)
             async with await store.context("ui") as ctx:
                 tmp = await ctx.insert("Person", {"name": "Ann", "age": 30})
                 assert ctx.state.inserted == 1 and len(await ctx.fetch("Person", include_pending=False)) == 0
@@ -145,8 +148,7 @@ def test_aio_context_unit_of_work_pinning_nesting_and_errors(server: ubiq_harnes
 def test_aio_store_maintenance_streams_and_key_values(server: ubiq_harness.Ubiquityd) -> None:
     async def scenario() -> None:
         async with ubiquity.aio.Client(server.address, api_key=server.api_key) as client:
-            store = await client.open_store(f"aio-{uuid.uuid4()}")
-            await store.register_model(person_model())
+            store = await person_store(client)
             assert (await store.get_model()).model.version_identifier == "v1"
             b = await store.batch_insert("Person", [{"name": "Ann", "age": 1}, {"name": "Ann", "age": 2},
                                                     {"name": "Cid", "age": 3}], return_object_ids=True)
@@ -159,8 +161,7 @@ def test_aio_store_maintenance_streams_and_key_values(server: ubiq_harness.Ubiqu
             assert [o["name"] for p in pages for o in p] == ["Ann", "Cid", "Dee"]
             chunks = [c async for c in store.export_baseline(batch_size=2)]
             assert sum(len(c.objects) for c in chunks) == 3 and chunks[-1].last
-            copy = await client.open_store(f"aio-copy-{uuid.uuid4()}")
-            await copy.register_model(person_model())
+            copy = await person_store(client, "aio-copy")
             assert (await copy.import_store(store)).imported == 3
             assert (await copy.batch_delete("Person", "name == 'Dee'")).count == 1
             token = await store.replace_with(copy)
