@@ -1,6 +1,6 @@
 /*
- * The Ubiquity C client: gRPC over one HTTP/2 connection (nghttp2 client session on a blocking
- * socket), protobuf-c messages generated from Protos/ (clients/c/gen).
+ * The Ubiquity C client: gRPC over one HTTP/2 connection (nghttp2 client session on a socket,
+ * plaintext or TLS), protobuf-c messages generated from Protos/ (clients/c/gen).
  *
  * Conventions (README.md "Ownership" says the same with examples):
  *  - Every call that can fail returns `ubq_error *`: NULL on success, else an error the caller
@@ -82,7 +82,7 @@ void ubq_message_free(const void *message);
 
 typedef struct ubq_client ubq_client;
 
-/* TLS (docs/tls.md: ubquityd's --tls-cert / --tls-key, and --tls-client-ca to require client
+/* TLS (docs/tls.md: ubiquityd's --tls-cert / --tls-key, and --tls-client-ca to require client
  * certificates). HTTP/2 is agreed with ALPN "h2"; TLS 1.2 and 1.3 only. The files are read by
  * ubq_connect (a file that cannot be read is INVALID_ARGUMENT then); the strings are borrowed for
  * that call only. */
