@@ -150,6 +150,7 @@ def test_aio_store_maintenance_streams_and_key_values(server: ubiq_harness.Ubiqu
         async with ubiquity.aio.Client(server.address, api_key=server.api_key) as client:
             store = await person_store(client)
             assert (await store.get_model()).model.version_identifier == "v1"
+            assert (await store.history()).transactions == []
             b = await store.batch_insert("Person", [{"name": "Ann", "age": 1}, {"name": "Ann", "age": 2},
                                                     {"name": "Cid", "age": 3}], return_object_ids=True)
             assert b.count == 3
@@ -163,9 +164,14 @@ def test_aio_store_maintenance_streams_and_key_values(server: ubiq_harness.Ubiqu
             assert sum(len(c.objects) for c in chunks) == 3 and chunks[-1].last
             copy = await person_store(client, "aio-copy")
             assert (await copy.import_store(store)).imported == 3
+            before_delete = await copy.current_token()
             assert (await copy.batch_delete("Person", "name == 'Dee'")).count == 1
             token = await store.replace_with(copy)
             assert sorted(o["name"] for o in await store.fetch("Person", at=token)) == ["Ann", "Cid"]
+            h = await store.history(include_values=True)
+            assert h.transactions[-1].token == token and not h.has_more
+            gone = await copy.deletions(before_delete)
+            assert [d.entity for d in gone.deletions] == ["Person"]  # Dee's batch delete
             await copy.destroy()
             with pytest.raises(ubiquity.NotFoundError):
                 await copy.current_token()

@@ -106,3 +106,26 @@ def test_key_values_compare_and_set(client: ubiquity.Client) -> None:
     assert q.value.quota == "value_bytes" and q.value.limit == page.usage.max_value_bytes
     with pytest.raises(ubiquity.NotFoundError):
         kv.get(prefix + "big")
+
+
+def test_history_and_deletions_page_by_page(store: ubiquity.Store) -> None:
+    ids = [store.save(inserts={"p": ("Person", {"name": f"p{i}", "age": i})}).permanent_ids["p"] for i in range(3)]
+    first = store.history(page_size=2, include_values=True)
+    assert [t.generation for t in first.transactions] == [1, 2] and first.has_more
+    assert first.transactions[0].changes[0].values["name"] == "p0"
+    rest = store.history(first.next_token, page_size=2)
+    assert [t.generation for t in rest.transactions] == [3] and not rest.has_more
+    assert rest.current_token == store.current_token()
+
+    before = store.current_token()
+    store.save(deletes=ids[:2])
+    gone = store.deletions(before, page_size=1)
+    assert len(gone.deletions) == 1 and gone.has_more and gone.deletions[0].entity == "Person"
+    more = store.deletions(gone.next_token)
+    assert {d.object_id for d in gone.deletions + more.deletions} == set(ids[:2]) and not more.has_more
+    assert all(d.generation == 4 for d in gone.deletions + more.deletions)
+
+    store.delete_history(before)
+    with pytest.raises(ubiquity.HistoryExpired) as e:
+        store.history(first.next_token)
+    assert e.value.current_token == store.current_token()

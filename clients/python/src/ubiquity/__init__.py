@@ -12,8 +12,8 @@ from .errors import (CancelledError, Conflict, ConflictError, ConstraintError, D
 from .feed import Change, ChangeFeed, FeedEvent, Start, Transaction
 from .keyvalue import AsyncKeyValues, KeyValues
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, StoreInfo
-from .results import (BaselineChunk, BatchResult, DeduplicateResult, DuplicateGroup, ImportResult, KeyValueEntry,
-                      KeyValuePage, KeyValueUsage, KeyValueWrite, SeedResult)
+from .results import (BaselineChunk, BatchResult, DeduplicateResult, DeletedObject, DeletionsPage, DuplicateGroup,
+                      HistoryPage, ImportResult, KeyValueEntry, KeyValuePage, KeyValueUsage, KeyValueWrite, SeedResult)
 from .tls import TLS
 from .values import PyValue, Typed, ValueLike
 
@@ -26,5 +26,5 @@ __all__ = [
     "FetchResult", "MergePolicy", "Object", "ResultType", "SaveResult", "PyValue", "Typed", "ValueLike",
     "KeyValueConflictError", "KeyValueQuotaError", "KeyValues", "AsyncKeyValues", "BaselineChunk", "BatchResult",
     "DeduplicateResult", "DuplicateGroup", "ImportResult", "KeyValueEntry", "KeyValuePage", "KeyValueUsage",
-    "KeyValueWrite", "SeedResult", "TLS",
+    "KeyValueWrite", "SeedResult", "TLS", "HistoryPage", "DeletionsPage", "DeletedObject",
 ]

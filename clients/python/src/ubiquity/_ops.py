@@ -13,8 +13,8 @@ from ubiquity.v1 import stores_pb2 as st
 
 from ._calls import Retried, Streaming, Unary, new_transaction_id
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo, fetch_spec
-from .results import (BaselineChunk, BatchResult, DeduplicateResult, ImportResult, KeyValueEntry, KeyValuePage,
-                      KeyValueWrite, SeedResult)
+from .results import (BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult,
+                      KeyValueEntry, KeyValuePage, KeyValueWrite, SeedResult)
 from .values import ValueLike, to_argument, to_values
 
 Inserts = Mapping[str, tuple[str, Mapping[str, ValueLike]]]
@@ -94,6 +94,20 @@ def save(store_id: str, inserts: Inserts | None, updates: Updates | None, delete
 def delete_history(store_id: str, through_token: bytes) -> Unary[bytes]:
     return Unary("changes", "DeleteHistory", ch.DeleteHistoryRequest(store_id=store_id, through_token=through_token),
                  lambda r: r.oldest_retained_token)
+
+
+def fetch_history(store_id: str, after: bytes | None, entities: Iterable[str], include_values: bool,
+                  page_size: int) -> Unary[HistoryPage]:
+    request = ch.FetchHistoryRequest(store_id=store_id, page_size=page_size, filter=ch.ChangeFilter(
+        entities=list(entities), include_values=include_values))
+    # `from` is a Python keyword; after None: from the oldest retained transaction
+    getattr(request, "from").CopyFrom(ch.StartPoint(token=after) if after else ch.StartPoint(oldest=True))
+    return Unary("changes", "FetchHistory", request, HistoryPage.of)
+
+
+def fetch_deletions(store_id: str, after: bytes, entities: Iterable[str], page_size: int) -> Unary[DeletionsPage]:
+    return Unary("changes", "FetchDeletions", ch.FetchDeletionsRequest(
+        store_id=store_id, after_token=after, entities=list(entities), page_size=page_size), DeletionsPage.of)
 
 
 def batch_insert(store_id: str, entity: str, objects: Iterable[Mapping[str, ValueLike]], upsert: bool,

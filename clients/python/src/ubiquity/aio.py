@@ -27,7 +27,7 @@ from .errors import HistoryExpired, from_rpc_error
 from .feed import FeedEvent, Resumer, Start, Transaction, _filter
 from .keyvalue import AsyncKeyValues
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
-from .results import BaselineChunk, BatchResult, DeduplicateResult, ImportResult, SeedResult
+from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
 from .session import AsyncSession
 from .tls import TLS, channel_settings
 from .values import ValueLike
@@ -124,6 +124,13 @@ class Store:
 
     async def delete_history(self, through_token: bytes) -> bytes:
         return await self._calls.run(ops.delete_history(self.id, through_token))
+
+    async def history(self, after: bytes | None = None, *, entities: Iterable[str] = (),
+                      include_values: bool = False, page_size: int = 0) -> HistoryPage:
+        return await self._calls.run(ops.fetch_history(self.id, after, entities, include_values, page_size))
+
+    async def deletions(self, after: bytes, *, entities: Iterable[str] = (), page_size: int = 0) -> DeletionsPage:
+        return await self._calls.run(ops.fetch_deletions(self.id, after, entities, page_size))
 
     async def batch_insert(self, entity: str, objects: Iterable[Mapping[str, ValueLike]], *, upsert: bool = False,
                            author: str = "", return_object_ids: bool = False) -> BatchResult:

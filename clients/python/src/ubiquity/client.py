@@ -18,7 +18,7 @@ from .errors import HistoryExpired
 from .feed import ChangeFeed, Start
 from .keyvalue import KeyValues
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
-from .results import BaselineChunk, BatchResult, DeduplicateResult, ImportResult, SeedResult
+from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
 from .session import Session
 from .tls import CHANNEL_OPTIONS, TLS, channel_settings
 from .values import ValueLike
@@ -148,6 +148,16 @@ class Store:
         """Trims the change history through `through_token` (inclusive); returns the oldest retained token.
         Feeds behind it end with HistoryExpired."""
         return self._calls.run(ops.delete_history(self.id, through_token))
+
+    def history(self, after: bytes | None = None, *, entities: Iterable[str] = (), include_values: bool = False,
+                page_size: int = 0) -> HistoryPage:
+        """Committed transactions after the token `after` (None: from the oldest retained), a page
+        at a time; a token older than the retained history raises HistoryExpired."""
+        return self._calls.run(ops.fetch_history(self.id, after, entities, include_values, page_size))
+
+    def deletions(self, after: bytes, *, entities: Iterable[str] = (), page_size: int = 0) -> DeletionsPage:
+        """IDs deleted after `after` (exclusive), from the tombstone index, a page at a time."""
+        return self._calls.run(ops.fetch_deletions(self.id, after, entities, page_size))
 
     # -- batches and maintenance ---------------------------------------------
 

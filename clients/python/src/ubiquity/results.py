@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from ubiquity.v1 import changes_pb2 as ch
 from ubiquity.v1 import keyvalue_pb2 as kv
 from ubiquity.v1 import stores_pb2 as st
 
+from .feed import Transaction, transaction_of
 from .model import Object
 
 
@@ -87,6 +89,45 @@ class ImportResult:
     @staticmethod
     def of(r: st.ImportStoreResponse) -> "ImportResult":
         return ImportResult(r.token, r.imported, dict(r.object_id_map))
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """A page of committed transactions (Changes.FetchHistory), oldest first. While `has_more`,
+    ask again from `next_token` (it advances past transactions the filter left out too)."""
+
+    transactions: list[Transaction]
+    next_token: bytes
+    has_more: bool
+    current_token: bytes
+
+    @staticmethod
+    def of(r: ch.FetchHistoryResponse) -> "HistoryPage":
+        return HistoryPage([transaction_of(t) for t in r.transactions], r.next_token, r.has_more, r.current_token)
+
+
+@dataclass(frozen=True)
+class DeletedObject:
+    object_id: str
+    entity: str
+    generation: int  # of the transaction that deleted it
+
+
+@dataclass(frozen=True)
+class DeletionsPage:
+    """A page of the tombstone index (Changes.FetchDeletions), which outlives the full history:
+    after HistoryExpired with `deletions_available`, what a cache drops. Go on from `next_token`
+    (unchanged) while `has_more`."""
+
+    deletions: list[DeletedObject]
+    next_token: bytes
+    has_more: bool
+    current_token: bytes
+
+    @staticmethod
+    def of(r: ch.FetchDeletionsResponse) -> "DeletionsPage":
+        return DeletionsPage([DeletedObject(d.object_id, d.entity, d.generation) for d in r.deletions],
+                             r.next_token, r.has_more, r.current_token)
 
 
 @dataclass(frozen=True)
