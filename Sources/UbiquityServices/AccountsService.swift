@@ -9,16 +9,19 @@ import UbiquityStorage
 public struct AccountsService: Sendable {
     let backend: Backend
     let contexts: ContextRegistry
+    /// Archive, restore and delete's file work (AccountsService+Lifecycle.swift).
+    let transitions: AccountTransitions
     var auth: Authenticator { backend.authenticator }
 
     public init(backend: Backend, contexts: ContextRegistry) {
         self.backend = backend
         self.contexts = contexts
+        transitions = AccountTransitions(backend: backend)
     }
 
     /// Sessions that just ended: their streams end (SESSION_REVOKED, with resume tokens) and
     /// their contexts close.
-    private func ended(_ ids: Set<String>) {
+    func ended(_ ids: Set<String>) {
         backend.subscriptions.endSessions(ids, .sessionRevoked)
         contexts.endSessions(ids)
     }
@@ -32,6 +35,9 @@ public struct AccountsService: Sendable {
             t.unary("RevokeApiKey") { req, call in try Self.converting { try revokeApiKey(req, call) } }
             t.unary("SignIn") { req, call in try Self.converting { try signIn(req, call) } }
             t.unary("SignOut") { req, call in try Self.converting { try signOut(req, call) } }
+            t.unary("ArchiveAccount") { req, call in try await Self.converting { try await archiveAccount(req, call) } }
+            t.unary("RestoreAccount") { req, call in try await Self.converting { try await restoreAccount(req, call) } }
+            t.unary("DeleteAccount") { req, call in try await Self.converting { try await deleteAccount(req, call) } }
         }
     }
 
@@ -45,13 +51,13 @@ public struct AccountsService: Sendable {
 
     func getAccount(_ req: Ubiquity_V1_GetAccountRequest, _ call: ServerCall) throws -> Ubiquity_V1_Account {
         try auth.requireOperator(call.context.metadata)
-        return Self.message(try account(req.accountID))
+        return accountMessage(try account(req.accountID))
     }
 
     func listAccounts(_ req: Ubiquity_V1_ListAccountsRequest, _ call: ServerCall) throws -> Ubiquity_V1_ListAccountsResponse {
         try auth.requireOperator(call.context.metadata)
         var res = Ubiquity_V1_ListAccountsResponse()
-        res.accounts = auth.credentials.accounts().map(Self.message)
+        res.accounts = auth.credentials.accounts().map(accountMessage)
         return res
     }
 
@@ -131,6 +137,11 @@ public struct AccountsService: Sendable {
         do { return try body() } catch { throw ServiceErrors.rpcError(error) }
     }
 
+    private static func converting<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch { throw ServiceErrors.rpcError(error) }
+    }
+
+    /// The account's message as if active (`accountMessage` sets its state).
     static func message(_ a: Credentials.AccountRecord) -> Ubiquity_V1_Account {
         var m = Ubiquity_V1_Account()
         m.accountID = a.id

@@ -80,6 +80,20 @@ public final class Backend: Sendable {
         self.authRequired = authRequired
         self.limits = limits
         subscriptions = Subscriptions(limits: feedLimits)
+        // an archive, restore or deletion a kill interrupted finishes before anything is served
+        try Self.blocking { [self] in try await AccountTransitions(backend: self).resumePending() }
+    }
+
+    /// Runs async work to its end from synchronous code that owns the thread (startup only).
+    private static func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
+        let done = DispatchSemaphore(value: 0)
+        let result = Lock<Result<Void, Error>>(.success(()))
+        Task {
+            do { try await body() } catch { result.withLock { $0 = .failure(error) } }
+            done.signal()
+        }
+        done.wait()
+        try result.withLock { $0 }.get()
     }
 
     /// Ends every store and key-value subscription (UNAVAILABLE + resume token): they never end on

@@ -49,6 +49,10 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case backupDirectoryNotEmpty = "BACKUP_DIRECTORY_NOT_EMPTY"
     case backupIncomplete = "BACKUP_INCOMPLETE"
     case storeExists = "STORE_EXISTS"
+    case accountBusy = "ACCOUNT_BUSY"
+    case accountArchived = "ACCOUNT_ARCHIVED"
+    case accountNotArchived = "ACCOUNT_NOT_ARCHIVED"
+    case defaultAccount = "DEFAULT_ACCOUNT"
     // ABORTED
     case mergeConflict = "MERGE_CONFLICT"
     case constraintConflict = "CONSTRAINT_CONFLICT"

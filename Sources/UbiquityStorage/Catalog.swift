@@ -35,6 +35,9 @@ public final class Catalog: Sendable {
         do {
             try c.exec("PRAGMA journal_mode=WAL")
             try c.exec("PRAGMA synchronous=FULL")
+            // rarely written and small: every deleted row is zeroed, so nothing of a deleted
+            // account stays in a free page (DeleteAccount)
+            try c.exec("PRAGMA secure_delete=ON")
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_accounts(id TEXT PRIMARY KEY, state TEXT NOT NULL, created_at REAL NOT NULL);
                 CREATE TABLE IF NOT EXISTS ubq_stores(id TEXT PRIMARY KEY, account TEXT NOT NULL, name TEXT NOT NULL,
@@ -155,6 +158,27 @@ public final class Catalog: Sendable {
                 try c.run("COMMIT")
             } catch { try? c.run("ROLLBACK"); throw error }
             s.byID[id] = nil
+        }
+    }
+
+    /// Forgets an account: its stores' records, its destroyed stores' records and its own, in one
+    /// transaction (DeleteAccount, after the files are gone). Returns the store records it held.
+    @discardableResult
+    public func removeAccount(_ account: String) throws -> [StoreRecord] {
+        try withConnection { c, s in
+            let gone = s.byID.values.filter { $0.account == account }
+            try c.erasing {
+                try c.run("BEGIN IMMEDIATE")
+                do {
+                    try c.run("DELETE FROM ubq_stores WHERE account = ?", [.text(account)])
+                    try c.run("DELETE FROM ubq_destroyed_stores WHERE account = ?", [.text(account)])
+                    try c.run("DELETE FROM ubq_accounts WHERE id = ?", [.text(account)])
+                    try c.run("COMMIT")
+                } catch { try? c.run("ROLLBACK"); throw error }
+            }
+            for r in gone { s.byID[r.id] = nil }
+            s.accounts.remove(account)
+            return gone
         }
     }
 

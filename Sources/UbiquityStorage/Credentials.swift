@@ -49,14 +49,17 @@ public final class Credentials: Sendable {
         case valid(SessionRecord), expired(SessionRecord), revoked(SessionRecord), unknown
     }
 
-    private struct State {
+    struct State {
         var conn: Connection?
         var accounts: [String: AccountRecord] = [:]
+        /// Accounts not `active` (Credentials+Lifecycle.swift); empty on most servers, so the
+        /// per-call check in `resolve` costs an `isEmpty`.
+        var inactive: [String: AccountState] = [:]
         var keys: [String: KeyRecord] = [:]
         var sessions: [String: SessionRecord] = [:]
         var signInsSincePurge = 0
     }
-    private let state: GuardedState<State>
+    let state: GuardedState<State>
     private let operatorKeyHash: [UInt8]
     /// Where the operator key file is.
     public let operatorKeyPath: String
@@ -77,6 +80,9 @@ public final class Credentials: Sendable {
         do {
             try c.exec("PRAGMA journal_mode=WAL")
             try c.exec("PRAGMA synchronous=FULL")
+            // rarely written and small: every deleted row is zeroed, so nothing of a deleted
+            // account stays in a free page (DeleteAccount)
+            try c.exec("PRAGMA secure_delete=ON")
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_accounts(id TEXT PRIMARY KEY, display_name TEXT NOT NULL, created_at REAL NOT NULL);
                 CREATE TABLE IF NOT EXISTS ubq_api_keys(id TEXT PRIMARY KEY, account TEXT NOT NULL, hash BLOB NOT NULL,
@@ -85,9 +91,13 @@ public final class Credentials: Sendable {
                 CREATE TABLE IF NOT EXISTS ubq_sessions(id TEXT PRIMARY KEY, account TEXT NOT NULL, key_id TEXT NOT NULL,
                     device_id TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
                 """)
+            try Self.addStateColumn(c)
             try c.run("DELETE FROM ubq_sessions WHERE expires_at < ?", [.real(Date().timeIntervalSince1970 - Self.endedSessionMemorySeconds)])
-            try c.query("SELECT id, display_name, created_at FROM ubq_accounts") { st in
+            try c.query("SELECT id, display_name, created_at, state FROM ubq_accounts") { st in
                 s.accounts[st.text(0)] = AccountRecord(id: st.text(0), displayName: st.text(1), createdAt: Self.real(st.value(2)))
+                // an unknown state (a newer server's) serves nothing rather than everything
+                let state = AccountState(rawValue: st.text(3)) ?? .archived
+                if state != .active { s.inactive[st.text(0)] = state }
             }
             try c.query("SELECT id, account, hash, scope, store_name, label, created_at, revoked FROM ubq_api_keys") { st in
                 let hash: [UInt8] = if case .blob(let b) = st.value(2) { b } else { [] }
@@ -107,7 +117,7 @@ public final class Credentials: Sendable {
 
     public func close() { state.withLock { $0.conn?.adoptThread(); $0.conn?.close(); $0.conn = nil } }
 
-    private func withConnection<T>(_ body: (Connection, inout State) throws -> T) throws -> T {
+    func withConnection<T>(_ body: (Connection, inout State) throws -> T) throws -> T {
         try state.withLock { s in
             guard let c = s.conn else { throw StorageError(.storeClosed, "credentials database is closed") }
             c.adoptThread()
@@ -168,8 +178,14 @@ public final class Credentials: Sendable {
         }
     }
 
-    public func account(_ id: String) -> AccountRecord? { state.withLock { $0.accounts[id] } }
-    public func accounts() -> [AccountRecord] { state.withLock { $0.accounts.values.sorted { $0.id < $1.id } } }
+    /// An account by ID; nil if there is none or it is being deleted (a tombstone is invisible).
+    public func account(_ id: String) -> AccountRecord? {
+        state.withLock { s in s.accounts[id].flatMap { (s.inactive[id]?.visible ?? true) ? $0 : nil } }
+    }
+    /// Every visible account, by ID.
+    public func accounts() -> [AccountRecord] {
+        state.withLock { s in s.accounts.values.filter { s.inactive[$0.id]?.visible ?? true }.sorted { $0.id < $1.id } }
+    }
 
     // MARK: API keys
 
@@ -216,7 +232,7 @@ public final class Credentials: Sendable {
         guard let id = Self.keyID(ofSecret: secret) else { return nil }
         let presented = SHA256.digest(Array(secret.utf8))
         return state.withLock { s in
-            guard let k = s.keys[id], Self.constantTimeEqual(presented, k.hash), !k.revoked else { return nil }
+            guard let k = s.keys[id], Self.constantTimeEqual(presented, k.hash), !k.revoked, s.inactive[k.account] == nil else { return nil }
             return k
         }
     }
@@ -237,6 +253,8 @@ public final class Credentials: Sendable {
         let r = SessionRecord(id: Self.sessionID(token: token), account: key.account, keyID: key.id, deviceID: deviceID,
                               scope: key.scope, expiresAt: Date().timeIntervalSince1970 + lifetime, revoked: false)
         try withConnection { c, s in
+            // archived or deleted between verifyKey and here: no session may outlive that
+            if s.inactive[key.account] != nil { throw StorageError(.notFound, "the account of key \(key.id) is not active") }
             try c.run("INSERT INTO ubq_sessions(id, account, key_id, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
                       [.text(r.id), .text(r.account), .text(r.keyID), .text(deviceID), .real(r.expiresAt)])
             s.sessions[r.id] = r
@@ -256,7 +274,9 @@ public final class Credentials: Sendable {
     /// A session by its token (memory only: this runs on every call).
     public func resolve(token: String, now: Double) -> Resolution {
         let id = Self.sessionID(token: token)
-        guard let r = state.withLock({ $0.sessions[id] }) else { return .unknown }
+        guard let r = state.withLock({ s in s.sessions[id].flatMap { s.inactive.isEmpty || s.inactive[$0.account] == nil ? $0 : nil } }) else {
+            return .unknown
+        }
         if r.revoked { return .revoked(r) }
         if r.expiresAt <= now { return .expired(r) }
         return .valid(r)

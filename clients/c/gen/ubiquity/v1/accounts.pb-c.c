@@ -1624,15 +1624,75 @@ const ProtobufCMessageDescriptor ubiquity__v1__delete_account_request__descripto
   (ProtobufCMessageInit) ubiquity__v1__delete_account_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__delete_account_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor ubiquity__v1__delete_account_response__field_descriptors[6] =
 {
   {
-    "purge_at_micros",
-    1,
+    "stores_removed",
+    2,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT64,
+    PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Ubiquity__V1__DeleteAccountResponse, purge_at_micros),
+    offsetof(Ubiquity__V1__DeleteAccountResponse, stores_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "archived_stores_removed",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, archived_stores_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_value_entries_removed",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, key_value_entries_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "api_keys_removed",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, api_keys_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sessions_removed",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, sessions_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_removed",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, bytes_removed),
     NULL,
     NULL,
     0,             /* flags */
@@ -1640,12 +1700,17 @@ static const ProtobufCFieldDescriptor ubiquity__v1__delete_account_response__fie
   },
 };
 static const unsigned ubiquity__v1__delete_account_response__field_indices_by_name[] = {
-  0,   /* field[0] = purge_at_micros */
+  3,   /* field[3] = api_keys_removed */
+  1,   /* field[1] = archived_stores_removed */
+  5,   /* field[5] = bytes_removed */
+  2,   /* field[2] = key_value_entries_removed */
+  4,   /* field[4] = sessions_removed */
+  0,   /* field[0] = stores_removed */
 };
 static const ProtobufCIntRange ubiquity__v1__delete_account_response__number_ranges[1 + 1] =
 {
-  { 1, 0 },
-  { 0, 1 }
+  { 2, 0 },
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__delete_account_response__descriptor =
 {
@@ -1655,28 +1720,32 @@ const ProtobufCMessageDescriptor ubiquity__v1__delete_account_response__descript
   "Ubiquity__V1__DeleteAccountResponse",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__DeleteAccountResponse),
-  1,
+  6,
   ubiquity__v1__delete_account_response__field_descriptors,
   ubiquity__v1__delete_account_response__field_indices_by_name,
   1,  ubiquity__v1__delete_account_response__number_ranges,
   (ProtobufCMessageInit) ubiquity__v1__delete_account_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue ubiquity__v1__account_state__enum_values_by_number[4] =
+static const ProtobufCEnumValue ubiquity__v1__account_state__enum_values_by_number[6] =
 {
   { "ACCOUNT_STATE_UNSPECIFIED", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_UNSPECIFIED", 0 },
   { "ACCOUNT_STATE_ACTIVE", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ACTIVE", 1 },
   { "ACCOUNT_STATE_ARCHIVED", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ARCHIVED", 2 },
   { "ACCOUNT_STATE_DELETING", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_DELETING", 3 },
+  { "ACCOUNT_STATE_ARCHIVING", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ARCHIVING", 4 },
+  { "ACCOUNT_STATE_RESTORING", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_RESTORING", 5 },
 };
 static const ProtobufCIntRange ubiquity__v1__account_state__value_ranges[] = {
-{0, 0},{0, 4}
+{0, 0},{0, 6}
 };
-static const ProtobufCEnumValueIndex ubiquity__v1__account_state__enum_values_by_name[4] =
+static const ProtobufCEnumValueIndex ubiquity__v1__account_state__enum_values_by_name[6] =
 {
   { "ACCOUNT_STATE_ACTIVE", 1 },
   { "ACCOUNT_STATE_ARCHIVED", 2 },
+  { "ACCOUNT_STATE_ARCHIVING", 4 },
   { "ACCOUNT_STATE_DELETING", 3 },
+  { "ACCOUNT_STATE_RESTORING", 5 },
   { "ACCOUNT_STATE_UNSPECIFIED", 0 },
 };
 const ProtobufCEnumDescriptor ubiquity__v1__account_state__descriptor =
@@ -1686,9 +1755,9 @@ const ProtobufCEnumDescriptor ubiquity__v1__account_state__descriptor =
   "AccountState",
   "Ubiquity__V1__AccountState",
   "ubiquity.v1",
-  4,
+  6,
   ubiquity__v1__account_state__enum_values_by_number,
-  4,
+  6,
   ubiquity__v1__account_state__enum_values_by_name,
   1,
   ubiquity__v1__account_state__value_ranges,
@@ -1726,7 +1795,7 @@ const ProtobufCEnumDescriptor ubiquity__v1__api_key_scope__descriptor =
   ubiquity__v1__api_key_scope__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor ubiquity__v1__accounts__method_descriptors[7] =
+static const ProtobufCMethodDescriptor ubiquity__v1__accounts__method_descriptors[10] =
 {
   { "CreateAccount", &ubiquity__v1__create_account_request__descriptor, &ubiquity__v1__account__descriptor },
   { "GetAccount", &ubiquity__v1__get_account_request__descriptor, &ubiquity__v1__account__descriptor },
@@ -1735,12 +1804,18 @@ static const ProtobufCMethodDescriptor ubiquity__v1__accounts__method_descriptor
   { "RevokeApiKey", &ubiquity__v1__revoke_api_key_request__descriptor, &ubiquity__v1__revoke_api_key_response__descriptor },
   { "SignIn", &ubiquity__v1__sign_in_request__descriptor, &ubiquity__v1__sign_in_response__descriptor },
   { "SignOut", &ubiquity__v1__sign_out_request__descriptor, &ubiquity__v1__sign_out_response__descriptor },
+  { "ArchiveAccount", &ubiquity__v1__archive_account_request__descriptor, &ubiquity__v1__account__descriptor },
+  { "RestoreAccount", &ubiquity__v1__restore_account_request__descriptor, &ubiquity__v1__account__descriptor },
+  { "DeleteAccount", &ubiquity__v1__delete_account_request__descriptor, &ubiquity__v1__delete_account_response__descriptor },
 };
 const unsigned ubiquity__v1__accounts__method_indices_by_name[] = {
+  7,        /* ArchiveAccount */
   0,        /* CreateAccount */
   3,        /* CreateApiKey */
+  9,        /* DeleteAccount */
   1,        /* GetAccount */
   2,        /* ListAccounts */
+  8,        /* RestoreAccount */
   4,        /* RevokeApiKey */
   5,        /* SignIn */
   6         /* SignOut */
@@ -1752,7 +1827,7 @@ const ProtobufCServiceDescriptor ubiquity__v1__accounts__descriptor =
   "Accounts",
   "Ubiquity__V1__Accounts",
   "ubiquity.v1",
-  7,
+  10,
   ubiquity__v1__accounts__method_descriptors,
   ubiquity__v1__accounts__method_indices_by_name
 };
@@ -1811,6 +1886,30 @@ void ubiquity__v1__accounts__sign_out(ProtobufCService *service,
 {
   assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
   service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__accounts__archive_account(ProtobufCService *service,
+                                             const Ubiquity__V1__ArchiveAccountRequest *input,
+                                             Ubiquity__V1__Account_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__accounts__restore_account(ProtobufCService *service,
+                                             const Ubiquity__V1__RestoreAccountRequest *input,
+                                             Ubiquity__V1__Account_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__accounts__delete_account(ProtobufCService *service,
+                                            const Ubiquity__V1__DeleteAccountRequest *input,
+                                            Ubiquity__V1__DeleteAccountResponse_Closure closure,
+                                            void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void ubiquity__v1__accounts__init (Ubiquity__V1__Accounts_Service *service,
                                    Ubiquity__V1__Accounts_ServiceDestroy destroy)

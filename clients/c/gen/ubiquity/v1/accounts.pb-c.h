@@ -38,7 +38,7 @@ typedef struct Ubiquity__V1__DeleteAccountResponse Ubiquity__V1__DeleteAccountRe
 /* --- enums --- */
 
 /*
- * Where an account is in its lifecycle. Only ACTIVE exists until the lifecycle issue lands.
+ * Where an account is in its lifecycle (docs/accounts.md "Archive, restore, delete").
  */
 typedef enum _Ubiquity__V1__AccountState {
   /*
@@ -50,13 +50,21 @@ typedef enum _Ubiquity__V1__AccountState {
    */
   UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ACTIVE = 1,
   /*
-   * Reserved: stores closed and kept; sign-in refused until restored.
+   * Stores closed and kept in the account's archive; no session, sign-in refused until restored.
    */
   UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ARCHIVED = 2,
   /*
-   * Reserved: deletion requested; files removed after a grace period.
+   * Never sent: an account being deleted is invisible (NOT_FOUND) from the moment its deletion begins.
    */
-  UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_DELETING = 3
+  UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_DELETING = 3,
+  /*
+   * ArchiveAccount is moving its stores into the archive (or stopped half-way and may be retried).
+   */
+  UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ARCHIVING = 4,
+  /*
+   * RestoreAccount is moving its stores back (or stopped half-way and may be retried).
+   */
+  UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_RESTORING = 5
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(UBIQUITY__V1__ACCOUNT_STATE)
 } Ubiquity__V1__AccountState;
 /*
@@ -366,7 +374,7 @@ struct  Ubiquity__V1__SignOutResponse
 
 
 /*
- * Reserved shape (lifecycle issue): request of Accounts.ArchiveAccount.
+ * Request of Accounts.ArchiveAccount.
  */
 struct  Ubiquity__V1__ArchiveAccountRequest
 {
@@ -382,7 +390,7 @@ struct  Ubiquity__V1__ArchiveAccountRequest
 
 
 /*
- * Reserved shape (lifecycle issue): request of Accounts.RestoreAccount.
+ * Request of Accounts.RestoreAccount.
  */
 struct  Ubiquity__V1__RestoreAccountRequest
 {
@@ -398,7 +406,7 @@ struct  Ubiquity__V1__RestoreAccountRequest
 
 
 /*
- * Reserved shape (lifecycle issue): request of Accounts.DeleteAccount.
+ * Request of Accounts.DeleteAccount.
  */
 struct  Ubiquity__V1__DeleteAccountRequest
 {
@@ -414,19 +422,39 @@ struct  Ubiquity__V1__DeleteAccountRequest
 
 
 /*
- * Reserved shape (lifecycle issue): response of Accounts.DeleteAccount.
+ * Response of Accounts.DeleteAccount: the receipt of what was removed.
  */
 struct  Ubiquity__V1__DeleteAccountResponse
 {
   ProtobufCMessage base;
   /*
-   * When its files will be removed, microseconds since the Unix epoch.
+   * Live stores removed (each with its objects and history).
    */
-  int64_t purge_at_micros;
+  uint32_t stores_removed;
+  /*
+   * Archived stores removed.
+   */
+  uint32_t archived_stores_removed;
+  /*
+   * Key-value entries removed (deleted keys' tombstones not counted).
+   */
+  uint32_t key_value_entries_removed;
+  /*
+   * API keys removed (revoked ones included).
+   */
+  uint32_t api_keys_removed;
+  /*
+   * Sessions removed (ended ones included).
+   */
+  uint32_t sessions_removed;
+  /*
+   * Bytes of store files (with their WAL and shared-memory files) and key-value values removed.
+   */
+  uint64_t bytes_removed;
 };
 #define UBIQUITY__V1__DELETE_ACCOUNT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__delete_account_response__descriptor) \
-    , 0 }
+    , 0, 0, 0, 0, 0, 0 }
 
 
 /* Ubiquity__V1__Account methods */
@@ -862,6 +890,18 @@ struct Ubiquity__V1__Accounts_Service
                    const Ubiquity__V1__SignOutRequest *input,
                    Ubiquity__V1__SignOutResponse_Closure closure,
                    void *closure_data);
+  void (*archive_account)(Ubiquity__V1__Accounts_Service *service,
+                          const Ubiquity__V1__ArchiveAccountRequest *input,
+                          Ubiquity__V1__Account_Closure closure,
+                          void *closure_data);
+  void (*restore_account)(Ubiquity__V1__Accounts_Service *service,
+                          const Ubiquity__V1__RestoreAccountRequest *input,
+                          Ubiquity__V1__Account_Closure closure,
+                          void *closure_data);
+  void (*delete_account)(Ubiquity__V1__Accounts_Service *service,
+                         const Ubiquity__V1__DeleteAccountRequest *input,
+                         Ubiquity__V1__DeleteAccountResponse_Closure closure,
+                         void *closure_data);
 };
 typedef void (*Ubiquity__V1__Accounts_ServiceDestroy)(Ubiquity__V1__Accounts_Service *);
 void ubiquity__v1__accounts__init (Ubiquity__V1__Accounts_Service *service,
@@ -876,7 +916,10 @@ void ubiquity__v1__accounts__init (Ubiquity__V1__Accounts_Service *service,
       function_prefix__ ## create_api_key,\
       function_prefix__ ## revoke_api_key,\
       function_prefix__ ## sign_in,\
-      function_prefix__ ## sign_out  }
+      function_prefix__ ## sign_out,\
+      function_prefix__ ## archive_account,\
+      function_prefix__ ## restore_account,\
+      function_prefix__ ## delete_account  }
 void ubiquity__v1__accounts__create_account(ProtobufCService *service,
                                             const Ubiquity__V1__CreateAccountRequest *input,
                                             Ubiquity__V1__Account_Closure closure,
@@ -905,6 +948,18 @@ void ubiquity__v1__accounts__sign_out(ProtobufCService *service,
                                       const Ubiquity__V1__SignOutRequest *input,
                                       Ubiquity__V1__SignOutResponse_Closure closure,
                                       void *closure_data);
+void ubiquity__v1__accounts__archive_account(ProtobufCService *service,
+                                             const Ubiquity__V1__ArchiveAccountRequest *input,
+                                             Ubiquity__V1__Account_Closure closure,
+                                             void *closure_data);
+void ubiquity__v1__accounts__restore_account(ProtobufCService *service,
+                                             const Ubiquity__V1__RestoreAccountRequest *input,
+                                             Ubiquity__V1__Account_Closure closure,
+                                             void *closure_data);
+void ubiquity__v1__accounts__delete_account(ProtobufCService *service,
+                                            const Ubiquity__V1__DeleteAccountRequest *input,
+                                            Ubiquity__V1__DeleteAccountResponse_Closure closure,
+                                            void *closure_data);
 
 /* --- descriptors --- */
 

@@ -13,6 +13,8 @@ class AccountState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACCOUNT_STATE_ACTIVE: _ClassVar[AccountState]
     ACCOUNT_STATE_ARCHIVED: _ClassVar[AccountState]
     ACCOUNT_STATE_DELETING: _ClassVar[AccountState]
+    ACCOUNT_STATE_ARCHIVING: _ClassVar[AccountState]
+    ACCOUNT_STATE_RESTORING: _ClassVar[AccountState]
 
 class ApiKeyScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -24,6 +26,8 @@ ACCOUNT_STATE_UNSPECIFIED: AccountState
 ACCOUNT_STATE_ACTIVE: AccountState
 ACCOUNT_STATE_ARCHIVED: AccountState
 ACCOUNT_STATE_DELETING: AccountState
+ACCOUNT_STATE_ARCHIVING: AccountState
+ACCOUNT_STATE_RESTORING: AccountState
 API_KEY_SCOPE_UNSPECIFIED: ApiKeyScope
 API_KEY_SCOPE_READ_WRITE: ApiKeyScope
 API_KEY_SCOPE_READ_ONLY: ApiKeyScope
@@ -160,7 +164,17 @@ class DeleteAccountRequest(_message.Message):
     def __init__(self, account_id: _Optional[str] = ...) -> None: ...
 
 class DeleteAccountResponse(_message.Message):
-    __slots__ = ("purge_at_micros",)
-    PURGE_AT_MICROS_FIELD_NUMBER: _ClassVar[int]
-    purge_at_micros: int
-    def __init__(self, purge_at_micros: _Optional[int] = ...) -> None: ...
+    __slots__ = ("stores_removed", "archived_stores_removed", "key_value_entries_removed", "api_keys_removed", "sessions_removed", "bytes_removed")
+    STORES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_STORES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    KEY_VALUE_ENTRIES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    API_KEYS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    stores_removed: int
+    archived_stores_removed: int
+    key_value_entries_removed: int
+    api_keys_removed: int
+    sessions_removed: int
+    bytes_removed: int
+    def __init__(self, stores_removed: _Optional[int] = ..., archived_stores_removed: _Optional[int] = ..., key_value_entries_removed: _Optional[int] = ..., api_keys_removed: _Optional[int] = ..., sessions_removed: _Optional[int] = ..., bytes_removed: _Optional[int] = ...) -> None: ...

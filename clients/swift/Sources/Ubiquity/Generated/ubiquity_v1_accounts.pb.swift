@@ -22,7 +22,7 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
-/// Where an account is in its lifecycle. Only ACTIVE exists until the lifecycle issue lands.
+/// Where an account is in its lifecycle (docs/accounts.md "Archive, restore, delete").
 public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
 
@@ -32,11 +32,17 @@ public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.Case
   /// Serving calls.
   case active // = 1
 
-  /// Reserved: stores closed and kept; sign-in refused until restored.
+  /// Stores closed and kept in the account's archive; no session, sign-in refused until restored.
   case archived // = 2
 
-  /// Reserved: deletion requested; files removed after a grace period.
+  /// Never sent: an account being deleted is invisible (NOT_FOUND) from the moment its deletion begins.
   case deleting // = 3
+
+  /// ArchiveAccount is moving its stores into the archive (or stopped half-way and may be retried).
+  case archiving // = 4
+
+  /// RestoreAccount is moving its stores back (or stopped half-way and may be retried).
+  case restoring // = 5
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -49,6 +55,8 @@ public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.Case
     case 1: self = .active
     case 2: self = .archived
     case 3: self = .deleting
+    case 4: self = .archiving
+    case 5: self = .restoring
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -59,6 +67,8 @@ public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.Case
     case .active: return 1
     case .archived: return 2
     case .deleting: return 3
+    case .archiving: return 4
+    case .restoring: return 5
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -69,6 +79,8 @@ public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.Case
     .active,
     .archived,
     .deleting,
+    .archiving,
+    .restoring,
   ]
 
 }
@@ -371,7 +383,7 @@ public nonisolated struct Ubiquity_V1_SignOutResponse: Sendable {
   public init() {}
 }
 
-/// Reserved shape (lifecycle issue): request of Accounts.ArchiveAccount.
+/// Request of Accounts.ArchiveAccount.
 public nonisolated struct Ubiquity_V1_ArchiveAccountRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -385,7 +397,7 @@ public nonisolated struct Ubiquity_V1_ArchiveAccountRequest: Sendable {
   public init() {}
 }
 
-/// Reserved shape (lifecycle issue): request of Accounts.RestoreAccount.
+/// Request of Accounts.RestoreAccount.
 public nonisolated struct Ubiquity_V1_RestoreAccountRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -399,7 +411,7 @@ public nonisolated struct Ubiquity_V1_RestoreAccountRequest: Sendable {
   public init() {}
 }
 
-/// Reserved shape (lifecycle issue): request of Accounts.DeleteAccount.
+/// Request of Accounts.DeleteAccount.
 public nonisolated struct Ubiquity_V1_DeleteAccountRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -413,14 +425,29 @@ public nonisolated struct Ubiquity_V1_DeleteAccountRequest: Sendable {
   public init() {}
 }
 
-/// Reserved shape (lifecycle issue): response of Accounts.DeleteAccount.
+/// Response of Accounts.DeleteAccount: the receipt of what was removed.
 public nonisolated struct Ubiquity_V1_DeleteAccountResponse: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// When its files will be removed, microseconds since the Unix epoch.
-  public var purgeAtMicros: Int64 = 0
+  /// Live stores removed (each with its objects and history).
+  public var storesRemoved: UInt32 = 0
+
+  /// Archived stores removed.
+  public var archivedStoresRemoved: UInt32 = 0
+
+  /// Key-value entries removed (deleted keys' tombstones not counted).
+  public var keyValueEntriesRemoved: UInt32 = 0
+
+  /// API keys removed (revoked ones included).
+  public var apiKeysRemoved: UInt32 = 0
+
+  /// Sessions removed (ended ones included).
+  public var sessionsRemoved: UInt32 = 0
+
+  /// Bytes of store files (with their WAL and shared-memory files) and key-value values removed.
+  public var bytesRemoved: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -432,7 +459,7 @@ public nonisolated struct Ubiquity_V1_DeleteAccountResponse: Sendable {
 fileprivate nonisolated let _protobuf_package = "ubiquity.v1"
 
 nonisolated extension Ubiquity_V1_AccountState: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACCOUNT_STATE_UNSPECIFIED\0\u{1}ACCOUNT_STATE_ACTIVE\0\u{1}ACCOUNT_STATE_ARCHIVED\0\u{1}ACCOUNT_STATE_DELETING\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACCOUNT_STATE_UNSPECIFIED\0\u{1}ACCOUNT_STATE_ACTIVE\0\u{1}ACCOUNT_STATE_ARCHIVED\0\u{1}ACCOUNT_STATE_DELETING\0\u{1}ACCOUNT_STATE_ARCHIVING\0\u{1}ACCOUNT_STATE_RESTORING\0")
 }
 
 nonisolated extension Ubiquity_V1_ApiKeyScope: SwiftProtobuf._ProtoNameProviding {
@@ -1007,7 +1034,7 @@ nonisolated extension Ubiquity_V1_DeleteAccountRequest: SwiftProtobuf.Message, S
 
 nonisolated extension Ubiquity_V1_DeleteAccountResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DeleteAccountResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}purge_at_micros\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{4}\u{2}stores_removed\0\u{3}archived_stores_removed\0\u{3}key_value_entries_removed\0\u{3}api_keys_removed\0\u{3}sessions_removed\0\u{3}bytes_removed\0\u{b}purge_at_micros\0\u{c}\u{1}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1015,21 +1042,46 @@ nonisolated extension Ubiquity_V1_DeleteAccountResponse: SwiftProtobuf.Message, 
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularInt64Field(value: &self.purgeAtMicros) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.storesRemoved) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.archivedStoresRemoved) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.keyValueEntriesRemoved) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.apiKeysRemoved) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.sessionsRemoved) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.bytesRemoved) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if self.purgeAtMicros != 0 {
-      try visitor.visitSingularInt64Field(value: self.purgeAtMicros, fieldNumber: 1)
+    if self.storesRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.storesRemoved, fieldNumber: 2)
+    }
+    if self.archivedStoresRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.archivedStoresRemoved, fieldNumber: 3)
+    }
+    if self.keyValueEntriesRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.keyValueEntriesRemoved, fieldNumber: 4)
+    }
+    if self.apiKeysRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.apiKeysRemoved, fieldNumber: 5)
+    }
+    if self.sessionsRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.sessionsRemoved, fieldNumber: 6)
+    }
+    if self.bytesRemoved != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytesRemoved, fieldNumber: 7)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Ubiquity_V1_DeleteAccountResponse, rhs: Ubiquity_V1_DeleteAccountResponse) -> Bool {
-    if lhs.purgeAtMicros != rhs.purgeAtMicros {return false}
+    if lhs.storesRemoved != rhs.storesRemoved {return false}
+    if lhs.archivedStoresRemoved != rhs.archivedStoresRemoved {return false}
+    if lhs.keyValueEntriesRemoved != rhs.keyValueEntriesRemoved {return false}
+    if lhs.apiKeysRemoved != rhs.apiKeysRemoved {return false}
+    if lhs.sessionsRemoved != rhs.sessionsRemoved {return false}
+    if lhs.bytesRemoved != rhs.bytesRemoved {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,134 @@
+import Foundation
+import UbiquityLock
+import UbiquityStorage
+
+/// The file work of ArchiveAccount, RestoreAccount and DeleteAccount (docs/accounts.md
+/// "Archive, restore, delete"), separate from the RPCs so a start can finish a transition a
+/// kill left half-done before it serves (`resumePending`). Each `perform…` expects the account's
+/// in-between state already written (`Credentials.beginTransition`) and is idempotent: run again
+/// after a crash at any point, it moves or removes only what is left, and writes the end state
+/// last.
+final class AccountTransitions: Sendable {
+    let backend: Backend
+    /// Accounts with a transition running in this process: a second call on one of them is
+    /// refused (ACCOUNT_BUSY) while the first still works, even if it is the same transition.
+    private let running = Lock<Set<String>>([])
+
+    /// How long an archive or restore waits for calls still holding one of the account's stores
+    /// (their sessions are gone, so they only finish): 200 tries, 25 ms apart.
+    static let busyRetries = 200
+    static let busyPause: UInt64 = 25_000_000
+
+    init(backend: Backend) { self.backend = backend }
+
+    /// What DeleteAccount removed.
+    struct Receipt: Sendable, Equatable {
+        var stores = 0
+        var archivedStores = 0
+        var keyValueEntries = 0
+        var apiKeys = 0
+        var sessions = 0
+        var bytes: Int64 = 0
+    }
+
+    /// Runs `body` as the account's only transition in this process; nil if another is running.
+    func exclusively<T>(_ account: String, _ body: () async throws -> T) async throws -> T? {
+        guard running.withLock({ $0.insert(account).inserted }) else { return nil }
+        defer { running.withLock { _ = $0.remove(account) } }
+        return try await body()
+    }
+
+    /// Closes every store of the account (pools first) and moves it into the archive, then
+    /// writes `archived`.
+    func performArchive(_ account: String) async throws {
+        for r in backend.catalog.stores(account: account) {
+            try await whenIdle { try backend.directory.archive(r.id, account: account) }
+            CrashPoint.reach("archive.store")
+        }
+        try backend.authenticator.credentials.finishTransition(account: account)
+    }
+
+    /// Moves every archived store back where it is served, then writes `active`.
+    func performRestore(_ account: String) async throws {
+        for r in backend.catalog.stores(account: account) {
+            try await whenIdle { try backend.directory.unarchive(r.id, account: account) }
+            CrashPoint.reach("restore.store")
+        }
+        try backend.authenticator.credentials.finishTransition(account: account)
+    }
+
+    /// Removes everything of the account: each store's files (closed first, live or archived),
+    /// its folder, its catalog records, its key-value entries, then — last — its keys, sessions
+    /// and the tombstone itself. The transitions helper announces `StoresWillChange
+    /// (CONTENT_REMOVED)` around this call (AccountsService+Lifecycle.swift, `deleteAccount`).
+    func performDelete(_ account: String) async throws -> Receipt {
+        var receipt = Receipt()
+        let directory = backend.directory
+        receipt.bytes = directory.accountBytes(account)
+        receipt.apiKeys = backend.authenticator.credentials.keyCount(account: account)
+        if let usage = try? backend.keyValues.position(account: account).usage { receipt.bytes += usage.bytes }
+        for r in backend.catalog.stores(account: account) {
+            if FileManager.default.fileExists(atPath: directory.archivePath(for: r.id, account: account)) {
+                receipt.archivedStores += 1
+            } else if FileManager.default.fileExists(atPath: directory.livePath(for: r.id, account: account)) {
+                receipt.stores += 1
+            }
+            try await whenIdle { try directory.removeForDeletion(r.id, account: account) }
+            CrashPoint.reach("delete.store")
+        }
+        try directory.removeAccountFolder(account)
+        CrashPoint.reach("delete.files")
+        try backend.catalog.removeAccount(account)
+        CrashPoint.reach("delete.catalog")
+        receipt.keyValueEntries = try backend.keyValues.removeAccount(account)
+        CrashPoint.reach("delete.keyvalue")
+        let (_, removed) = try backend.authenticator.credentials.finishTransition(account: account)
+        receipt.sessions += removed.sessions
+        return receipt
+    }
+
+    /// Before serving: parks the stores of archived accounts (so nothing opens them), then
+    /// finishes every transition a previous process left half-done, forwards.
+    func resumePending() async throws {
+        let credentials = backend.authenticator.credentials
+        for account in credentials.accountsWithArchive() {
+            backend.directory.park(backend.catalog.stores(account: account).map(\.id))
+        }
+        for (account, transition) in credentials.pendingTransitions() {
+            switch transition {
+            case .archive: try await performArchive(account)
+            case .restore: try await performRestore(account)
+            case .delete: _ = try await performDelete(account)
+            }
+        }
+    }
+
+    /// Runs a file operation on a store, waiting while running calls still hold it.
+    private func whenIdle(_ body: () throws -> Void) async throws {
+        var tries = 0
+        while true {
+            do { return try body() } catch let e as StorageError where e.reason == .busy && tries < Self.busyRetries {
+                tries += 1
+                try await Task.sleep(nanoseconds: Self.busyPause)
+            }
+        }
+    }
+}
+
+/// Test-only kill points (docs/testing.md): with `UBIQUITYD_TEST_CRASH_AT=<step>[:<n>]` the
+/// process kills itself with SIGKILL the n-th time (default 1) it reaches `<step>`, so the crash
+/// tests stop a transition exactly between two of its steps instead of guessing with a timer.
+/// Unset (always, outside tests) it costs one comparison per step of a transition.
+enum CrashPoint {
+    private static let target: (step: String, hit: Int)? = {
+        guard let v = ProcessInfo.processInfo.environment["UBIQUITYD_TEST_CRASH_AT"], !v.isEmpty else { return nil }
+        let parts = v.split(separator: ":", maxSplits: 1).map(String.init)
+        return (parts[0], parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
+    }()
+    private static let hits = Lock(0)
+
+    static func reach(_ step: String) {
+        guard let t = target, t.step == step else { return }
+        if hits.withLock({ $0 += 1; return $0 }) >= t.hit { kill(getpid(), SIGKILL) }
+    }
+}
