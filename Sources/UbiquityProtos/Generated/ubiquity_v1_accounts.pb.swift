@@ -443,7 +443,7 @@ public nonisolated struct Ubiquity_V1_DeleteAccountResponse: Sendable {
   /// API keys removed (revoked ones included).
   public var apiKeysRemoved: UInt32 = 0
 
-  /// Sessions removed (ended ones included).
+  /// Sessions removed (ended ones included; an archived account has none left: ArchiveAccount removed them).
   public var sessionsRemoved: UInt32 = 0
 
   /// Bytes of store files (with their WAL and shared-memory files) and key-value values removed.

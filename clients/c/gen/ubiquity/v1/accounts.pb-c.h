@@ -444,7 +444,7 @@ struct  Ubiquity__V1__DeleteAccountResponse
    */
   uint32_t api_keys_removed;
   /*
-   * Sessions removed (ended ones included).
+   * Sessions removed (ended ones included; an archived account has none left: ArchiveAccount removed them).
    */
   uint32_t sessions_removed;
   /*
