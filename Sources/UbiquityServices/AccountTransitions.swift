@@ -41,7 +41,8 @@ final class AccountTransitions: Sendable {
     /// Closes every store of the account (pools first) and moves it into the archive, then
     /// writes `archived`.
     func performArchive(_ account: String) async throws {
-        for r in backend.catalog.stores(account: account) {
+        backend.catalog.acceptStores(account: account, false)
+        try await eachStore(of: account) { r in
             try await whenIdle { try backend.directory.archive(r.id, account: account) }
             CrashPoint.reach("archive.store")
         }
@@ -55,6 +56,7 @@ final class AccountTransitions: Sendable {
             CrashPoint.reach("restore.store")
         }
         try backend.authenticator.credentials.finishTransition(account: account)
+        backend.catalog.acceptStores(account: account, true)
     }
 
     /// Removes everything of the account: each store's files (closed first, live or archived),
@@ -67,7 +69,8 @@ final class AccountTransitions: Sendable {
         receipt.bytes = directory.accountBytes(account)
         receipt.apiKeys = backend.authenticator.credentials.keyCount(account: account)
         if let usage = try? backend.keyValues.position(account: account).usage { receipt.bytes += usage.bytes }
-        for r in backend.catalog.stores(account: account) {
+        backend.catalog.acceptStores(account: account, false)
+        try await eachStore(of: account) { r in
             if FileManager.default.fileExists(atPath: directory.archivePath(for: r.id, account: account)) {
                 receipt.archivedStores += 1
             } else if FileManager.default.fileExists(atPath: directory.livePath(for: r.id, account: account)) {
@@ -93,12 +96,26 @@ final class AccountTransitions: Sendable {
         let credentials = backend.authenticator.credentials
         for account in credentials.accountsWithArchive() {
             backend.directory.park(backend.catalog.stores(account: account).map(\.id))
+            backend.catalog.acceptStores(account: account, false)
         }
         for (account, transition) in credentials.pendingTransitions() {
             switch transition {
             case .archive: try await performArchive(account)
             case .restore: try await performRestore(account)
             case .delete: _ = try await performDelete(account)
+            }
+        }
+    }
+
+    /// Runs `body` on each store of the account, then on any a call still running when the
+    /// transition began added meanwhile (the catalog takes no new one after that), until none
+    /// is left.
+    private func eachStore(of account: String, _ body: (Catalog.StoreRecord) async throws -> Void) async throws {
+        var done = Set<UUID>()
+        while case let pending = backend.catalog.stores(account: account).filter({ !done.contains($0.id) }), !pending.isEmpty {
+            for r in pending {
+                try await body(r)
+                done.insert(r.id)
             }
         }
     }

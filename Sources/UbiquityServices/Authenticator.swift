@@ -98,7 +98,12 @@ public final class Authenticator: Sendable {
             limiter.withLock { $0.failed(key: keyID, address: address, now: now) }
             throw Self.unauthenticated(reason: .badCredentials, "the API key is not valid")
         }
-        return try credentials.createSession(key: key, deviceID: deviceID, lifetime: sessionLifetime)
+        do {
+            return try credentials.createSession(key: key, deviceID: deviceID, lifetime: sessionLifetime)
+        } catch let e as StorageError where e.reason == .notFound {
+            // its account was archived or deleted since verifyKey: as for an unknown key
+            throw Self.unauthenticated(reason: .badCredentials, "the API key is not valid")
+        }
     }
 
     static func unauthenticated(reason: ErrorReason, _ message: String) -> ServiceError {

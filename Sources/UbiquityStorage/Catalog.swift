@@ -22,6 +22,9 @@ public final class Catalog: Sendable {
         var conn: Connection?
         var byID: [UUID: StoreRecord] = [:]
         var accounts: Set<String> = []
+        /// Accounts archived or being deleted: no new store record for them (a call that
+        /// resolved its session just before the transition began cannot add one behind it).
+        var closed: Set<String> = []
         /// The last store ID text `store(idText:)` found and its record. Invariant: if set,
         /// `byID[UUID.parse(text)] == record`; every change of `byID` goes through
         /// `withConnection`, which clears it (a removed or replaced store is never answered from it).
@@ -84,7 +87,7 @@ public final class Catalog: Sendable {
     public func store(account: String, name: String, create: Bool) throws -> (StoreRecord, created: Bool)? {
         try withConnection { c, s in
             if let r = s.byID.values.first(where: { $0.account == account && $0.name == name }) { return (r, false) }
-            guard create else { return nil }
+            guard create, !s.closed.contains(account) else { return nil }
             let r = StoreRecord(id: UUID(), account: account, name: name, createdAt: Date().timeIntervalSince1970)
             try c.run("INSERT INTO ubq_stores(id, account, name, created_at) VALUES (?, ?, ?, ?)",
                       [.text(r.id.uuidString.lowercased()), .text(account), .text(name), .real(r.createdAt)])
@@ -159,6 +162,12 @@ public final class Catalog: Sendable {
             } catch { try? c.run("ROLLBACK"); throw error }
             s.byID[id] = nil
         }
+    }
+
+    /// Stops (`false`) or resumes new stores for an account (its lifecycle; memory only: a
+    /// start sets it again for every account not active).
+    public func acceptStores(account: String, _ accept: Bool) {
+        state.withLock { s in if accept { s.closed.remove(account) } else { s.closed.insert(account) } }
     }
 
     /// Forgets an account: its stores' records, its destroyed stores' records and its own, in one

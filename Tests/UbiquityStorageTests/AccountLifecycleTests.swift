@@ -109,6 +109,24 @@ final class AccountLifecycleTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(try c.finishTransition(account: "d").0, .deleted, "finishing again changes nothing")
     }
 
+    // MARK: catalog
+
+    func testAClosedAccountGetsNoNewStoreAndItsRecordsGoWithIt() throws {
+        let c = try Catalog(path: dir + "/catalog.sqlite")
+        defer { c.close() }
+        try c.ensureAccount("a")
+        let (kept, _) = try XCTUnwrap(try c.store(account: "a", name: "kept", create: true))
+        c.acceptStores(account: "a", false)
+        XCTAssertNil(try c.store(account: "a", name: "new", create: true), "a call that raced the archive adds nothing")
+        XCTAssertEqual(try c.store(account: "a", name: "kept", create: true)?.0, kept, "existing records still resolve")
+        c.acceptStores(account: "a", true)
+        XCTAssertNotNil(try c.store(account: "a", name: "new", create: true))
+        try c.removeStore(id: kept.id)
+        XCTAssertEqual(try c.removeAccount("a").map(\.name), ["new"])
+        XCTAssertEqual(c.stores(account: "a"), [])
+        XCTAssertNil(c.destroyedStore(id: kept.id), "the destroyed store's name goes too")
+    }
+
     // MARK: directory
 
     func testArchiveMovesClosedFilesParksThemAndUnarchiveBringsThemBack() async throws {
