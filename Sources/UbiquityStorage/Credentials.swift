@@ -52,8 +52,8 @@ public final class Credentials: Sendable {
     struct State {
         var conn: Connection?
         var accounts: [String: AccountRecord] = [:]
-        /// Accounts not `active` (Credentials+Lifecycle.swift); empty on most servers, so the
-        /// per-call check in `resolve` costs an `isEmpty`.
+        /// Accounts not `active` (Credentials+Lifecycle.swift): their keys do not verify and
+        /// they get no session.
         var inactive: [String: AccountState] = [:]
         var keys: [String: KeyRecord] = [:]
         var sessions: [String: SessionRecord] = [:]
@@ -274,9 +274,9 @@ public final class Credentials: Sendable {
     /// A session by its token (memory only: this runs on every call).
     public func resolve(token: String, now: Double) -> Resolution {
         let id = Self.sessionID(token: token)
-        guard let r = state.withLock({ s in s.sessions[id].flatMap { s.inactive.isEmpty || s.inactive[$0.account] == nil ? $0 : nil } }) else {
-            return .unknown
-        }
+        // (no session of an archived or deleting account is here: beginTransition removes them
+        // and createSession refuses them, both under this lock)
+        guard let r = state.withLock({ $0.sessions[id] }) else { return .unknown }
         if r.revoked { return .revoked(r) }
         if r.expiresAt <= now { return .expired(r) }
         return .valid(r)
