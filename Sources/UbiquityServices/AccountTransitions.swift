@@ -61,8 +61,8 @@ final class AccountTransitions: Sendable {
 
     /// Removes everything of the account: each store's files (closed first, live or archived),
     /// its folder, its catalog records, its key-value entries, then — last — its keys, sessions
-    /// and the tombstone itself. The transitions helper announces `StoresWillChange
-    /// (CONTENT_REMOVED)` around this call (AccountsService+Lifecycle.swift, `deleteAccount`).
+    /// and the tombstone itself. `StoresWillChange(CONTENT_REMOVED)` is announced before the
+    /// tombstone is written (AccountsService+Lifecycle.swift, `transition`).
     func performDelete(_ account: String) async throws -> Receipt {
         var receipt = Receipt()
         let directory = backend.directory

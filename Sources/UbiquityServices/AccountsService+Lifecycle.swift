@@ -31,8 +31,8 @@ extension AccountsService {
         var receipt = AccountTransitions.Receipt()
         var sessions = 0
         _ = try await transition(.delete, id, sessionsEnded: { sessions = $0 }) {
-            // The transitions helper's StoresWillChange(CONTENT_REMOVED) and the contexts'
-            // chance to save wrap this one call.
+            // the destructive step: everything of the account goes (see `transition` for where
+            // StoresWillChange(CONTENT_REMOVED) is announced)
             receipt = try await transitions.performDelete(id)
         }
         var res = Ubiquity_V1_DeleteAccountResponse()
@@ -63,6 +63,9 @@ extension AccountsService {
                             _ work: () async throws -> Void) async throws -> Ubiquity_V1_Account {
         let record = auth.credentials.account(id)
         let done: Void? = try await transitions.exclusively(id) {
+            // Store-transition events (issue 19, built separately): StoresWillChange and the
+            // contexts' chance to save belong here, before `beginTransition` — it removes the
+            // account's sessions, which ends their streams and contexts.
             let removed: [Credentials.SessionRecord]
             do { removed = try auth.credentials.beginTransition(t, account: id) } catch let r as AccountLifecycle.Refusal {
                 throw Self.refusal(r, id)
