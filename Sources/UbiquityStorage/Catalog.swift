@@ -41,6 +41,9 @@ public final class Catalog: Sendable {
             // rarely written and small: every deleted row is zeroed, so nothing of a deleted
             // account stays in a free page (DeleteAccount)
             try c.exec("PRAGMA secure_delete=ON")
+            // a kill between a deletion's commit and its checkpoint left the zeroed pages only in
+            // the WAL and the old ones in the file: copy them in now (Connection.erasing)
+            _ = c.checkpoint(.truncate)
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_accounts(id TEXT PRIMARY KEY, state TEXT NOT NULL, created_at REAL NOT NULL);
                 CREATE TABLE IF NOT EXISTS ubq_stores(id TEXT PRIMARY KEY, account TEXT NOT NULL, name TEXT NOT NULL,

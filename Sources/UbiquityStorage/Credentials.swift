@@ -83,6 +83,9 @@ public final class Credentials: Sendable {
             // rarely written and small: every deleted row is zeroed, so nothing of a deleted
             // account stays in a free page (DeleteAccount)
             try c.exec("PRAGMA secure_delete=ON")
+            // a kill between a deletion's commit and its checkpoint left the zeroed pages only in
+            // the WAL and the old ones in the file: copy them in now (Connection.erasing)
+            _ = c.checkpoint(.truncate)
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_accounts(id TEXT PRIMARY KEY, display_name TEXT NOT NULL, created_at REAL NOT NULL);
                 CREATE TABLE IF NOT EXISTS ubq_api_keys(id TEXT PRIMARY KEY, account TEXT NOT NULL, hash BLOB NOT NULL,

@@ -100,6 +100,9 @@ public final class KeyValueStore: Sendable {
             // a value overwritten or a row deleted leaves no copy in its page's free space (no
             // extra I/O in FAST mode): a deleted account's entries do not outlive it on disk
             try c.exec("PRAGMA secure_delete=FAST")
+            // a kill between a deletion's commit and its checkpoint left the zeroed pages only in
+            // the WAL and the old ones in the file: copy them in now (Connection.erasing)
+            _ = c.checkpoint(.truncate)
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
                     version INTEGER NOT NULL, seq INTEGER NOT NULL, deleted INTEGER NOT NULL, author TEXT NOT NULL,
