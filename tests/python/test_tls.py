@@ -2,7 +2,7 @@
 optionally requires client certificates (--tls-client-ca), reloads its certificate on SIGHUP
 without dropping open connections, and refuses what is not a TLS client speaking h2 while it
 keeps serving everyone else. A CA and certificates are made for each test module with the
-openssl CLI (tls_material)."""
+openssl CLI (tls_material, the `pki` fixture in conftest)."""
 
 from __future__ import annotations
 
@@ -27,22 +27,6 @@ from ubiquity.v1 import admin_pb2, admin_pb2_grpc
 MiB = 1024 * 1024
 # As test_abuse: failures this catches are unbounded growth, never allocator slack.
 MEMORY_GROWTH_BOUND = 128 * MiB
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    ca = tls_material.make_ca(d, "ubiq-test-ca")
-    other_ca = tls_material.make_ca(d, "other-ca")
-    return {
-        "dir": d,
-        "ca": ca,
-        "other_ca": other_ca,
-        "server": tls_material.make_leaf(ca, d, "server", server=True),
-        "server_other": tls_material.make_leaf(other_ca, d, "server-other", server=True),
-        "client": tls_material.make_leaf(ca, d, "client", server=False),
-        "client_other": tls_material.make_leaf(other_ca, d, "client-other", server=False),
-    }
 
 
 def _creds(ca, client=None) -> grpc.ChannelCredentials:
@@ -72,9 +56,7 @@ def _ping_new_channel(srv, payload: bytes = b"still-serving") -> None:
 def _tls_connect(port: int, ca, alpn=("h2",), client=None) -> ssl.SSLSocket:
     """A Python TLS client (no HTTP/2): for what grpcio cannot show, such as ALPN and the
     certificate the server presented."""
-    ctx = ssl.create_default_context(cafile=str(ca.cert))
-    if alpn:
-        ctx.set_alpn_protocols(list(alpn))
+    ctx = h2raw.client_tls_context(str(ca.cert), alpn)
     if client is not None:
         ctx.load_cert_chain(str(client.cert), str(client.key))
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -263,8 +245,7 @@ def test_flood_of_handshakes_leaves_server_serving_with_bounded_memory(start_ser
 
         t = threading.Thread(target=bystander, daemon=True)
         t.start()
-        ctx = ssl.create_default_context(cafile=str(pki["ca"].cert))
-        ctx.set_alpn_protocols(["h2"])
+        ctx = h2raw.client_tls_context(str(pki["ca"].cert))
 
         def flood(n: int):
             for i in range(n):
