@@ -26,7 +26,10 @@ public struct ChangeFeed: AsyncSequence, Sendable {
 
     /// Where a feed starts.
     public enum Start: Sendable, Hashable {
-        /// After the current generation.
+        /// After the store's generation when the subscribe reaches the server. That happens in
+        /// the feed's own task, after `makeAsyncIterator()` returns, so a save made right after
+        /// may come first and not be delivered: to see every save after a point, start from
+        /// `.token(try await store.currentToken())` taken before it, or wait for `.caughtUp`.
         case now
         /// From the oldest retained transaction.
         case oldest

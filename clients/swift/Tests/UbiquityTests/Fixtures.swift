@@ -71,9 +71,11 @@ struct Fixture {
         return Fixture(server: server, client: client, store: store, apiKey: apiKey)
     }
 
+    /// Kills the server first: a client's graceful close waits for its calls in flight (a feed
+    /// a failed test left open), and must not keep the server alive meanwhile.
     func close() async {
-        await client.close()
         server.kill()
+        await client.close()
     }
 }
 
