@@ -12,7 +12,7 @@ let feedEventDeadline: Duration = .seconds(30)
 /// naming what it waited for, instead of hanging the whole run (issue 20: a CI run waited forever
 /// for a transaction the feed could never deliver).
 func nextEvent(
-    _ feed: inout ChangeFeed.Iterator, _ what: String = "a feed event", within: Duration = feedEventDeadline
+    _ feed: inout ChangeFeed.Iterator, _ what: String = "feed event", within: Duration = feedEventDeadline
 ) async throws -> FeedEvent {
     let subscription = feed.task
     let watchdog = Task { () -> Bool in
@@ -23,7 +23,7 @@ func nextEvent(
     let event = try await feed.next()
     watchdog.cancel()
     if let event { return event }
-    throw ServerError(await watchdog.value ? "no \(what) within \(within)" : "the feed ended while waiting for \(what)")
+    throw ServerError(await watchdog.value ? "timed out waiting for a \(what)" : "the feed ended while waiting for a \(what)")
 }
 
 /// The next committed transaction (skipping caught-up and progress events). Each event these tests
@@ -33,7 +33,7 @@ func nextTransaction(
 ) async throws -> Ubiquity.Transaction {
     let deadline = ContinuousClock.now + within
     while true {
-        let event = try await nextEvent(&feed, "transaction", within: max(.zero, deadline - .now))
+        let event = try await nextEvent(&feed, "transaction (in \(within))", within: max(.zero, deadline - .now))
         if !event.transactions.isEmpty {
             #expect(event.transactions.count == 1)
             return event.transactions[0]
@@ -107,7 +107,7 @@ func nextTransaction(
         hold.release()
         let tx = try await nextTransaction(&fromToken)
         #expect(tx.generation == saved.generation && tx.changes.map(\.objectID) == [saved.permanentIDs["a"]])
-        let first = try await nextEvent(&fromNow, "caught-up")
+        let first = try await nextEvent(&fromNow, "caught-up event")
         #expect(first.kind == .caughtUp && first.resumeToken == saved.token)
     }
 
