@@ -18,7 +18,7 @@ public enum Credentials: Sendable, Hashable {
 }
 
 /// How the client's connection is secured (the server side: docs/tls.md in the repository).
-public enum Security: Sendable, Hashable {
+public enum ConnectionSecurity: Sendable, Hashable {
     /// Plaintext HTTP/2 (a server without `--tls-cert`, or one on the loopback behind a proxy).
     case plaintext
     /// TLS (ALPN `h2`), the server's certificate verified against the PEM certificates in
@@ -68,19 +68,22 @@ public final class UbiquityClient: Sendable {
     /// Set with `.apiKey` credentials: the session it signs in to and keeps fresh.
     let keeper: SessionKeeper?
     private let connections: Task<Void, Never>
+    /// The feeds still running: `close()` ends them, since a feed never ends by itself and the
+    /// graceful shutdown waits for every call in flight.
+    let feeds = FeedRegistry()
 
     /// Connects to `target` (`"host:port"`, e.g. `"127.0.0.1:50051"`) over HTTP/2, plaintext
     /// unless `security` says TLS.
     ///
     /// - Parameters:
-    ///   - security: `.plaintext` or `.tls(trustRoots:certificate:key:)` (see ``Security``).
+    ///   - security: `.plaintext` or `.tls(trustRoots:certificate:key:)` (see ``ConnectionSecurity``).
     ///   - credentials: the session token every call carries (see ``Credentials``).
     ///   - timeout: the deadline of each unary call.
     ///   - saveAttempts: how often a save whose outcome is unknown is sent (same client
     ///     transaction ID each time, so it applies at most once).
     ///   - interceptors: grpc-swift client interceptors, run on every call.
     public convenience init(
-        target: String, credentials: Credentials = .none, security: Security = .plaintext,
+        target: String, credentials: Credentials = .none, security: ConnectionSecurity = .plaintext,
         timeout: Duration = .seconds(30), saveAttempts: Int = 3, interceptors: [any ClientInterceptor] = []
     ) throws {
         let (host, port) = try Self.split(target)
@@ -99,7 +102,7 @@ public final class UbiquityClient: Sendable {
     /// Connects to any grpc-swift target (`.ipv4`, `.unixDomainSocket`, `.dns`, …).
     public init(
         resolvableTarget: any ResolvableTarget, credentials: Credentials = .none,
-        security: Security = .plaintext, timeout: Duration = .seconds(30), saveAttempts: Int = 3,
+        security: ConnectionSecurity = .plaintext, timeout: Duration = .seconds(30), saveAttempts: Int = 3,
         interceptors: [any ClientInterceptor] = []
     ) throws {
         var config = HTTP2ClientTransport.Posix.Config.defaults
@@ -178,8 +181,10 @@ public final class UbiquityClient: Sendable {
         get async { await keeper?.signIns ?? 0 }
     }
 
-    /// Stops accepting calls, lets calls in flight finish, and closes the connection.
+    /// Stops accepting calls, ends the client's change feeds (their `next()` returns nil), lets
+    /// other calls in flight finish, and closes the connection.
     public func close() async {
+        feeds.cancelAll()
         grpc.beginGracefulShutdown()
         await connections.value
     }

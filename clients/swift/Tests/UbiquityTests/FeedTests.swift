@@ -8,12 +8,12 @@ import Testing
 /// measurement (an event normally arrives within milliseconds, a resubscribe within a second).
 let feedEventDeadline: Duration = .seconds(30)
 
-/// The feed's next event. If none comes within `within`, the feed is cancelled and the test fails
-/// naming what it waited for, instead of hanging the whole run (issue 20: a CI run waited forever
-/// for a transaction the feed could never deliver).
-func nextEvent(
-    _ feed: inout ChangeFeed.Iterator, _ what: String = "feed event", within: Duration = feedEventDeadline
-) async throws -> FeedEvent {
+/// The feed's next event, or nil when the feed ended; `timedOut` when nothing came within
+/// `within`, after which the feed is cancelled so the await ends instead of hanging the run
+/// (issue 20: a CI run waited forever for a transaction the feed could never deliver).
+func awaitNext(
+    _ feed: inout ChangeFeed.Iterator, within: Duration = feedEventDeadline
+) async throws -> (event: FeedEvent?, timedOut: Bool) {
     let subscription = feed.task
     let watchdog = Task { () -> Bool in
         do { try await Task.sleep(for: within) } catch { return false }
@@ -22,8 +22,16 @@ func nextEvent(
     }
     let event = try await feed.next()
     watchdog.cancel()
+    return (event, event == nil ? await watchdog.value : false)
+}
+
+/// The feed's next event; a failure naming `what` if the feed ends or nothing comes in time.
+func nextEvent(
+    _ feed: inout ChangeFeed.Iterator, _ what: String = "feed event", within: Duration = feedEventDeadline
+) async throws -> FeedEvent {
+    let (event, timedOut) = try await awaitNext(&feed, within: within)
     if let event { return event }
-    throw ServerError(await watchdog.value ? "timed out waiting for a \(what)" : "the feed ended while waiting for a \(what)")
+    throw ServerError(timedOut ? "timed out waiting for a \(what)" : "the feed ended while waiting for a \(what)")
 }
 
 /// The next committed transaction (skipping caught-up and progress events). Each event these tests
@@ -109,6 +117,18 @@ func nextTransaction(
         #expect(tx.generation == saved.generation && tx.changes.map(\.objectID) == [saved.permanentIDs["a"]])
         let first = try await nextEvent(&fromNow, "caught-up event")
         #expect(first.kind == .caughtUp && first.resumeToken == saved.token)
+    }
+
+    /// A feed never ends by itself, and a client's graceful close waits for every call in flight:
+    /// close() ends the client's feeds, so it returns and so does a reader's next().
+    @Test func closingTheClientEndsItsFeeds() async throws {
+        let f = try await Fixture.make()
+        defer { f.server.kill() }
+        var feed = f.store.changes(from: .now).makeAsyncIterator()
+        #expect(try await nextEvent(&feed).kind == .caughtUp)
+        await f.client.close()
+        let (event, timedOut) = try await awaitNext(&feed)
+        #expect(event == nil && !timedOut)
     }
 
     @Test func historyExpiredCallsTheHookWhichRebaselines() async throws {

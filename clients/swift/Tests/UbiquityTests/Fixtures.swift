@@ -28,7 +28,7 @@ func personModel() -> Ubiquity_V1_Model {
 /// A new API key of the default account, made with the operator key as an operator would
 /// (`Accounts.CreateApiKey`, docs/accounts.md).
 func makeApiKey(
-    _ server: Server, scope: Ubiquity_V1_ApiKeyScope = .readWrite, storeName: String = "", security: Security = .plaintext
+    _ server: Server, scope: Ubiquity_V1_ApiKeyScope = .readWrite, storeName: String = "", security: ConnectionSecurity = .plaintext
 ) async throws -> String {
     let operatorClient = try UbiquityClient(
         target: server.target, credentials: .sessionToken(try server.operatorKey), security: security)

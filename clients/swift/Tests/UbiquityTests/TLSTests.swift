@@ -70,7 +70,7 @@ struct TLSMaterial {
     @Test func aClientTrustingTheServersCAWorksOverTLS() async throws {
         let (server, tls) = try await tlsServer()
         defer { server.kill(); try? FileManager.default.removeItem(at: tls.dir) }
-        let security = Security.tls(trustRoots: tls.path("ca.crt"))
+        let security = ConnectionSecurity.tls(trustRoots: tls.path("ca.crt"))
         let key = try await makeApiKey(server, security: security)
         // By name, so the certificate's name is checked too (it names localhost and 127.0.0.1).
         let client = try UbiquityClient(target: "localhost:\(server.port)", credentials: .apiKey(key, deviceID: "tls"), security: security)
@@ -85,7 +85,7 @@ struct TLSMaterial {
         let (server, tls) = try await tlsServer()
         defer { server.kill(); try? FileManager.default.removeItem(at: tls.dir) }
         // Calls wait for a usable connection up to their deadline, so these fail at it (2 s).
-        for security in [Security.tls(trustRoots: tls.path("other-ca.crt")), .plaintext] {
+        for security in [ConnectionSecurity.tls(trustRoots: tls.path("other-ca.crt")), .plaintext] {
             let client = try UbiquityClient(target: server.target, credentials: .sessionToken(try server.operatorKey),
                                             security: security, timeout: .seconds(2))
             defer { Task { await client.close() } }
@@ -97,7 +97,7 @@ struct TLSMaterial {
     @Test func aServerAskingForAClientCertificateGetsOne() async throws {
         let (server, tls) = try await tlsServer(mutual: true)
         defer { server.kill(); try? FileManager.default.removeItem(at: tls.dir) }
-        let mutual = Security.tls(trustRoots: tls.path("ca.crt"), certificate: tls.path("client.crt"), key: tls.path("client.key"))
+        let mutual = ConnectionSecurity.tls(trustRoots: tls.path("ca.crt"), certificate: tls.path("client.crt"), key: tls.path("client.key"))
         let key = try await makeApiKey(server, security: mutual)
         let client = try UbiquityClient(target: server.target, credentials: .apiKey(key, deviceID: "mtls"), security: mutual)
         defer { Task { await client.close() } }
