@@ -22,7 +22,8 @@ public enum ConnectionSecurity: Sendable, Hashable {
     /// Plaintext HTTP/2 (a server without `--tls-cert`, or one on the loopback behind a proxy).
     case plaintext
     /// TLS (ALPN `h2`), the server's certificate verified against the PEM certificates in
-    /// `trustRoots` (nil: the system's trust store) and the target's host name or IP address.
+    /// `trustRoots` (nil: the system's trust store) and, for a host-name target, that name (an
+    /// IP target sends no SNI, and swift-nio-ssl then checks the chain only).
     /// `certificate` and `key` (PEM files) are the client certificate a server run with
     /// `--tls-client-ca` asks for.
     case tls(trustRoots: String? = nil, certificate: String? = nil, key: String? = nil)
