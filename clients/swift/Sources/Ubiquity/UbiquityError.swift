@@ -23,6 +23,9 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         /// KEY_VERSION_CONFLICT (ABORTED): a key-value write's condition did not hold; nothing
         /// changed; `keyValueConflict` has the key's current state.
         case keyVersionConflict
+        /// TRANSITION_IN_PROGRESS (ABORTED): another store transition of the account (a
+        /// sign-out, …) is running; nothing changed; retry once it is done.
+        case transitionInProgress
         /// HISTORY_EXPIRED: the feed's token is older than retained history; `historyExpired`.
         case historyExpired
         /// GENERATION_EXPIRED or STORE_REPLACED: the token can no longer be read.
@@ -158,6 +161,7 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         case "MERGE_CONFLICT": return .conflict
         case "CONSTRAINT_CONFLICT": return .constraintConflict
         case "KEY_VERSION_CONFLICT": return .keyVersionConflict
+        case "TRANSITION_IN_PROGRESS": return .transitionInProgress
         case "HISTORY_EXPIRED": return .historyExpired
         case "GENERATION_EXPIRED", "STORE_REPLACED": return .generationExpired
         case "MISSING_CREDENTIALS": return .missingCredentials

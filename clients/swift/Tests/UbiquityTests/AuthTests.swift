@@ -82,7 +82,8 @@ import Testing
         try await f.client.signOut()
         // The session's contexts closed with it (SPEC §4.4); the client itself carries on.
         let closed = await #expect(throws: UbiquityError.self) { try await ctx.refreshState() }
-        #expect(closed?.kind == .notFound)
+        // Reset by the sign-out's store transition after its chance to save (docs/lifecycle.md).
+        #expect(closed?.kind == .failedPrecondition && closed?.reason == "STORE_CHANGED")
         #expect(try await f.client.listStores().map(\.id) == [f.store.id])
         #expect(await f.client.signIns == 2)
     }
