@@ -10,6 +10,8 @@ public struct AccountsService: Sendable {
     let backend: Backend
     let contexts: ContextRegistry
     var auth: Authenticator { backend.authenticator }
+    /// `--local-stores`: devices not signed in may work in local stores (StartLocalSession).
+    public var allowLocalStores = false
 
     public init(backend: Backend, contexts: ContextRegistry) {
         self.backend = backend
@@ -18,7 +20,7 @@ public struct AccountsService: Sendable {
 
     /// Sessions that just ended: their streams end (SESSION_REVOKED, with resume tokens) and
     /// their contexts close.
-    private func ended(_ ids: Set<String>) {
+    func ended(_ ids: Set<String>) {
         backend.subscriptions.endSessions(ids, .sessionRevoked)
         contexts.endSessions(ids)
     }
@@ -30,7 +32,8 @@ public struct AccountsService: Sendable {
             t.unary("ListAccounts") { req, call in try Self.converting { try listAccounts(req, call) } }
             t.unary("CreateApiKey") { req, call in try Self.converting { try createApiKey(req, call) } }
             t.unary("RevokeApiKey") { req, call in try Self.converting { try revokeApiKey(req, call) } }
-            t.unary("SignIn") { req, call in try Self.converting { try signIn(req, call) } }
+            t.unary("SignIn") { req, call in try await Self.converting { try await signIn(req, call) } }
+            t.unary("StartLocalSession") { req, call in try Self.converting { try startLocalSession(req, call) } }
             t.unary("SignOut") { req, call in try Self.converting { try signOut(req, call) } }
         }
     }
@@ -92,14 +95,15 @@ public struct AccountsService: Sendable {
         return res
     }
 
-    func signIn(_ req: Ubiquity_V1_SignInRequest, _ call: ServerCall) throws -> Ubiquity_V1_SignInResponse {
+    func signIn(_ req: Ubiquity_V1_SignInRequest, _ call: ServerCall) async throws -> Ubiquity_V1_SignInResponse {
         let device = req.deviceID
-        guard !device.isEmpty, device.count <= 200, device.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
-            throw ServiceError.invalid("device_id", "a device ID is 1–200 printable characters", reason: .badValue)
-        }
+        try Self.checkDeviceID(device)
         guard !req.apiKey.isEmpty else { throw ServiceError.invalid("api_key", "an API key is required (Accounts.CreateApiKey returns one)", reason: .missingField) }
-        let (session, token) = try auth.signIn(apiKey: req.apiKey, deviceID: device, peer: call.context.peer)
+        let key = try auth.verify(apiKey: req.apiKey, peer: call.context.peer)
+        let imported = req.localDeviceSecret.isEmpty ? nil : try await importLocalStores(deviceID: device, secret: req.localDeviceSecret, key: key)
+        let (session, token) = try auth.credentials.createSession(key: key, deviceID: device, lifetime: auth.sessionLifetime)
         var res = Ubiquity_V1_SignInResponse()
+        if let imported { res.localImport = Self.message(imported) }
         res.sessionToken = token
         res.expiresAtMicros = Int64(session.expiresAt * 1_000_000)
         res.accountID = session.account
@@ -129,6 +133,10 @@ public struct AccountsService: Sendable {
 
     private static func converting<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch { throw ServiceErrors.rpcError(error) }
+    }
+
+    private static func converting<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch { throw ServiceErrors.rpcError(error) }
     }
 
     static func message(_ a: Credentials.AccountRecord) -> Ubiquity_V1_Account {

@@ -35,7 +35,7 @@ public final class Authenticator: Sendable {
     public let credentials: Credentials
     /// How long a session lasts from SignIn.
     public let sessionLifetime: Double
-    private let limiter = Lock(SignInLimiter())
+    let limiter = Lock(SignInLimiter())
 
     /// The metadata key of credentials.
     static let header = "authorization"
@@ -66,7 +66,8 @@ public final class Authenticator: Sendable {
         if access == .write, session.scope == .readOnly {
             throw ServiceError(code: .permissionDenied, reason: .scopeExceeded, message: "this session's API key is read-only: use a read-write key for this call")
         }
-        return Account(id: session.account, session: session.id, scope: session.scope, expiresAt: session.expiresAt)
+        return Account(id: session.account, session: session.id, scope: session.scope, expiresAt: session.expiresAt,
+                       usingLocalStorage: session.isLocal)
     }
 
     /// Throws unless the call carries the operator key.
@@ -81,10 +82,10 @@ public final class Authenticator: Sendable {
         }
     }
 
-    /// A new session for a valid key, or the same "not valid" answer for a wrong, unknown or
+    /// The key a SignIn presents if valid, or the same "not valid" answer for a wrong, unknown or
     /// revoked one (nothing tells them apart); refused while the key ID or the address is over
     /// its failed-sign-in limit.
-    func signIn(apiKey: String, deviceID: String, peer: String) throws -> (Credentials.SessionRecord, String) {
+    func verify(apiKey: String, peer: String) throws -> Credentials.KeyRecord {
         let keyID = Credentials.keyID(ofSecret: apiKey)
         let address = peerHost(peer)
         let now = Date().timeIntervalSince1970
@@ -98,7 +99,7 @@ public final class Authenticator: Sendable {
             limiter.withLock { $0.failed(key: keyID, address: address, now: now) }
             throw Self.unauthenticated(reason: .badCredentials, "the API key is not valid")
         }
-        return try credentials.createSession(key: key, deviceID: deviceID, lifetime: sessionLifetime)
+        return key
     }
 
     static func unauthenticated(reason: ErrorReason, _ message: String) -> ServiceError {
