@@ -73,6 +73,11 @@ class AccountsStub:
                 request_serializer=ubiquity_dot_v1_dot_accounts__pb2.SignOutRequest.SerializeToString,
                 response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.SignOutResponse.FromString,
                 _registered_method=True)
+        self.StartLocalSession = channel.unary_unary(
+                '/ubiquity.v1.Accounts/StartLocalSession',
+                request_serializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.FromString,
+                _registered_method=True)
 
 
 class AccountsServicer:
@@ -126,6 +131,16 @@ class AccountsServicer:
 
     def SignOut(self, request, context):
         """Ends the calling session (its token stops working at once, its streams end).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartLocalSession(self, request, context):
+        """A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+        when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+        The first call for a device ID registers it and returns its device secret; later calls must
+        send that secret. No authorization.
         Reserved for the account-lifecycle issue (not served yet: UNIMPLEMENTED):
         rpc ArchiveAccount(ArchiveAccountRequest) returns (Account);
         rpc RestoreAccount(RestoreAccountRequest) returns (Account);
@@ -172,6 +187,11 @@ def add_AccountsServicer_to_server(servicer, server):
                     servicer.SignOut,
                     request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.SignOutRequest.FromString,
                     response_serializer=ubiquity_dot_v1_dot_accounts__pb2.SignOutResponse.SerializeToString,
+            ),
+            'StartLocalSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartLocalSession,
+                    request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -367,6 +387,33 @@ class Accounts:
             '/ubiquity.v1.Accounts/SignOut',
             ubiquity_dot_v1_dot_accounts__pb2.SignOutRequest.SerializeToString,
             ubiquity_dot_v1_dot_accounts__pb2.SignOutResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartLocalSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Accounts/StartLocalSession',
+            ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.SerializeToString,
+            ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,
