@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import UbiquityGRPC
+import UbiquityLock
 import UbiquityProtos
 import UbiquityStorage
 
@@ -17,12 +17,7 @@ extension AccountsService {
         try Self.checkDeviceID(req.deviceID)
         // a wrong secret counts against the sign-in limits like a wrong API key, keyed by device
         let key = "device:" + req.deviceID, address = peerHost(call.context.peer), now = Date().timeIntervalSince1970
-        if let wait = auth.limiter.withLock({ $0.retryAfter(key: key, address: address, now: now) }) {
-            let seconds = Int(wait.rounded(.up))
-            throw ServiceError(code: .resourceExhausted, reason: .signInRateLimited,
-                               message: "too many failed attempts for this device or from this address: try again in \(seconds) s",
-                               metadata: ["retry_after_seconds": "\(seconds)"])
-        }
+        try auth.checkLimits(key: key, address: address, now: now, what: "attempts for this device")
         switch try auth.credentials.localSession(deviceID: req.deviceID, secret: req.deviceSecret, lifetime: auth.sessionLifetime) {
         case .badSecret:
             auth.limiter.withLock { $0.failed(key: key, address: address, now: now) }
@@ -76,7 +71,7 @@ extension AccountsService {
     /// serves: a device then finds its objects in the account and no local store left. Returns
     /// how many jobs it finished.
     public func finishLocalImports() throws -> Int {
-        let outcome = Mutex<Result<Int, any Error>?>(nil)
+        let outcome = Lock<Result<Int, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         let importer = self.importer
         Task {

@@ -89,17 +89,22 @@ public final class Authenticator: Sendable {
         let keyID = Credentials.keyID(ofSecret: apiKey)
         let address = peerHost(peer)
         let now = Date().timeIntervalSince1970
-        if let wait = limiter.withLock({ $0.retryAfter(key: keyID, address: address, now: now) }) {
-            let seconds = Int(wait.rounded(.up))
-            throw ServiceError(code: .resourceExhausted, reason: .signInRateLimited,
-                               message: "too many failed sign-ins for this key or from this address: try again in \(seconds) s",
-                               metadata: ["retry_after_seconds": "\(seconds)"])
-        }
+        try checkLimits(key: keyID, address: address, now: now, what: "sign-ins for this key")
         guard let key = credentials.verifyKey(apiKey) else {
             limiter.withLock { $0.failed(key: keyID, address: address, now: now) }
             throw Self.unauthenticated(reason: .badCredentials, "the API key is not valid")
         }
         return key
+    }
+
+    /// Throws SIGN_IN_RATE_LIMITED (with `retry_after_seconds`) while `key` or `address` is over
+    /// its failed-attempt limit (`SignInLimiter`).
+    func checkLimits(key: String?, address: String, now: Double, what: String) throws {
+        guard let wait = limiter.withLock({ $0.retryAfter(key: key, address: address, now: now) }) else { return }
+        let seconds = Int(wait.rounded(.up))
+        throw ServiceError(code: .resourceExhausted, reason: .signInRateLimited,
+                           message: "too many failed \(what) or from this address: try again in \(seconds) s",
+                           metadata: ["retry_after_seconds": "\(seconds)"])
     }
 
     static func unauthenticated(reason: ErrorReason, _ message: String) -> ServiceError {
