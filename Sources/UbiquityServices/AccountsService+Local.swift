@@ -58,6 +58,9 @@ extension AccountsService {
             return nil
         case .badSecret:
             throw Authenticator.unauthenticated(reason: .badCredentials, "the local_device_secret is not this device's")
+        case .existing(let job) where !job.state.isDone && job.account != key.account:
+            throw ServiceError(code: .unavailable, reason: .localImportPending,
+                               message: "this device's local stores are being imported into another account: retry shortly")
         case .existing(let job):
             return try await importer.runImportJob(job)
         case .started(let job, let ended):

@@ -60,6 +60,7 @@ struct LocalImporter: Sendable {
     private func copyLocalStores(_ job: Credentials.ImportJob) async throws -> ImportJobCounts {
         var total = ImportJobCounts()
         for local in backend.catalog.stores(account: job.localAccount) {
+            try await waitUntilUnused(local.id)
             let (dump, model) = try await backend.directory.withStore(local.id, create: true) { s in (try await s.dump(), s.modelDefinition) }
             guard let (dest, _) = try backend.catalog.store(account: job.account, name: local.name, create: true) else { continue }
             let counts = try await backend.directory.withStore(dest.id, create: true, model: model) { store in
@@ -92,15 +93,28 @@ struct LocalImporter: Sendable {
         if FileManager.default.fileExists(atPath: folder) { try FileManager.default.removeItem(atPath: folder) }
     }
 
-    /// The device's sessions were revoked when the job began, but a call it started just before
-    /// may still hold the store (STORE_BUSY): such calls are short, so wait for them a while.
-    private func destroyWhenUnused(_ id: UUID) async throws {
-        var attempt = 0
-        while true {
-            do { return try await backend.directory.destroy(id) } catch let e as StorageError where e.reason == .busy && attempt < 200 {
-                attempt += 1
-                try await Task.sleep(nanoseconds: 10_000_000)
+    /// The device's sessions were revoked when the job began, so no new call reaches its stores;
+    /// but one it started just before may still run, and a save of it committing after the copy
+    /// read the store would be lost with the store. Such calls are short (their streams were
+    /// ended with the sessions): wait for them, up to a bound, then leave the job for a retry
+    /// (the next SignIn with the secret, or the next start).
+    private func waitUntilUnused(_ id: UUID) async throws {
+        var waits = 0
+        while backend.directory.isInUse(id) {
+            guard waits < 500 else {
+                throw ServiceError(code: .unavailable, reason: .storeBusy,
+                                   message: "the device's local store is still in use by running calls: sign in again shortly (the import resumes)")
             }
+            waits += 1
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+    }
+
+    /// `destroy` refuses a store in use (STORE_BUSY): waited for as above.
+    private func destroyWhenUnused(_ id: UUID) async throws {
+        while true {
+            try await waitUntilUnused(id)
+            do { return try await backend.directory.destroy(id) } catch let e as StorageError where e.reason == .busy {}
         }
     }
 
