@@ -3,6 +3,7 @@
  *
  *     ubiquityd --port 50051 --data-dir /tmp/ubiq &
  *     build/walkthrough 127.0.0.1:50051 API-KEY
+ *     UBIQUITY_TLS_CA=ca.crt build/walkthrough 127.0.0.1:50051 API-KEY    (a server with --tls-cert)
  *
  * The API key is one of the account's (docs/accounts.md: `ubiq` creates one with the operator key
  * the server wrote into its data directory); the client signs in with it.
@@ -67,8 +68,11 @@ static ubq_feed_action until_caught_up(ubq_feed *feed, const Ubiquity__V1__Subsc
 int main(int argc, char **argv) {
     const char *target = argc > 1 ? argv[1] : "127.0.0.1:50051";
     const char *api_key = argc > 2 ? argv[2] : getenv("UBIQUITY_API_KEY");
+    /* Over TLS when UBIQUITY_TLS_CA names the CA that signed the server's certificate. */
+    ubq_tls_options tls = {.ca_file = getenv("UBIQUITY_TLS_CA")};
     ubq_client *client;
-    must(ubq_connect(target, &(ubq_client_options){.api_key = api_key, .device_id = "walkthrough"}, &client),
+    must(ubq_connect(target, &(ubq_client_options){.api_key = api_key, .device_id = "walkthrough",
+                                                   .tls = tls.ca_file ? &tls : NULL}, &client),
          "connect");
 
     /* 1. A store and its model. */
@@ -160,6 +164,18 @@ int main(int argc, char **argv) {
     if (!err || !err->bad_request || err->bad_request->n_field_violations == 0) return 1;
     printf("bad predicate: %s %s\n", err->reason, err->bad_request->field_violations[0]->field);
     ubq_error_free(err);
+
+    /* 9. Initial data, applied once per seed ID however often the program runs (or retries). */
+    ubq_changes *seed = ubq_changes_new();
+    ubq_values *cid = ubq_values_string(ubq_values_new(), "name", "Cid");
+    ubq_changes_insert(seed, "cid", "Person", cid);
+    Ubiquity__V1__SeedResponse *first, *again;
+    must(ubq_seed(store, "walkthrough-seed", seed, NULL, &first), "seed");
+    must(ubq_seed(store, "walkthrough-seed", seed, NULL, &again), "seed again");
+    printf("seeded: %s, then %s\n", first->applied ? "applied" : "skipped", again->applied ? "applied" : "skipped");
+    if (!first->applied || again->applied) return 1;
+    ubq_message_free(first); ubq_message_free(again);
+    ubq_values_free(cid); ubq_changes_free(seed);
 
     ubq_message_free(then);
     ubq_message_free(now);

@@ -1,6 +1,6 @@
 /*
- * The Ubiquity C client: gRPC over one HTTP/2 connection (nghttp2 client session on a blocking
- * socket), protobuf-c messages generated from Protos/ (clients/c/gen).
+ * The Ubiquity C client: gRPC over one HTTP/2 connection (nghttp2 client session on a socket,
+ * plaintext or TLS), protobuf-c messages generated from Protos/ (clients/c/gen).
  *
  * Conventions (README.md "Ownership" says the same with examples):
  *  - Every call that can fail returns `ubq_error *`: NULL on success, else an error the caller
@@ -82,6 +82,19 @@ void ubq_message_free(const void *message);
 
 typedef struct ubq_client ubq_client;
 
+/* TLS (docs/tls.md: ubiquityd's --tls-cert / --tls-key, and --tls-client-ca to require client
+ * certificates). HTTP/2 is agreed with ALPN "h2"; TLS 1.2 and 1.3 only. The files are read by
+ * ubq_connect (a file that cannot be read is INVALID_ARGUMENT then); the strings are borrowed for
+ * that call only. */
+typedef struct ubq_tls_options {
+    const char *ca_file;       /* PEM file of the CAs to trust; NULL: the system's trusted roots */
+    const char *cert_file;     /* a client certificate (PEM, chain first to last) and its key: */
+    const char *key_file;      /*   both or neither */
+    /* The name the server's certificate must carry (and the SNI sent) instead of the target's
+     * host; an IP address is checked against the certificate's IP addresses. NULL: the host. */
+    const char *server_name;
+} ubq_tls_options;
+
 typedef struct ubq_client_options {
     /* Deadline of each call in milliseconds (sent as grpc-timeout); 0 means 30000. */
     int64_t timeout_ms;
@@ -96,9 +109,13 @@ typedef struct ubq_client_options {
     /* Attempts of a save whose outcome is unknown (UNAVAILABLE, DEADLINE_EXCEEDED), with one
      * client transaction ID; 0 means 3. */
     int save_attempts;
+    /* NULL: plaintext HTTP/2 (h2c). Else TLS with these settings, for the client's calls and its
+     * feeds' connections alike. A handshake that fails (an untrusted certificate, a name that
+     * does not match, no h2) makes the call UNAVAILABLE with OpenSSL's reason in the message. */
+    const ubq_tls_options *tls;
 } ubq_client_options;
 
-/* Connects to `target` ("host:port"; plain-text HTTP/2). `options` may be NULL. The connection is
+/* Connects to `target` ("host:port"; plain-text HTTP/2 unless options->tls). `options` may be NULL. The connection is
  * made lazily again after a failure. On success *out is the caller's: free it with ubq_client_free. */
 ubq_error *ubq_connect(const char *target, const ubq_client_options *options, ubq_client **out);
 void ubq_client_free(ubq_client *client);
@@ -240,6 +257,7 @@ typedef struct ubq_batch_options {
     const char *author;            /* recorded in history */
     bool upsert;                   /* insert: a uniqueness clash updates the existing object */
     bool return_object_ids;        /* insert: answer the new objects' IDs */
+    const char *const *object_ids; /* delete: these objects (NULL-terminated) instead of a predicate */
 } ubq_batch_options;
 
 /* Each is one transaction (Stores.BatchInsert / BatchUpdate / BatchDelete); `options` may be NULL;
@@ -254,6 +272,49 @@ ubq_error *ubq_batch_delete(ubq_store *store, const char *entity, const char *pr
                             const ubq_batch_options *options, Ubiquity__V1__BatchResponse **out);
 /* Removes the store and its files on the server (the handle still needs ubq_store_free). */
 ubq_error *ubq_destroy_store(ubq_store *store);
+
+/* ---- whole-store operations ------------------------------------------------------------------- */
+
+typedef struct ubq_deduplicate_options {
+    int32_t batch_size;            /* objects deleted per transaction; 0: the server's default */
+    const char *author;            /* recorded in history */
+} ubq_deduplicate_options;
+
+/* Keeps one object of `entity` per value of `unique_key` (a NULL-terminated list of attributes)
+ * and deletes the others (Stores.Deduplicate). `options` may be NULL. out->groups, out->removed and
+ * out->details (winner and removed IDs per group). Free *out with ubq_message_free; `out` may be NULL. */
+ubq_error *ubq_deduplicate(ubq_store *store, const char *entity, const char *const *unique_key,
+                           const ubq_deduplicate_options *options, Ubiquity__V1__DeduplicateResponse **out);
+/* Inserts the inserts of `inserts` (its updates and deletes are ignored) at most once per `seed_id`
+ * (Stores.Seed): a later call with the same ID changes nothing and answers out->applied = false
+ * with the first call's permanent IDs. Retried like ubq_save when the outcome is unknown. `author`
+ * may be NULL. Free *out with ubq_message_free; `out` may be NULL. */
+ubq_error *ubq_seed(ubq_store *store, const char *seed_id, const ubq_changes *inserts, const char *author,
+                    Ubiquity__V1__SeedResponse **out);
+/* Every object at one generation (`at`, NULL or empty: current), in chunks of batch_size (0: the
+ * server's default, 500) (Stores.ExportBaseline). `on_chunk` gets each chunk, borrowed for the
+ * call: all carry the snapshot's token (subscribe from it to follow later changes with no gap);
+ * the last has `last` and `total`. Return false to stop early (the call then returns NULL). */
+typedef bool (*ubq_baseline_chunk_fn)(const Ubiquity__V1__BaselineChunk *chunk, void *user);
+ubq_error *ubq_export_baseline(ubq_store *store, const ProtobufCBinaryData *at, int32_t batch_size,
+                               ubq_baseline_chunk_fn on_chunk, void *user);
+
+typedef struct ubq_import_options {
+    ProtobufCBinaryData source_at;     /* the source's generation; {0, NULL}: current */
+    bool deduplicate_by_constraints;   /* an object clashing on a uniqueness constraint merges */
+    const char *author;
+} ubq_import_options;
+
+/* Copies the objects of the store `source_store_id` (same account, left unchanged) into this one,
+ * relationships kept (Stores.ImportStore). `options` may be NULL. out->imported and
+ * out->object_id_map (source ID → new ID). Free *out with ubq_message_free; `out` may be NULL. */
+ubq_error *ubq_import_store(ubq_store *store, const char *source_store_id, const ubq_import_options *options,
+                            Ubiquity__V1__ImportStoreResponse **out);
+/* Replaces this store's contents with those of `source_store_id` (Stores.ReplaceStore); it keeps its
+ * ID and name. Tokens from before answer GENERATION_EXPIRED / STORE_REPLACED afterwards, and its
+ * feeds and contexts end. out->token is the new current token. Free *out with ubq_message_free;
+ * `out` may be NULL. */
+ubq_error *ubq_replace_store(ubq_store *store, const char *source_store_id, Ubiquity__V1__ReplaceStoreResponse **out);
 
 /* ---- contexts -------------------------------------------------------------------------------- */
 

@@ -56,6 +56,10 @@ ubq_error *ubq_batch_delete(ubq_store *s, const char *entity, const char *predic
     req.entity = (char *)entity;
     if (predicate) req.predicate = (char *)predicate;
     if (o && o->author) req.author = (char *)o->author;
+    if (o && o->object_ids) {
+        while (o->object_ids[req.n_object_ids]) req.n_object_ids++;
+        req.object_ids = (char **)o->object_ids;
+    }
     req.variables = (Ubiquity__V1__BatchDeleteRequest__VariablesEntry **)ubq__argument_entries(
         arguments, &ubiquity__v1__batch_delete_request__variables_entry__descriptor, &req.n_variables);
     ubq_error *err = ubq__unary(s->client, "/ubiquity.v1.Stores/BatchDelete", &req.base,

@@ -76,7 +76,14 @@ ubq_error *ubq_connect(const char *target, const ubq_client_options *o, ubq_clie
     if (!target || !*target) return ubq__error(UBQ_INVALID_ARGUMENT, "target is empty (expected host:port)", NULL, 0);
     if (o->api_key && (!o->device_id || !*o->device_id))
         return ubq__error(UBQ_INVALID_ARGUMENT, "an API key signs in with a device ID: set device_id", NULL, 0);
+    ubq__tls *tls = NULL;
+    if (o->tls) {
+        char why[600];
+        tls = ubq__tls_new(o->tls, why, sizeof why);
+        if (!tls) return ubq__error(UBQ_INVALID_ARGUMENT, why, NULL, 0);
+    }
     ubq_client *c = ubq__xcalloc(1, sizeof *c);
+    c->tls = tls;
     c->target = ubq__xstrdup(target);
     if (o->bearer_token) {
         size_t n = strlen(o->bearer_token) + 8;
@@ -85,7 +92,7 @@ ubq_error *ubq_connect(const char *target, const ubq_client_options *o, ubq_clie
     }
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     c->save_attempts = o->save_attempts > 0 ? o->save_attempts : 3;
-    c->conn = ubq__conn_new(target, c->authorization);
+    c->conn = ubq__conn_new(target, c->authorization, c->tls);
     if (o->api_key) {
         c->api_key = ubq__xstrdup(o->api_key);
         c->device_id = ubq__xstrdup(o->device_id);
@@ -102,6 +109,7 @@ ubq_error *ubq_connect(const char *target, const ubq_client_options *o, ubq_clie
 void ubq_client_free(ubq_client *c) {
     if (!c) return;
     ubq__conn_free(c->conn);
+    ubq__tls_unref(c->tls);
     free(c->target);
     free(c->authorization);
     free(c->api_key);
@@ -126,14 +134,31 @@ ubq_error *ubq__unary(ubq_client *c, const char *path, const ProtobufCMessage *r
     return ubq__call(c, path, request, response, out);
 }
 
-ubq_error *ubq__call(ubq_client *c, const char *path, const ProtobufCMessage *request,
-                     const ProtobufCMessageDescriptor *response, void **out) {
+/* Packs `request` and runs the call on the client's connection; *r is the caller's to free. */
+static void packed_call(ubq_client *c, const char *path, const ProtobufCMessage *request, ubq__on_message on_message,
+                        void *user, ubq__call_result *r) {
     size_t len = protobuf_c_message_get_packed_size(request);
     uint8_t *buf = ubq__xmalloc(len);
     protobuf_c_message_pack(request, buf);
-    ubq__call_result r;
-    ubq__conn_call(c->conn, path, buf, len, c->timeout_ms, NULL, NULL, &r);
+    ubq__conn_call(c->conn, path, buf, len, c->timeout_ms, on_message, user, r);
     free(buf);
+}
+
+ubq_error *ubq__server_stream(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                              ubq__on_message on_message, void *user) {
+    ubq_error *err = ubq__ensure_session(c);
+    if (err) return err;
+    ubq__call_result r;
+    packed_call(c, path, request, on_message, user, &r);
+    if (!r.stopped && r.code != 0) err = ubq__error(r.code, r.message, r.details, r.details_len);
+    ubq__call_result_free(&r);
+    return err;
+}
+
+ubq_error *ubq__call(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                     const ProtobufCMessageDescriptor *response, void **out) {
+    ubq__call_result r;
+    packed_call(c, path, request, NULL, NULL, &r);
     ubq_error *err = NULL;
     if (r.code != 0) {
         err = ubq__error(r.code, r.message, r.details, r.details_len);

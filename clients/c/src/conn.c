@@ -16,6 +16,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "tls.h"
 #include "wire.h"
 
 /* Larger than any response the server sends (its own limit is 4 MiB by default, docs/protocol.md). */
@@ -44,6 +45,8 @@ typedef struct {
 struct ubq__conn {
     char *host, *port, *authority, *authorization;
     int fd;
+    ubq__tls *tls;                /* NULL: plaintext h2c */
+    ubq__tls_conn *tls_conn;      /* the socket's TLS session while connected over TLS */
     nghttp2_session *session;
     bool goaway;                  /* the server will take no new streams: reconnect for the next call */
     call_state call;
@@ -51,14 +54,9 @@ struct ubq__conn {
     char *lose_path;              /* ubq__conn_lose_next_response */
 };
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-ubq__conn *ubq__conn_new(const char *target, const char *authorization) {
+ubq__conn *ubq__conn_new(const char *target, const char *authorization, ubq__tls *tls) {
     ubq__conn *c = ubq__xcalloc(1, sizeof *c);
+    c->tls = ubq__tls_ref(tls);
     const char *colon = strrchr(target, ':');
     if (colon) {
         size_t n = (size_t)(colon - target);
@@ -90,6 +88,8 @@ void ubq__conn_set_authorization(ubq__conn *c, const char *authorization) {
 static void disconnect(ubq__conn *c) {
     if (c->session) nghttp2_session_del(c->session);
     c->session = NULL;
+    ubq__tls_close(c->tls_conn);
+    c->tls_conn = NULL;
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     c->goaway = false;
@@ -100,6 +100,7 @@ void ubq__conn_free(ubq__conn *c) {
     if (!c) return;
     disconnect(c);
     ubq__buf_free(&c->out);
+    ubq__tls_unref(c->tls);
     free(c->host); free(c->port); free(c->authority); free(c->authorization); free(c->lose_path);
     free(c);
 }
@@ -199,7 +200,7 @@ static void fail(ubq__call_result *r, int code, const char *fmt, const char *a, 
 
 static bool wait_fd(int fd, short events, int64_t deadline) {
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - ubq__now_ms();
         if (left <= 0) return false;
         struct pollfd p = {.fd = fd, .events = events};
         int rc = poll(&p, 1, left > 1000000 ? 1000000 : (int)left);
@@ -240,6 +241,15 @@ static bool connect_socket(ubq__conn *c, int64_t deadline, ubq__call_result *r) 
         fail(r, 14, "cannot connect to %s: %s", c->authority, strerror(err ? err : ECONNREFUSED));
         return false;
     }
+    if (c->tls) {
+        char why[400];
+        c->tls_conn = ubq__tls_connect(c->tls, c->fd, c->host, deadline, why, sizeof why);
+        if (!c->tls_conn) {
+            disconnect(c);
+            fail(r, 14, "TLS to %s: %s", c->authority, why);
+            return false;
+        }
+    }
     nghttp2_session_callbacks *cb;
     nghttp2_session_callbacks_new(&cb);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
@@ -258,6 +268,30 @@ static bool connect_socket(ubq__conn *c, int64_t deadline, ubq__call_result *r) 
     return true;
 }
 
+/* The socket's bytes, through TLS when the connection has it; recv/send semantics (errno EAGAIN). */
+static ssize_t io_recv(ubq__conn *c, uint8_t *buf, size_t len) {
+    if (c->tls_conn) return ubq__tls_read(c->tls_conn, buf, len);
+    return recv(c->fd, buf, len, 0);
+}
+
+static ssize_t io_send(ubq__conn *c, const uint8_t *buf, size_t len) {
+    if (c->tls_conn) return ubq__tls_write(c->tls_conn, buf, len);
+    return send(c->fd, buf, len, MSG_NOSIGNAL);
+}
+
+/* Feeds nghttp2 everything the connection has now. False when it is closed or broken (what came
+ * before the close has been fed). Reading until EAGAIN, not once per poll: TLS may hold decrypted
+ * bytes the socket no longer signals. */
+static bool read_available(ubq__conn *c) {
+    for (;;) {
+        uint8_t buf[16384];
+        ssize_t n = io_recv(c, buf, sizeof buf);
+        if (n > 0 && nghttp2_session_mem_recv(c->session, buf, (size_t)n) >= 0) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+        return false;
+    }
+}
+
 /* Moves what nghttp2 wants to send into c->out and as much of c->out into the socket as it takes.
  * False when the connection is broken. */
 static bool flush(ubq__conn *c) {
@@ -269,7 +303,7 @@ static bool flush(ubq__conn *c) {
         ubq__buf_append(&c->out, data, (size_t)n);
     }
     while (c->out.len > 0) {
-        ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+        ssize_t n = io_send(c, c->out.data, c->out.len);
         if (n > 0) { ubq__buf_consume(&c->out, (size_t)n); continue; }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -345,10 +379,7 @@ static void drain_idle(ubq__conn *c) {
     for (;;) {
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
         if (poll(&p, 1, 0) <= 0) break;
-        uint8_t buf[16384];
-        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-        if (n > 0 && nghttp2_session_mem_recv(c->session, buf, (size_t)n) >= 0) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+        if (read_available(c)) continue;
         disconnect(c);
         return;
     }
@@ -370,10 +401,10 @@ static bool call_once(ubq__conn *c, const char *path, const uint8_t *request, si
     c->call.body = framed;
     c->call.body_len = framed_len;
     char timeout[16];  /* what is left of the caller's deadline (a second attempt has less) */
-    ubq__grpc_timeout(deadline - now_ms(), timeout);
+    ubq__grpc_timeout(deadline - ubq__now_ms(), timeout);
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
     nghttp2_nv nva[] = {
-        NV(":method", "POST"), NV(":scheme", "http"), NV(":path", path), NV(":authority", c->authority),
+        NV(":method", "POST"), NV(":scheme", c->tls_conn ? "https" : "http"), NV(":path", path), NV(":authority", c->authority),
         NV("te", "trailers"), NV("content-type", "application/grpc"), NV("user-agent", "ubiquity-c/0.1"),
         NV("grpc-timeout", timeout), NV("authorization", c->authorization ? c->authorization : ""),
     };
@@ -392,7 +423,7 @@ static bool call_once(ubq__conn *c, const char *path, const uint8_t *request, si
     bool broken = false, ended_early = false;
     while (!c->call.closed) {
         if (!flush(c)) { broken = true; break; }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - ubq__now_ms();
         if (left <= 0) {
             nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
             flush(c);
@@ -400,15 +431,17 @@ static bool call_once(ubq__conn *c, const char *path, const uint8_t *request, si
             ended_early = true;
             break;
         }
-        struct pollfd p = {.fd = c->fd, .events = POLLIN | (c->out.len ? POLLOUT : 0)};
+        bool want_out = c->out.len || ubq__tls_wants_write(c->tls_conn);
+        struct pollfd p = {.fd = c->fd, .events = POLLIN | (want_out ? POLLOUT : 0)};
         int rc = poll(&p, 1, left > 1000000 ? 1000000 : (int)left);
         if (rc < 0 && errno != EINTR) { broken = true; break; }
         if (rc <= 0) continue;
-        if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
-            uint8_t buf[16384];
-            ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) { broken = true; break; }
-            if (n > 0 && nghttp2_session_mem_recv(c->session, buf, (size_t)n) < 0) { broken = true; break; }
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) || (c->tls_conn && (p.revents & POLLOUT))) {
+            if (!read_available(c)) {
+                /* A close right after the call's last frames ends the connection, not the call. */
+                if (!c->call.closed) { broken = true; break; }
+                c->goaway = true;
+            }
         }
         if (c->call.protocol_error) {
             fail(r, 13, "%s", "a response message exceeds 64 MiB", "");
@@ -451,7 +484,7 @@ static bool call_once(ubq__conn *c, const char *path, const uint8_t *request, si
 
 void ubq__conn_call(ubq__conn *c, const char *path, const uint8_t *request, size_t request_len,
                     int64_t timeout_ms, ubq__on_message on_message, void *user, ubq__call_result *r) {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = ubq__now_ms() + timeout_ms;
     if (!call_once(c, path, request, request_len, deadline, on_message, user, r)) return;
     ubq__call_result_free(r);
     if (c->session) disconnect(c);  /* the server is going away: the retry takes a new connection */

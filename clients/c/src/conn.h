@@ -9,10 +9,12 @@
 #include <stdint.h>
 
 typedef struct ubq__conn ubq__conn;
+typedef struct ubq__tls ubq__tls;
 
 /* target "host:port"; authorization: a full header value ("Bearer …") or NULL. Copies both.
- * Connects lazily on the first call. */
-ubq__conn *ubq__conn_new(const char *target, const char *authorization);
+ * tls: NULL for plaintext h2c, else the connection takes its own reference. Connects lazily on
+ * the first call. */
+ubq__conn *ubq__conn_new(const char *target, const char *authorization, ubq__tls *tls);
 void ubq__conn_free(ubq__conn *c);
 void ubq__conn_set_authorization(ubq__conn *c, const char *authorization);
 

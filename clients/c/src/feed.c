@@ -30,12 +30,6 @@ struct ubq_feed {
     bool got_event;
 };
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void set_token(ubq_feed *f, ProtobufCBinaryData t) {
     ProtobufCBinaryData copy = ubq__token_copy(t);  /* before the free: a hook may hand back ubq_feed_token */
     free(f->token.data);
@@ -66,7 +60,8 @@ static ubq_feed *feed_new(ubq_client *client, const char *store_id, const ubq_fe
     f->client->authorization = client->authorization ? ubq__xstrdup(client->authorization) : NULL;
     f->client->timeout_ms = STREAM_TIMEOUT_MS;
     f->client->save_attempts = 1;
-    f->client->conn = ubq__conn_new(f->client->target, f->client->authorization);
+    f->client->tls = ubq__tls_ref(client->tls);
+    f->client->conn = ubq__conn_new(f->client->target, f->client->authorization, f->client->tls);
     /* The feed renews its own copy of the session (same key, same device). */
     if (client->api_key) {
         f->client->api_key = ubq__xstrdup(client->api_key);
@@ -214,7 +209,7 @@ ubq_error *ubq_feed_run(ubq_feed *f, ubq_feed_event_fn on_event, void *user) {
         }
         /* A drained or too-slow stream says where it stopped, newer than the last event's token. */
         if (err->resume && err->resume->resume_token.len) set_token(f, err->resume->resume_token);
-        int64_t delay = ubq__backoff_next(&backoff, now_ms(), f->reconnect_for_ms);
+        int64_t delay = ubq__backoff_next(&backoff, ubq__now_ms(), f->reconnect_for_ms);
         if (delay < 0) return err;
         ubq_error_free(err);
         struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L};

@@ -4,12 +4,14 @@
 
 #include "ubiquity.h"
 #include "conn.h"
+#include "tls.h"
 #include "wire.h"
 
 struct ubq_client {
     char *target;
     char *authorization;          /* "Bearer …" or NULL */
     ubq__conn *conn;
+    ubq__tls *tls;                /* NULL: plaintext; shared with the client's feeds */
     int64_t timeout_ms;
     int save_attempts;
     /* Sign-in (Accounts.SignIn) when the client was given an API key; NULL otherwise. */
@@ -45,6 +47,10 @@ ubq_error *ubq__unary(ubq_client *c, const char *path, const ProtobufCMessage *r
 /* The same without any session handling (SignIn itself, and what ubq__unary builds on). */
 ubq_error *ubq__call(ubq_client *c, const char *path, const ProtobufCMessage *request,
                      const ProtobufCMessageDescriptor *response, void **out);
+/* One server-streaming call: each response message goes to on_message (which returns true to stop
+ * the call; stopping is not an error). Packs `request`; session handling as ubq__unary. */
+ubq_error *ubq__server_stream(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                              ubq__on_message on_message, void *user);
 /* Signs in with the client's API key and device ID; the session then goes on every call. */
 ubq_error *ubq__sign_in(ubq_client *c);
 /* Signs in again when the session is close to its end (a no-op without an API key). */

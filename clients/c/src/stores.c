@@ -141,23 +141,10 @@ ubq_error *ubq_fetch_stream(ubq_store *s, const char *entity, const ubq_fetch_op
     Ubiquity__V1__FetchRequest req;
     Ubiquity__V1__ReadGeneration at;
     fetch_request(s, entity, o, &req, &at);
-    size_t len = protobuf_c_message_get_packed_size(&req.base);
-    uint8_t *buf = ubq__xmalloc(len);
-    protobuf_c_message_pack(&req.base, buf);
-    ubq__fetch_spec_free(req.fetch);
     stream_state st = {.on_batch = on_batch, .user = user};
-    ubq_error *session = ubq__ensure_session(s->client);
-    if (session) {
-        free(buf);
-        return session;
-    }
-    ubq__call_result r;
-    ubq__conn_call(s->client->conn, STORES "FetchStream", buf, len, s->client->timeout_ms, on_fetch_message, &st, &r);
-    free(buf);
-    ubq_error *err = NULL;
-    if (st.undecodable) err = ubq__error(UBQ_INTERNAL, "a FetchStream batch does not decode", NULL, 0);
-    else if (!r.stopped && r.code != 0) err = ubq__error(r.code, r.message, r.details, r.details_len);
-    ubq__call_result_free(&r);
+    ubq_error *err = ubq__server_stream(s->client, STORES "FetchStream", &req.base, on_fetch_message, &st);
+    ubq__fetch_spec_free(req.fetch);
+    if (st.undecodable && !err) err = ubq__error(UBQ_INTERNAL, "a FetchStream batch does not decode", NULL, 0);
     return err;
 }
 

@@ -1,8 +1,16 @@
+#define _POSIX_C_SOURCE 200809L
 #include "wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+int64_t ubq__now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 void *ubq__xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);

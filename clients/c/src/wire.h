@@ -33,6 +33,9 @@ char *ubq__percent_decode(const char *in, size_t len);
 /* The gRPC code an HTTP status becomes when a response has no grpc-status (gRPC's HTTP mapping). */
 int ubq__code_for_http_status(int http_status);
 
+/* Milliseconds on the monotonic clock: deadlines and backoff. */
+int64_t ubq__now_ms(void);
+
 /* malloc/strdup that abort on out-of-memory: a client library cannot recover a half-built request. */
 void *ubq__xmalloc(size_t n);
 void *ubq__xcalloc(size_t n, size_t size);

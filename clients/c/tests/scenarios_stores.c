@@ -114,7 +114,7 @@ done:
 
 static void test_batch_insert_update_delete_and_destroy(ubq_client *c) {
     ubq_store *s = NULL;
-    Ubiquity__V1__BatchResponse *ins = NULL, *upd = NULL, *del = NULL;
+    Ubiquity__V1__BatchResponse *ins = NULL, *upd = NULL, *del = NULL, *by_id = NULL;
     Ubiquity__V1__FetchResults *r = NULL;
     ubq_values *rows[3], *args = ubq_values_int32(ubq_values_new(), "min", 25), *set = ubq_values_int32(ubq_values_new(), "age", 99);
     for (int i = 0; i < 3; i++) rows[i] = ubq_values_int32(ubq_values_string(ubq_values_new(), "name", "P"), "age", 10 * (i + 1));
@@ -128,6 +128,9 @@ static void test_batch_insert_update_delete_and_destroy(ubq_client *c) {
     const char *by_age[] = {"age", NULL};
     OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.sort = by_age}, &r));
     CHECK(r->n_objects == 1 && int_of(r->objects[0], "age") == 99);
+    const char *last[] = {ins->object_ids[2], NULL};
+    OK(ubq_batch_delete(s, "Person", NULL, NULL, &(ubq_batch_options){.object_ids = last}, &by_id));
+    CHECK(by_id->count == 1 && age_at(s, ins->object_ids[2], NULL) == -1);
     OK(ubq_destroy_store(s));
     ubq_error *err = ubq_batch_delete(s, "Person", NULL, NULL, NULL, NULL);
     CHECK(err && err->code == UBQ_NOT_FOUND && ubq_error_is(err, "STORE_NOT_FOUND"));
@@ -136,7 +139,7 @@ done:
     for (int i = 0; i < 3; i++) ubq_values_free(rows[i]);
     ubq_values_free(args);
     ubq_values_free(set);
-    ubq_message_free(ins); ubq_message_free(upd); ubq_message_free(del); ubq_message_free(r);
+    ubq_message_free(ins); ubq_message_free(upd); ubq_message_free(del); ubq_message_free(by_id); ubq_message_free(r);
     ubq_store_free(s);
 }
 

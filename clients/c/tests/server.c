@@ -20,7 +20,7 @@
 #define START_TIMEOUT_MS 30000
 
 /* CreateApiKey for the default account, authorised by the operator key. */
-static int make_api_key(test_server *s) {
+static int make_api_key(test_server *s, const ubq_tls_options *tls) {
     char path[700], key[256] = {0};
     snprintf(path, sizeof path, "%s/operator.key", s->data_dir);
     FILE *f = fopen(path, "r");
@@ -29,7 +29,7 @@ static int make_api_key(test_server *s) {
     fclose(f);
     key[strcspn(key, "\r\n")] = 0;
     ubq_client *operator = NULL;
-    ubq_error *err = ubq_connect(s->address, &(ubq_client_options){.bearer_token = key}, &operator);
+    ubq_error *err = ubq_connect(s->address, &(ubq_client_options){.bearer_token = key, .tls = tls}, &operator);
     Ubiquity__V1__CreateApiKeyRequest req = UBIQUITY__V1__CREATE_API_KEY_REQUEST__INIT;
     req.account_id = "default";
     req.scope = UBIQUITY__V1__API_KEY_SCOPE__API_KEY_SCOPE_READ_WRITE;
@@ -50,7 +50,19 @@ int test_server_start(test_server *s, const char *data_dir, int port) {
     return test_server_start_with(s, data_dir, port, NULL);
 }
 
+static int start(test_server *s, const char *data_dir, int port, const char *const *flags,
+                 const ubq_tls_options *tls);
+
 int test_server_start_with(test_server *s, const char *data_dir, int port, const char *const *flags) {
+    return start(s, data_dir, port, flags, NULL);
+}
+
+int test_server_start_tls(test_server *s, const char *data_dir, const char *const *flags, const ubq_tls_options *tls) {
+    return start(s, data_dir, 0, flags, tls);
+}
+
+static int start(test_server *s, const char *data_dir, int port, const char *const *flags,
+                 const ubq_tls_options *tls) {
     const char *bin = getenv("UBIQUITYD");
     if (!bin || !*bin) { fprintf(stderr, "UBIQUITYD is not set (path of the ubiquityd to test)\n"); return -1; }
     memset(s, 0, sizeof *s);
@@ -97,7 +109,7 @@ int test_server_start_with(test_server *s, const char *data_dir, int port, const
             /* Later stdout is not read: the server prints nothing more there. */
             close(out[0]);
             snprintf(s->address, sizeof s->address, "127.0.0.1:%d", s->port);
-            if (make_api_key(s) == 0) return 0;
+            if (make_api_key(s, tls) == 0) return 0;
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
             s->pid = 0;

@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include "ubiquity.h"
+
 typedef struct {
     pid_t pid;
     int port;
@@ -20,6 +22,9 @@ typedef struct {
 int test_server_start(test_server *s, const char *data_dir, int port);
 /* The same with more flags (a NULL-terminated list), e.g. {"--idle-timeout-ms", "200", NULL}. */
 int test_server_start_with(test_server *s, const char *data_dir, int port, const char *const *flags);
+/* The same for a server started with TLS flags (--tls-cert …): the API key is made over TLS with
+ * `tls` (borrowed for the call). */
+int test_server_start_tls(test_server *s, const char *data_dir, const char *const *flags, const ubq_tls_options *tls);
 /* SIGTERM, then waits for the exit; the exit status (0 for a clean drain). */
 int test_server_stop(test_server *s);
 

@@ -45,3 +45,40 @@ def test_the_feed_resumes_after_its_session_expires(tmp_path: Path) -> None:
             feed.close()
     finally:
         d.kill()
+
+
+def test_the_aio_feed_resumes_after_its_session_expires(tmp_path: Path) -> None:
+    # As above with the asyncio client: AsyncSession signs in again on the aio channel, and the
+    # feed resubscribes with the new session from its last token.
+    import asyncio
+
+    import ubiquity.aio
+
+    d = ubiq_harness.Ubiquityd(ubiq_harness.find_server_binary(), tmp_path, interop=False,
+                               args=["--session-lifetime-seconds", "3", "--feed-progress-interval-ms", "100"]).start()
+
+    async def scenario() -> None:
+        async with ubiquity.aio.Client(d.address, api_key=d.api_key, device_id="t") as client:
+            store = await client.open_store("s")
+            await store.register_model(person_model())
+            feed = await store.changes(start="now", reconnect_for=60)
+            txs = feed.transactions()
+            session = client._calls.session
+            assert session is not None
+            tokens = set()
+            # one save at a time, each the next transaction, until the feed has resubscribed
+            # (polled as ubiq_harness.wait_until does, within 60 s)
+            deadline = asyncio.get_running_loop().time() + 60
+            while feed.reconnects < 1 and asyncio.get_running_loop().time() < deadline:
+                r = await store.save(inserts={"x": ("Person", {"name": "tick"})})
+                assert (await txs.__anext__()).generation == r.generation
+                tokens.add(session.state.token)
+                await asyncio.sleep(0.2)
+            assert feed.reconnects >= 1, "the feed did not resubscribe after SESSION_EXPIRED"
+            assert len(tokens) >= 2  # the session was renewed on the way
+            feed.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        d.kill()

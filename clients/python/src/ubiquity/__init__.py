@@ -3,14 +3,18 @@
 See clients/python/README.md. The generated protobuf modules are in `ubiquity.v1`.
 """
 
-from .client import Client, Store, StoreInfo
+from .client import Client, Store
 from .context import Context, ContextState, Generation
 from .errors import (CancelledError, Conflict, ConflictError, ConstraintError, DeadlineExceededError,
                      FailedPreconditionError, GenerationExpiredError, HistoryExpired, InvalidArgumentError,
-                     NotFoundError, ResourceExhaustedError, UbiquityError, UnavailableError, Violation,
-                     from_rpc_error)
+                     KeyValueConflictError, KeyValueQuotaError, NotFoundError, ResourceExhaustedError, UbiquityError,
+                     UnavailableError, Violation, from_rpc_error)
 from .feed import Change, ChangeFeed, FeedEvent, Start, Transaction
-from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult
+from .keyvalue import AsyncKeyValues, KeyValues
+from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, StoreInfo
+from .results import (BaselineChunk, BatchResult, DeduplicateResult, DeletedObject, DeletionsPage, DuplicateGroup,
+                      HistoryPage, ImportResult, KeyValueEntry, KeyValuePage, KeyValueUsage, KeyValueWrite, SeedResult)
+from .tls import TLS
 from .values import PyValue, Typed, ValueLike
 
 __all__ = [
@@ -20,4 +24,7 @@ __all__ = [
     "ResourceExhaustedError", "DeadlineExceededError", "CancelledError", "Conflict", "Violation",
     "from_rpc_error", "ChangeFeed", "FeedEvent", "Transaction", "Change", "Start",
     "FetchResult", "MergePolicy", "Object", "ResultType", "SaveResult", "PyValue", "Typed", "ValueLike",
+    "KeyValueConflictError", "KeyValueQuotaError", "KeyValues", "AsyncKeyValues", "BaselineChunk", "BatchResult",
+    "DeduplicateResult", "DuplicateGroup", "ImportResult", "KeyValueEntry", "KeyValuePage", "KeyValueUsage",
+    "KeyValueWrite", "SeedResult", "TLS", "HistoryPage", "DeletionsPage", "DeletedObject",
 ]

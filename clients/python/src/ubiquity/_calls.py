@@ -1,19 +1,28 @@
-"""How the client makes a call: deadline, metadata, typed errors, and safe retries of saves."""
+"""How the client makes a call: deadline, metadata, typed errors, and safe retries of saves.
+
+A call is described once as a value (`Unary`, `Retried`, `Streaming`: which stub method, which
+request, how to turn the answer into the client's types) by the builders in `_ops`; `Caller`
+runs it on a blocking channel and `AsyncCaller` on a `grpc.aio` one. So the sync and asyncio
+clients share every request, result and error rule and differ only in how they wait.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import grpc
-
-from .session import Session
+import grpc.aio
 
 from .errors import UbiquityError, from_rpc_error
+from .session import AsyncSession, Session
 
 T = TypeVar("T")
+R = TypeVar("R")
 Metadata = Sequence[tuple[str, str]]
 
 # A save is retried only where the first attempt may or may not have been applied, or was refused
@@ -27,9 +36,48 @@ def retry_delays(attempts: int) -> list[float]:
     return [min(0.05 * 4 ** i, 2.0) for i in range(max(1, attempts) - 1)]
 
 
+# Stub methods: `service` names the stub ("stores", "models", "contexts", "changes", "keyvalue").
+@dataclass(frozen=True)
+class Unary(Generic[R]):
+    """One unary call whose answer `result` converts."""
+
+    service: str
+    method: str
+    request: Any
+    result: Callable[[Any], R]
+
+
+@dataclass(frozen=True)
+class Retried(Generic[R]):
+    """A unary call safe to repeat with the same request (a save with its client transaction ID,
+    a seed with its seed ID): retried while its outcome is unknown."""
+
+    service: str
+    method: str
+    request: Any
+    result: Callable[[Any], R]
+
+
+@dataclass(frozen=True)
+class Streaming(Generic[R]):
+    """A server-streaming call; `result` converts each message."""
+
+    service: str
+    method: str
+    request: Any
+    result: Callable[[Any], R]
+
+
+def new_transaction_id(given: str | None) -> str:
+    return given or str(uuid.uuid4())
+
+
 class Caller:
-    def __init__(self, timeout: float, metadata: Metadata, save_attempts: int,
+    """Runs calls on a blocking channel."""
+
+    def __init__(self, stubs: dict[str, Any], timeout: float, metadata: Metadata, save_attempts: int,
                  session: Session | None = None) -> None:
+        self._stubs = stubs
         self.timeout = timeout
         self._metadata = tuple(metadata)
         self.session = session
@@ -40,22 +88,77 @@ class Caller:
         """What every call sends: the caller's metadata and, when signed in, the session's."""
         return self._metadata + (self.session.metadata() if self.session else ())
 
+    def stub(self, service: str) -> Any:
+        return self._stubs[service]
+
+    def run(self, call: Unary[R] | Retried[R]) -> R:
+        method = getattr(self._stubs[call.service], call.method)
+        if isinstance(call, Unary):
+            return call.result(self.unary(method, call.request))
+        for delay in retry_delays(self.save_attempts):
+            try:
+                return call.result(self.unary(method, call.request))
+            except UbiquityError as e:
+                if e.code not in RETRYABLE:
+                    raise
+            time.sleep(delay)
+        return call.result(self.unary(method, call.request))
+
+    def stream(self, call: Streaming[R]) -> Iterator[R]:
+        method = getattr(self._stubs[call.service], call.method)
+        try:
+            for message in method(call.request, timeout=self.timeout, metadata=self.metadata):
+                yield call.result(message)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
     def unary(self, method: Callable[..., T], request: object, timeout: float | None = None) -> T:
         try:
             return method(request, timeout=timeout or self.timeout, metadata=self.metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
-    def save(self, method: Callable[..., T], make_request: Callable[[str], object],
-             client_transaction_id: str | None) -> tuple[T, str]:
-        """Calls a save, retrying with the same client transaction ID. Returns (response, ID)."""
-        txid = client_transaction_id or str(uuid.uuid4())
-        request = make_request(txid)
+
+class AsyncCaller:
+    """Runs calls on a `grpc.aio` channel."""
+
+    def __init__(self, stubs: dict[str, Any], timeout: float, metadata: Metadata, save_attempts: int,
+                 session: AsyncSession | None = None) -> None:
+        self._stubs = stubs
+        self.timeout = timeout
+        self._metadata = tuple(metadata)
+        self.session = session
+        self.save_attempts = max(1, save_attempts)
+
+    async def metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata + (await self.session.metadata() if self.session else ())
+
+    def stub(self, service: str) -> Any:
+        return self._stubs[service]
+
+    async def run(self, call: Unary[R] | Retried[R]) -> R:
+        method = getattr(self._stubs[call.service], call.method)
+        if isinstance(call, Unary):
+            return call.result(await self._unary(method, call.request))
         for delay in retry_delays(self.save_attempts):
             try:
-                return self.unary(method, request), txid
+                return call.result(await self._unary(method, call.request))
             except UbiquityError as e:
                 if e.code not in RETRYABLE:
                     raise
-            time.sleep(delay)
-        return self.unary(method, request), txid
+            await asyncio.sleep(delay)
+        return call.result(await self._unary(method, call.request))
+
+    async def stream(self, call: Streaming[R]) -> AsyncIterator[R]:
+        method = getattr(self._stubs[call.service], call.method)
+        try:
+            async for message in method(call.request, timeout=self.timeout, metadata=await self.metadata()):
+                yield call.result(message)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def _unary(self, method: Callable[..., Any], request: object) -> Any:
+        try:
+            return await method(request, timeout=self.timeout, metadata=await self.metadata())
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e) from None

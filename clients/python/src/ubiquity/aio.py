@@ -1,13 +1,14 @@
-"""The asyncio (`grpc.aio`) client: stores, fetches, saves with safe retries, the change feed.
+"""The asyncio (`grpc.aio`) client: everything the sync client offers, awaited.
 
-The same shapes as the synchronous client, with `await` and `async for`; requests, results, errors
-and the feed's resume rules are shared with it. Contexts are not here yet (use the sync client).
+The same shapes as `ubiquity.Client`, `Store`, `Context` and `ChangeFeed`, with `await`,
+`async with` and `async for`. Requests, result types, errors, save retries, session renewal and the
+feed's resume rules are the sync client's (`_ops`, `_calls`, `context.ContextCore`,
+`session.SessionState`, `feed.Resumer`); only the waiting differs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -15,52 +16,50 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from ubiquity.v1 import changes_pb2_grpc
-from ubiquity.v1 import models_pb2 as md, models_pb2_grpc
-from ubiquity.v1 import objects_pb2 as ob
-from ubiquity.v1 import stores_pb2 as st, stores_pb2_grpc
+from ubiquity.v1 import models_pb2 as md
 
-from ._calls import RETRYABLE, Metadata, retry_delays
-from .client import CHANNEL_OPTIONS, Inserts, StoreInfo, Updates, save_request
-from .errors import HistoryExpired, UbiquityError, from_rpc_error
+from . import _ops as ops
+from ._calls import AsyncCaller, Metadata
+from ._ops import Inserts, Updates
+from .client import stubs
+from .context import ContextCore, ContextState, Generation
+from .errors import HistoryExpired, from_rpc_error
 from .feed import FeedEvent, Resumer, Start, Transaction, _filter
-from .session import Session
-from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, fetch_spec
+from .keyvalue import AsyncKeyValues
+from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
+from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
+from .session import AsyncSession
+from .tls import TLS, channel_settings
+from .values import ValueLike
 
 
 class Client:
-    """`async with ubiquity.aio.Client(target) as client:` — see `ubiquity.Client` for the arguments."""
+    """`async with ubiquity.aio.Client(target, api_key=...) as client:` — see `ubiquity.Client`
+    for the arguments (`interceptors` are `grpc.aio` client interceptors here)."""
 
-    def __init__(self, target: str, *, channel_credentials: grpc.ChannelCredentials | None = None,
-                 metadata: Metadata = (), timeout: float = 30.0, save_attempts: int = 3,
+    def __init__(self, target: str, *, tls: TLS | None = None,
+                 channel_credentials: grpc.ChannelCredentials | None = None,
+                 credentials: grpc.CallCredentials | None = None, metadata: Metadata = (),
+                 timeout: float = 30.0, save_attempts: int = 3,
+                 interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
                  api_key: str | None = None, device_id: str | None = None) -> None:
-        if channel_credentials is not None:
-            self.channel = grpc.aio.secure_channel(target, channel_credentials, options=CHANNEL_OPTIONS)
+        creds, options = channel_settings(tls, channel_credentials, credentials)
+        if creds is not None:
+            self.channel = grpc.aio.secure_channel(target, creds, options=options, interceptors=interceptors)
         else:
-            self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
-        self._metadata = tuple(metadata)
-        # Sign-in uses a blocking channel of its own: it runs once per session lifetime.
-        self._session_channel: grpc.Channel | None = None
-        self._session: Session | None = None
-        if api_key:
-            self._session_channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS) if channel_credentials is None \
-                else grpc.secure_channel(target, channel_credentials, options=CHANNEL_OPTIONS)
-            self._session = Session(self._session_channel, api_key, device_id or "python-client", timeout)
-        self.timeout = timeout
-        self.save_attempts = save_attempts
-        self._stores = stores_pb2_grpc.StoresStub(self.channel)
-        self._models = models_pb2_grpc.ModelsStub(self.channel)
-        self._changes = changes_pb2_grpc.ChangesStub(self.channel)
-
-    @property
-    def metadata(self) -> tuple[tuple[str, str], ...]:
-        """What every call sends: the caller's metadata and, when signed in, the session's."""
-        return self._metadata + (self._session.metadata() if self._session else ())
+            self.channel = grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
+        session = AsyncSession(self.channel, api_key, device_id or "python-client", timeout) if api_key else None
+        self._calls = AsyncCaller(stubs(self.channel), timeout, metadata, save_attempts, session)
+        self.key_values = AsyncKeyValues(self._calls)
+        """The account's key-value store (`ubiquity.keyvalue.AsyncKeyValues`)."""
 
     async def close(self) -> None:
-        if self._session_channel is not None:
-            self._session_channel.close()
         await self.channel.close()
+
+    async def sign_out(self) -> None:
+        """Ends this client's session (signed in with `api_key`); a later call signs in again."""
+        if self._calls.session:
+            await self._calls.session.sign_out()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -69,69 +68,110 @@ class Client:
                         tb: TracebackType | None) -> None:
         await self.close()
 
-    async def _unary(self, method: Callable[..., Awaitable[Any]], request: object) -> Any:
-        try:
-            return await method(request, timeout=self.timeout, metadata=self.metadata)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e) from None
-
     async def open_store(self, name: str, *, must_exist: bool = False) -> "Store":
-        r: st.OpenStoreResponse = await self._unary(
-            self._stores.OpenStore, st.OpenStoreRequest(name=name, must_exist=must_exist))
-        return Store(self, StoreInfo.of(r.store), created=r.created)
+        info, created = await self._calls.run(ops.open_store(name, must_exist))
+        return Store(self, info, created=created)
 
     async def list_stores(self) -> list[StoreInfo]:
-        r: st.ListStoresResponse = await self._unary(self._stores.ListStores, st.ListStoresRequest())
-        return [StoreInfo.of(s) for s in r.stores]
+        return await self._calls.run(ops.list_stores())
 
 
 class Store:
+    """`ubiquity.Store`, awaited: each method's arguments and result are the sync one's."""
+
     def __init__(self, client: Client, info: StoreInfo, created: bool = False) -> None:
         self.client = client
+        self._calls = client._calls
         self.info = info
         self.id = info.id
         self.name = info.name
         self.created = created
 
     async def register_model(self, model: md.Model, *, dry_run: bool = False) -> md.RegisterModelResponse:
-        r: md.RegisterModelResponse = await self.client._unary(
-            self.client._models.RegisterModel, md.RegisterModelRequest(store_id=self.id, model=model, dry_run=dry_run))
-        return r
+        return await self._calls.run(ops.register_model(self.id, model, dry_run))
+
+    async def get_model(self) -> md.GetModelResponse:
+        return await self._calls.run(ops.get_model(self.id))
 
     async def current_token(self) -> bytes:
-        r: st.CurrentGenerationResponse = await self.client._unary(
-            self.client._stores.CurrentGeneration, st.CurrentGenerationRequest(store_id=self.id))
-        return r.token
+        return await self._calls.run(ops.current_token(self.id))
 
     async def fetch(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
                     sort: Sequence[SortKey] = (), limit: int = 0, offset: int = 0,
                     result_type: ResultType = ResultType.OBJECTS, properties: Iterable[str] = (),
                     at: bytes | None = None) -> FetchResult:
-        spec = fetch_spec(entity, predicate, arguments, sort, limit, offset, result_type, properties)
-        r: ob.FetchResults = await self.client._unary(self.client._stores.Fetch, st.FetchRequest(
-            store_id=self.id, fetch=spec, at=ob.ReadGeneration(token=at or b"")))
-        return FetchResult.of(r)
+        return await self._calls.run(ops.fetch(ops.fetch_request(
+            self.id, entity, predicate, arguments, sort, limit, offset, result_type, properties, at)))
+
+    def fetch_stream(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
+                     sort: Sequence[SortKey] = (), limit: int = 0, offset: int = 0,
+                     result_type: ResultType = ResultType.OBJECTS, properties: Iterable[str] = (),
+                     at: bytes | None = None) -> AsyncIterator[FetchResult]:
+        """`async for page in store.fetch_stream(...)`."""
+        return self._calls.stream(ops.fetch_stream(ops.fetch_request(
+            self.id, entity, predicate, arguments, sort, limit, offset, result_type, properties, at)))
 
     async def get(self, object_ids: Iterable[str], *, at: bytes | None = None) -> dict[str, Object]:
-        r: st.GetObjectsResponse = await self.client._unary(self.client._stores.GetObjects, st.GetObjectsRequest(
-            store_id=self.id, object_ids=list(object_ids), at=ob.ReadGeneration(token=at or b"")))
-        return {o.object_id: Object.of(o) for o in r.objects}
+        return await self._calls.run(ops.get(self.id, object_ids, at))
 
     async def save(self, *, inserts: Inserts | None = None, updates: Updates | None = None,
                    deletes: Iterable[str] = (), expected_versions: Mapping[str, int] | None = None,
                    merge_policy: MergePolicy = MergePolicy.ERROR, author: str = "",
                    client_transaction_id: str | None = None) -> SaveResult:
         """As `ubiquity.Store.save`: retried with one client transaction ID while the outcome is unknown."""
-        txid = client_transaction_id or str(uuid.uuid4())
-        request = save_request(self.id, inserts, updates, deletes, expected_versions, merge_policy, author)(txid)
-        for delay in retry_delays(self.client.save_attempts):
-            try:
-                return SaveResult.of(await self.client._unary(self.client._stores.Save, request), txid)
-            except UbiquityError as e:
-                if e.code not in RETRYABLE:
-                    raise
-            await asyncio.sleep(delay)
-        return SaveResult.of(await self.client._unary(self.client._stores.Save, request), txid)
+        return await self._calls.run(ops.save(self.id, inserts, updates, deletes, expected_versions, merge_policy,
+                                              author, client_transaction_id))
+
+    async def delete_history(self, through_token: bytes) -> bytes:
+        return await self._calls.run(ops.delete_history(self.id, through_token))
+
+    async def history(self, after: bytes | None = None, *, entities: Iterable[str] = (),
+                      include_values: bool = False, page_size: int = 0) -> HistoryPage:
+        return await self._calls.run(ops.fetch_history(self.id, after, entities, include_values, page_size))
+
+    async def deletions(self, after: bytes, *, entities: Iterable[str] = (), page_size: int = 0) -> DeletionsPage:
+        return await self._calls.run(ops.fetch_deletions(self.id, after, entities, page_size))
+
+    async def batch_insert(self, entity: str, objects: Iterable[Mapping[str, ValueLike]], *, upsert: bool = False,
+                           author: str = "", return_object_ids: bool = False) -> BatchResult:
+        return await self._calls.run(ops.batch_insert(self.id, entity, objects, upsert, author, return_object_ids))
+
+    async def batch_update(self, entity: str, predicate: str, arguments: Mapping[str, object] | None = None, *,
+                           values: Mapping[str, ValueLike], author: str = "") -> BatchResult:
+        return await self._calls.run(ops.batch_update(self.id, entity, predicate, arguments, values, author))
+
+    async def batch_delete(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None,
+                           *, object_ids: Iterable[str] = (), author: str = "") -> BatchResult:
+        return await self._calls.run(ops.batch_delete(self.id, entity, predicate, arguments, object_ids, author))
+
+    async def deduplicate(self, entity: str, unique_key: Sequence[str], *, batch_size: int = 0,
+                          author: str = "") -> DeduplicateResult:
+        return await self._calls.run(ops.deduplicate(self.id, entity, unique_key, batch_size, author))
+
+    async def seed(self, seed_id: str, inserts: Inserts, *, author: str = "") -> SeedResult:
+        return await self._calls.run(ops.seed(self.id, seed_id, inserts, author))
+
+    def export_baseline(self, *, at: bytes | None = None, batch_size: int = 0) -> AsyncIterator[BaselineChunk]:
+        """`async for chunk in store.export_baseline()`."""
+        return self._calls.stream(ops.export_baseline(self.id, at, batch_size))
+
+    async def import_store(self, source: "Store | str", *, at: bytes | None = None,
+                           deduplicate_by_constraints: bool = False, author: str = "") -> ImportResult:
+        source_id = source if isinstance(source, str) else source.id
+        return await self._calls.run(ops.import_store(self.id, source_id, at, deduplicate_by_constraints, author))
+
+    async def replace_with(self, source: "Store | str") -> bytes:
+        source_id = source if isinstance(source, str) else source.id
+        return await self._calls.run(ops.replace_store(self.id, source_id))
+
+    async def destroy(self) -> None:
+        await self._calls.run(ops.destroy_store(self.id))
+
+    async def context(self, name: str = "", *, author: str = "", merge_policy: MergePolicy = MergePolicy.ERROR,
+                      generation: Generation = "first_read") -> "Context":
+        """A unit of work on this store: `async with await store.context() as ctx:`."""
+        state = await self._calls.run(ContextCore.create_call(self.id, name, author, merge_policy, generation))
+        return Context(self._calls, state)
 
     async def changes(self, *, start: Start = "now", entities: Iterable[str] = (), include_values: bool = False,
                       exclude_authors: Iterable[str] = (),
@@ -141,15 +181,73 @@ class Store:
         if start == "now":
             start = await self.current_token()
         resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for)
-        return ChangeFeed(self.client, resume, on_history_expired)
+        return ChangeFeed(self._calls, resume, on_history_expired)
+
+
+class Context(ContextCore):
+    """`ubiquity.Context`, awaited; `async with` closes it on the server."""
+
+    def __init__(self, calls: AsyncCaller, state: Any) -> None:
+        super().__init__(state)
+        self._calls = calls
+
+    async def child(self, name: str = "") -> "Context":
+        """A nested context whose save goes into this one (not the store)."""
+        return Context(self._calls, await self._calls.run(self._child_call(name)))
+
+    async def insert(self, entity: str, values: Mapping[str, ValueLike],
+                     relationships: Mapping[str, Sequence[str]] | None = None) -> str:
+        return await self._calls.run(self._insert_call(entity, values, relationships))
+
+    async def update(self, object_id: str, values: Mapping[str, ValueLike],
+                     relationships: Mapping[str, Sequence[str]] | None = None) -> None:
+        await self._calls.run(self._update_call(object_id, values, relationships))
+
+    async def delete(self, *object_ids: str) -> None:
+        await self._calls.run(self._delete_call(object_ids))
+
+    async def fetch(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
+                    sort: Sequence[SortKey] = (), limit: int = 0, offset: int = 0,
+                    result_type: ResultType = ResultType.OBJECTS, properties: Iterable[str] = (),
+                    include_pending: bool = True) -> FetchResult:
+        return await self._calls.run(self._fetch_call(entity, predicate, arguments, sort, limit, offset,
+                                                      result_type, properties, include_pending))
+
+    async def refresh_state(self) -> ContextState:
+        return await self._calls.run(self._state_call("GetState"))
+
+    async def save(self, *, client_transaction_id: str | None = None, dry_run: bool = False) -> SaveResult:
+        return await self._calls.run(self._save_call(client_transaction_id, dry_run))
+
+    async def rollback(self) -> None:
+        await self._calls.run(self._state_call("Rollback"))
+
+    async def reset(self) -> None:
+        await self._calls.run(self._state_call("Reset"))
+
+    async def refresh(self, *, merge_changes: bool = False) -> None:
+        await self._calls.run(self._refresh_call(merge_changes))
+
+    async def pin(self, generation: Generation) -> None:
+        await self._calls.run(self._pin_call(generation))
+
+    async def close(self) -> None:
+        await self._calls.run(self._close_call())
+
+    async def __aenter__(self) -> "Context":
+        return self
+
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
 
 
 class ChangeFeed:
     """`async for event in feed` — resumes from its last token like `ubiquity.ChangeFeed`."""
 
-    def __init__(self, client: Client, resume: Resumer,
+    def __init__(self, calls: AsyncCaller, resume: Resumer,
                  on_history_expired: Callable[[HistoryExpired], Awaitable[bytes | None]] | None) -> None:
-        self._client = client
+        self._calls = calls
         self._resume = resume
         self._on_expired = on_history_expired
         self._call: Any = None
@@ -168,9 +266,11 @@ class ChangeFeed:
 
     async def __anext__(self) -> FeedEvent:
         while not self._closed:
-            if self._call is None:
-                self._call = self._client._changes.Subscribe(self._resume.request(), metadata=self._client.metadata)
             try:
+                if self._call is None:
+                    # metadata is asked at each (re)subscribe, so a renewed session is used
+                    self._call = self._calls.stub("changes").Subscribe(self._resume.request(),
+                                                                        metadata=await self._calls.metadata())
                 r = await self._call.read()
             except grpc.aio.AioRpcError as e:
                 self._call = None
@@ -200,4 +300,4 @@ class ChangeFeed:
             self._call.cancel()
 
 
-__all__ = ["Client", "Store", "ChangeFeed"]
+__all__ = ["Client", "Store", "Context", "ChangeFeed"]

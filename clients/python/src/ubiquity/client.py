@@ -2,78 +2,61 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 
 import grpc
 
-from ubiquity.v1 import changes_pb2 as ch, changes_pb2_grpc, contexts_pb2_grpc
-from ubiquity.v1 import models_pb2 as md, models_pb2_grpc
-from ubiquity.v1 import objects_pb2 as ob
-from ubiquity.v1 import stores_pb2 as st, stores_pb2_grpc
+from ubiquity.v1 import changes_pb2_grpc, contexts_pb2_grpc, keyvalue_pb2_grpc, models_pb2 as md, models_pb2_grpc
+from ubiquity.v1 import stores_pb2_grpc
 
+from . import _ops as ops
 from ._calls import Caller, Metadata
-from .session import Session
+from ._ops import Inserts, Updates
 from .context import Context, Generation
 from .errors import HistoryExpired
 from .feed import ChangeFeed, Start
-from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, fetch_spec
-from .values import ValueLike, to_values
-
-# The channel retries a lost connection quickly so a feed resumes soon after a server restart
-# (grpc's defaults start at 1 s and grow to 120 s).
-CHANNEL_OPTIONS = [
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2000),
-]
+from .keyvalue import KeyValues
+from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
+from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
+from .session import Session
+from .tls import CHANNEL_OPTIONS, TLS, channel_settings
+from .values import ValueLike
 
 
-@dataclass(frozen=True)
-class StoreInfo:
-    id: str
-    name: str
-    model_version_hash: str
-    token: bytes
-    generation: int
-
-    @staticmethod
-    def of(s: st.StoreInfo) -> "StoreInfo":
-        return StoreInfo(s.store_id, s.name, s.model_version_hash, s.token, s.generation)
+def stubs(channel: grpc.Channel | grpc.aio.Channel) -> dict[str, object]:
+    """The generated stubs a client calls, by the service names `_calls` uses."""
+    return {"stores": stores_pb2_grpc.StoresStub(channel), "models": models_pb2_grpc.ModelsStub(channel),
+            "contexts": contexts_pb2_grpc.ContextsStub(channel), "changes": changes_pb2_grpc.ChangesStub(channel),
+            "keyvalue": keyvalue_pb2_grpc.KeyValueStub(channel)}
 
 
 class Client:
     """A connection to one ubiquityd.
 
     `Client("127.0.0.1:50051", api_key=..., device_id=...)` talks plaintext and signs in with the
-    API key on its first call, and again before the session expires (`ubiquity.session`). For TLS
-    pass `channel_credentials` (`grpc.ssl_channel_credentials(...)`). `metadata` is sent with every
-    call as is (e.g. an `authorization` of a session token obtained elsewhere).
+    API key on its first call, and again before the session expires (`ubiquity.session`).
+    `tls=TLS(ca="ca.crt")` connects over TLS trusting that CA (`cert=`/`key=` add a client
+    certificate); `channel_credentials` takes grpcio credentials of your own instead. `metadata`
+    is sent with every call as is (e.g. an `authorization` of a session token obtained elsewhere).
     """
 
-    def __init__(self, target: str, *, channel_credentials: grpc.ChannelCredentials | None = None,
+    def __init__(self, target: str, *, tls: TLS | None = None,
+                 channel_credentials: grpc.ChannelCredentials | None = None,
                  credentials: grpc.CallCredentials | None = None, metadata: Metadata = (),
                  timeout: float = 30.0, save_attempts: int = 3,
                  interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),
                  api_key: str | None = None, device_id: str | None = None) -> None:
-        if credentials is not None:
-            if channel_credentials is None:
-                raise ValueError("call credentials need a secure channel: pass channel_credentials too")
-            channel_credentials = grpc.composite_channel_credentials(channel_credentials, credentials)
-        if channel_credentials is not None:
-            channel = grpc.secure_channel(target, channel_credentials, options=CHANNEL_OPTIONS)
-        else:
-            channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        creds, options = channel_settings(tls, channel_credentials, credentials)
+        channel = grpc.secure_channel(target, creds, options=options) if creds is not None \
+            else grpc.insecure_channel(target, options=options)
         if interceptors:
             channel = grpc.intercept_channel(channel, *interceptors)
         self.channel = channel
         session = Session(channel, api_key, device_id or "python-client", timeout) if api_key else None
-        self._calls = Caller(timeout, metadata, save_attempts, session)
-        self._stores = stores_pb2_grpc.StoresStub(channel)
-        self._models = models_pb2_grpc.ModelsStub(channel)
-        self._contexts = contexts_pb2_grpc.ContextsStub(channel)
-        self._changes = changes_pb2_grpc.ChangesStub(channel)
+        self._calls = Caller(stubs(channel), timeout, metadata, save_attempts, session)
+        self.key_values = KeyValues(self._calls)
+        """The account's key-value store (`ubiquity.keyvalue.KeyValues`)."""
 
     def close(self) -> None:
         self.channel.close()
@@ -92,30 +75,11 @@ class Client:
 
     def open_store(self, name: str, *, must_exist: bool = False) -> "Store":
         """Opens the store called `name`, creating it unless `must_exist`."""
-        r = self._calls.unary(self._stores.OpenStore, st.OpenStoreRequest(name=name, must_exist=must_exist))
-        return Store(self, StoreInfo.of(r.store), created=r.created)
+        info, created = self._calls.run(ops.open_store(name, must_exist))
+        return Store(self, info, created=created)
 
     def list_stores(self) -> list[StoreInfo]:
-        r = self._calls.unary(self._stores.ListStores, st.ListStoresRequest())
-        return [StoreInfo.of(s) for s in r.stores]
-
-
-Inserts = Mapping[str, tuple[str, Mapping[str, ValueLike]]]
-Updates = Mapping[str, Mapping[str, ValueLike]]
-
-
-def save_request(store_id: str, inserts: Inserts | None, updates: Updates | None, deletes: Iterable[str],
-                 expected_versions: Mapping[str, int] | None, merge_policy: MergePolicy,
-                 author: str) -> Callable[[str], st.SaveRequest]:
-    """A Stores.Save request for a client transaction ID (the same for every retry)."""
-    ev = expected_versions or {}
-    ins = [ob.Insert(temporary_id=t, entity=e, values=to_values(v)) for t, (e, v) in (inserts or {}).items()]
-    ups = [ob.Update(object_id=i, values=to_values(v), expected_version=ev.get(i))
-           for i, v in (updates or {}).items()]
-    dels = [ob.Delete(object_id=i, expected_version=ev.get(i)) for i in deletes]
-    return lambda txid: st.SaveRequest(store_id=store_id, inserts=ins, updates=ups, deletes=dels,
-                                       merge_policy=merge_policy.value, author=author,
-                                       client_transaction_id=txid)
+        return self._calls.run(ops.list_stores())
 
 
 class Store:
@@ -123,6 +87,7 @@ class Store:
 
     def __init__(self, client: Client, info: StoreInfo, created: bool = False) -> None:
         self.client = client
+        self._calls = client._calls
         self.info = info
         self.id = info.id
         self.name = info.name
@@ -132,18 +97,16 @@ class Store:
 
     def register_model(self, model: md.Model, *, dry_run: bool = False) -> md.RegisterModelResponse:
         """Registers (or migrates to) `model`; a `ubiquity.v1.models_pb2.Model`."""
-        c = self.client
-        r: md.RegisterModelResponse = c._calls.unary(
-            c._models.RegisterModel, md.RegisterModelRequest(store_id=self.id, model=model, dry_run=dry_run))
-        return r
+        return self._calls.run(ops.register_model(self.id, model, dry_run))
+
+    def get_model(self) -> md.GetModelResponse:
+        """The registered model and its version hash (`model` unset before the first registration)."""
+        return self._calls.run(ops.get_model(self.id))
 
     # -- reads --------------------------------------------------------------
 
     def current_token(self) -> bytes:
-        c = self.client
-        r: st.CurrentGenerationResponse = c._calls.unary(
-            c._stores.CurrentGeneration, st.CurrentGenerationRequest(store_id=self.id))
-        return r.token
+        return self._calls.run(ops.current_token(self.id))
 
     def fetch(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
               sort: Sequence[SortKey] = (), limit: int = 0, offset: int = 0,
@@ -151,18 +114,20 @@ class Store:
               at: bytes | None = None) -> FetchResult:
         """Fetches with an NSPredicate-format string (`"age > $min"`, arguments `{"min": 30}`), at the
         generation `at` names (a token from an earlier answer) or at the current one."""
-        c = self.client
-        spec = fetch_spec(entity, predicate, arguments, sort, limit, offset, result_type, properties)
-        r = c._calls.unary(c._stores.Fetch, st.FetchRequest(
-            store_id=self.id, fetch=spec, at=ob.ReadGeneration(token=at or b"")))
-        return FetchResult.of(r)
+        return self._calls.run(ops.fetch(ops.fetch_request(
+            self.id, entity, predicate, arguments, sort, limit, offset, result_type, properties, at)))
+
+    def fetch_stream(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
+                     sort: Sequence[SortKey] = (), limit: int = 0, offset: int = 0,
+                     result_type: ResultType = ResultType.OBJECTS, properties: Iterable[str] = (),
+                     at: bytes | None = None) -> Iterator[FetchResult]:
+        """As `fetch`, the results in pages as the server streams them (one generation throughout)."""
+        return self._calls.stream(ops.fetch_stream(ops.fetch_request(
+            self.id, entity, predicate, arguments, sort, limit, offset, result_type, properties, at)))
 
     def get(self, object_ids: Iterable[str], *, at: bytes | None = None) -> dict[str, Object]:
         """The objects with these IDs that exist (at `at`, or now), by ID; missing ones are absent."""
-        c = self.client
-        r = c._calls.unary(c._stores.GetObjects, st.GetObjectsRequest(
-            store_id=self.id, object_ids=list(object_ids), at=ob.ReadGeneration(token=at or b"")))
-        return {o.object_id: Object.of(o) for o in r.objects}
+        return self._calls.run(ops.get(self.id, object_ids, at))
 
     # -- writes -------------------------------------------------------------
 
@@ -176,26 +141,78 @@ class Store:
         ID; `expected_versions` enables optimistic locking per object. Retried with one client
         transaction ID when the outcome is unknown, so it is applied at most once.
         """
-        c = self.client
-        make = save_request(self.id, inserts, updates, deletes, expected_versions, merge_policy, author)
-        r, txid = c._calls.save(c._stores.Save, make, client_transaction_id)
-        return SaveResult.of(r, txid)
+        return self._calls.run(ops.save(self.id, inserts, updates, deletes, expected_versions, merge_policy,
+                                        author, client_transaction_id))
 
     def delete_history(self, through_token: bytes) -> bytes:
         """Trims the change history through `through_token` (inclusive); returns the oldest retained token.
         Feeds behind it end with HistoryExpired."""
-        c = self.client
-        r: ch.DeleteHistoryResponse = c._calls.unary(c._changes.DeleteHistory, ch.DeleteHistoryRequest(
-            store_id=self.id, through_token=through_token))
-        return r.oldest_retained_token
+        return self._calls.run(ops.delete_history(self.id, through_token))
+
+    def history(self, after: bytes | None = None, *, entities: Iterable[str] = (), include_values: bool = False,
+                page_size: int = 0) -> HistoryPage:
+        """Committed transactions after the token `after` (None: from the oldest retained), a page
+        at a time; a token older than the retained history raises HistoryExpired."""
+        return self._calls.run(ops.fetch_history(self.id, after, entities, include_values, page_size))
+
+    def deletions(self, after: bytes, *, entities: Iterable[str] = (), page_size: int = 0) -> DeletionsPage:
+        """IDs deleted after `after` (exclusive), from the tombstone index, a page at a time."""
+        return self._calls.run(ops.fetch_deletions(self.id, after, entities, page_size))
+
+    # -- batches and maintenance ---------------------------------------------
+
+    def batch_insert(self, entity: str, objects: Iterable[Mapping[str, ValueLike]], *, upsert: bool = False,
+                     author: str = "", return_object_ids: bool = False) -> BatchResult:
+        """Inserts many objects of one entity in one transaction (NSBatchInsertRequest); `upsert`
+        updates objects that clash on a uniqueness constraint instead of failing."""
+        return self._calls.run(ops.batch_insert(self.id, entity, objects, upsert, author, return_object_ids))
+
+    def batch_update(self, entity: str, predicate: str, arguments: Mapping[str, object] | None = None, *,
+                     values: Mapping[str, ValueLike], author: str = "") -> BatchResult:
+        """Sets `values` on every object the predicate matches, in one transaction."""
+        return self._calls.run(ops.batch_update(self.id, entity, predicate, arguments, values, author))
+
+    def batch_delete(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
+                     object_ids: Iterable[str] = (), author: str = "") -> BatchResult:
+        """Deletes the objects the predicate matches (or those `object_ids`), in one transaction."""
+        return self._calls.run(ops.batch_delete(self.id, entity, predicate, arguments, object_ids, author))
+
+    def deduplicate(self, entity: str, unique_key: Sequence[str], *, batch_size: int = 0,
+                    author: str = "") -> DeduplicateResult:
+        """Keeps one object per value of `unique_key` and deletes the rest."""
+        return self._calls.run(ops.deduplicate(self.id, entity, unique_key, batch_size, author))
+
+    def seed(self, seed_id: str, inserts: Inserts, *, author: str = "") -> SeedResult:
+        """Inserts initial data at most once per `seed_id`, however often it is called (and retried)."""
+        return self._calls.run(ops.seed(self.id, seed_id, inserts, author))
+
+    def export_baseline(self, *, at: bytes | None = None, batch_size: int = 0) -> Iterator[BaselineChunk]:
+        """Every object at one generation (`at`, or now), in chunks; then subscribe from the token."""
+        return self._calls.stream(ops.export_baseline(self.id, at, batch_size))
+
+    def import_store(self, source: "Store | str", *, at: bytes | None = None,
+                     deduplicate_by_constraints: bool = False, author: str = "") -> ImportResult:
+        """Copies another store's objects (as of `at`, or now) into this one, relationships kept."""
+        source_id = source if isinstance(source, str) else source.id
+        return self._calls.run(ops.import_store(self.id, source_id, at, deduplicate_by_constraints, author))
+
+    def replace_with(self, source: "Store | str") -> bytes:
+        """Replaces this store's contents with another's (ReplaceStore); returns the new current
+        token. Tokens from before are refused from now on (GenerationExpiredError)."""
+        source_id = source if isinstance(source, str) else source.id
+        return self._calls.run(ops.replace_store(self.id, source_id))
+
+    def destroy(self) -> None:
+        """Deletes the store and its file; its ID answers NOT_FOUND afterwards."""
+        self._calls.run(ops.destroy_store(self.id))
 
     # -- contexts and feed --------------------------------------------------
 
     def context(self, name: str = "", *, author: str = "", merge_policy: MergePolicy = MergePolicy.ERROR,
                 generation: Generation = "first_read") -> Context:
         """A unit of work on this store (see `Context`)."""
-        return Context.create(self.client._calls, self.client._contexts, self.id, name=name, author=author,
-                              merge_policy=merge_policy, generation=generation)
+        return Context.create(self._calls, self.id, name=name, author=author, merge_policy=merge_policy,
+                              generation=generation)
 
     def changes(self, *, start: Start = "now", entities: Iterable[str] = (), include_values: bool = False,
                 exclude_authors: Iterable[str] = (),
@@ -208,9 +225,9 @@ class Store:
         """
         if start == "now":
             start = self.current_token()
-        return ChangeFeed(self.client._changes, lambda: self.client._calls.metadata, self.id, start=start,
+        return ChangeFeed(self._calls.stub("changes"), lambda: self._calls.metadata, self.id, start=start,
                           entities=entities, include_values=include_values, exclude_authors=exclude_authors,
                           on_history_expired=on_history_expired, reconnect_for=reconnect_for)
 
 
-__all__ = ["Client", "Store", "StoreInfo"]
+__all__ = ["Client", "Store", "StoreInfo", "TLS", "CHANNEL_OPTIONS"]

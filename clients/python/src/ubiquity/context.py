@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, Union
 
-from ubiquity.v1 import contexts_pb2 as cx, contexts_pb2_grpc
+from ubiquity.v1 import contexts_pb2 as cx
 from ubiquity.v1 import objects_pb2 as ob
 
-from ._calls import Caller
+from ._calls import Caller, Retried, Unary, new_transaction_id
 from .model import FetchResult, MergePolicy, ResultType, SaveResult, SortKey, fetch_spec
 from .values import ValueLike, to_values
 
@@ -44,72 +44,27 @@ class ContextState:
                             mode, MergePolicy(s.merge_policy))
 
 
-class Context:
-    """Pending inserts, updates and deletes on the server, applied together by `save()`.
+class ContextCore:
+    """What the sync `Context` and the asyncio `ubiquity.aio.Context` share: the context's ID, its
+    last known state, and each call built as a value whose answer updates that state. They differ
+    only in how they run the calls."""
 
-    Objects are named by ID: a pending insert gets a context ID (`…/Entity/t<n>`) usable in later
-    calls until `save()` maps it to a permanent ID (`SaveResult.permanent_ids`). Reads see the
-    pending changes unless asked not to. Use as a context manager to close it on the server.
-    """
-
-    def __init__(self, calls: Caller, stub: contexts_pb2_grpc.ContextsStub, state: cx.ContextState) -> None:
-        self._calls = calls
-        self._stub = stub
+    def __init__(self, state: cx.ContextState) -> None:
         self.id = state.context_id
         self.store_id = state.store_id
         self._state = ContextState.of(state)
         self._labels = 0
 
     @staticmethod
-    def create(calls: Caller, stub: contexts_pb2_grpc.ContextsStub, store_id: str, *, name: str = "",
-               author: str = "", merge_policy: MergePolicy = MergePolicy.ERROR,
-               generation: Generation = "first_read", parent: "Context | None" = None) -> "Context":
+    def create_call(store_id: str, name: str, author: str, merge_policy: MergePolicy, generation: Generation,
+                    parent_id: str = "") -> Unary[cx.ContextState]:
         mode, token = _mode(generation)
-        s = calls.unary(stub.CreateContext, cx.CreateContextRequest(
+        return Unary("contexts", "CreateContext", cx.CreateContextRequest(
             store_id=store_id, name=name, author=author, merge_policy=merge_policy.value,
-            generation_mode=mode, token=token, parent_context_id=parent.id if parent else ""))
-        return Context(calls, stub, s)
+            generation_mode=mode, token=token, parent_context_id=parent_id), lambda s: s)
 
-    def child(self, name: str = "") -> "Context":
-        """A nested context whose save goes into this one (not the store)."""
-        return Context.create(self._calls, self._stub, self.store_id, name=name,
-                              merge_policy=self._state.merge_policy, parent=self)
-
-    # -- changes ------------------------------------------------------------
-
-    def insert(self, entity: str, values: Mapping[str, ValueLike],
-               relationships: Mapping[str, Sequence[str]] | None = None) -> str:
-        """Adds a pending insert; returns the object's context ID."""
-        self._labels += 1
-        label = f"n{self._labels}"
-        r = self._call(self._stub.Insert, cx.ContextInsertRequest(context_id=self.id, inserts=[
-            ob.Insert(temporary_id=label, entity=entity, values=to_values(values),
-                      relationships=_refs(relationships))]))
-        self._state = ContextState.of(r.state)
-        return str(r.object_ids[label])
-
-    def update(self, object_id: str, values: Mapping[str, ValueLike],
-               relationships: Mapping[str, Sequence[str]] | None = None) -> None:
-        self._set(self._call(self._stub.Update, cx.ContextUpdateRequest(context_id=self.id, updates=[
-            ob.Update(object_id=object_id, values=to_values(values), relationships=_refs(relationships))])))
-
-    def delete(self, *object_ids: str) -> None:
-        self._set(self._call(self._stub.Delete,
-                             cx.ContextDeleteRequest(context_id=self.id, object_ids=list(object_ids))))
-
-    # -- reads --------------------------------------------------------------
-
-    def fetch(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
-              sort: Sequence[SortKey] = (), limit: int = 0, offset: int = 0,
-              result_type: ResultType = ResultType.OBJECTS, properties: Iterable[str] = (),
-              include_pending: bool = True) -> FetchResult:
-        """Fetches at the context's generation, with its pending changes unless `include_pending` is False."""
-        spec = fetch_spec(entity, predicate, arguments, sort, limit, offset, result_type, properties)
-        r = self._call(self._stub.Fetch, cx.ContextFetchRequest(
-            context_id=self.id, fetch=spec, excludes_pending_changes=not include_pending))
-        return FetchResult.of(r)
-
-    # -- state --------------------------------------------------------------
+    def _child_call(self, name: str) -> Unary[cx.ContextState]:
+        return self.create_call(self.store_id, name, "", self._state.merge_policy, "first_read", self.id)
 
     @property
     def state(self) -> ContextState:
@@ -120,8 +75,114 @@ class Context:
     def has_changes(self) -> bool:
         return self._state.has_changes
 
+    def _set(self, s: cx.ContextState) -> ContextState:
+        self._state = ContextState.of(s)
+        return self._state
+
+    def _changed(self, method: str, request: object) -> Unary[ContextState]:
+        return Unary("contexts", method, request, self._set)
+
+    def _insert_call(self, entity: str, values: Mapping[str, ValueLike],
+                     relationships: Mapping[str, Sequence[str]] | None) -> Unary[str]:
+        self._labels += 1
+        label = f"n{self._labels}"
+
+        def inserted(r: cx.ContextInsertResponse) -> str:
+            self._set(r.state)
+            return str(r.object_ids[label])
+        return Unary("contexts", "Insert", cx.ContextInsertRequest(context_id=self.id, inserts=[
+            ob.Insert(temporary_id=label, entity=entity, values=to_values(values),
+                      relationships=_refs(relationships))]), inserted)
+
+    def _update_call(self, object_id: str, values: Mapping[str, ValueLike],
+                     relationships: Mapping[str, Sequence[str]] | None) -> Unary[ContextState]:
+        return self._changed("Update", cx.ContextUpdateRequest(context_id=self.id, updates=[
+            ob.Update(object_id=object_id, values=to_values(values), relationships=_refs(relationships))]))
+
+    def _delete_call(self, object_ids: Sequence[str]) -> Unary[ContextState]:
+        return self._changed("Delete", cx.ContextDeleteRequest(context_id=self.id, object_ids=list(object_ids)))
+
+    def _fetch_call(self, entity: str, predicate: str, arguments: Mapping[str, object] | None,
+                    sort: Sequence[SortKey], limit: int, offset: int, result_type: ResultType,
+                    properties: Iterable[str], include_pending: bool) -> Unary[FetchResult]:
+        spec = fetch_spec(entity, predicate, arguments, sort, limit, offset, result_type, properties)
+        return Unary("contexts", "Fetch", cx.ContextFetchRequest(
+            context_id=self.id, fetch=spec, excludes_pending_changes=not include_pending), FetchResult.of)
+
+    def _save_call(self, client_transaction_id: str | None, dry_run: bool) -> Retried[SaveResult]:
+        txid = new_transaction_id(client_transaction_id)
+
+        def saved(r: cx.ContextSaveResponse) -> SaveResult:
+            self._set(r.state)
+            return SaveResult.of(r.result, txid)
+        return Retried("contexts", "Save", cx.ContextSaveRequest(
+            context_id=self.id, client_transaction_id=txid, dry_run=dry_run), saved)
+
+    def _state_call(self, method: str) -> Unary[ContextState]:
+        """GetState, Rollback, Reset: a ContextRequest answered with the state."""
+        return self._changed(method, cx.ContextRequest(context_id=self.id))
+
+    def _refresh_call(self, merge_changes: bool) -> Unary[ContextState]:
+        return self._changed("Refresh", cx.RefreshRequest(context_id=self.id, merge_changes=merge_changes))
+
+    def _pin_call(self, generation: Generation) -> Unary[ContextState]:
+        mode, token = _mode(generation)
+        return self._changed("SetQueryGeneration", cx.SetQueryGenerationRequest(
+            context_id=self.id, generation_mode=mode, token=token))
+
+    def _close_call(self) -> Unary[None]:
+        return Unary("contexts", "CloseContext", cx.ContextRequest(context_id=self.id), lambda r: None)
+
+
+class Context(ContextCore):
+    """Pending inserts, updates and deletes on the server, applied together by `save()`.
+
+    Objects are named by ID: a pending insert gets a context ID (`…/Entity/t<n>`) usable in later
+    calls until `save()` maps it to a permanent ID (`SaveResult.permanent_ids`). Reads see the
+    pending changes unless asked not to. Use as a context manager to close it on the server.
+    """
+
+    def __init__(self, calls: Caller, state: cx.ContextState) -> None:
+        super().__init__(state)
+        self._calls = calls
+
+    @staticmethod
+    def create(calls: Caller, store_id: str, *, name: str = "", author: str = "",
+               merge_policy: MergePolicy = MergePolicy.ERROR, generation: Generation = "first_read") -> "Context":
+        return Context(calls, calls.run(ContextCore.create_call(store_id, name, author, merge_policy, generation)))
+
+    def child(self, name: str = "") -> "Context":
+        """A nested context whose save goes into this one (not the store)."""
+        return Context(self._calls, self._calls.run(self._child_call(name)))
+
+    # -- changes ------------------------------------------------------------
+
+    def insert(self, entity: str, values: Mapping[str, ValueLike],
+               relationships: Mapping[str, Sequence[str]] | None = None) -> str:
+        """Adds a pending insert; returns the object's context ID."""
+        return self._calls.run(self._insert_call(entity, values, relationships))
+
+    def update(self, object_id: str, values: Mapping[str, ValueLike],
+               relationships: Mapping[str, Sequence[str]] | None = None) -> None:
+        self._calls.run(self._update_call(object_id, values, relationships))
+
+    def delete(self, *object_ids: str) -> None:
+        self._calls.run(self._delete_call(object_ids))
+
+    # -- reads --------------------------------------------------------------
+
+    def fetch(self, entity: str, predicate: str = "", arguments: Mapping[str, object] | None = None, *,
+              sort: Sequence[SortKey] = (), limit: int = 0, offset: int = 0,
+              result_type: ResultType = ResultType.OBJECTS, properties: Iterable[str] = (),
+              include_pending: bool = True) -> FetchResult:
+        """Fetches at the context's generation, with its pending changes unless `include_pending` is False."""
+        return self._calls.run(self._fetch_call(entity, predicate, arguments, sort, limit, offset, result_type,
+                                                properties, include_pending))
+
+    # -- state --------------------------------------------------------------
+
     def refresh_state(self) -> ContextState:
-        return self._set(self._call(self._stub.GetState, cx.ContextRequest(context_id=self.id)))
+        return self._calls.run(self._state_call("GetState"))
 
     def save(self, *, client_transaction_id: str | None = None, dry_run: bool = False) -> SaveResult:
         """Applies the pending changes under the context's merge policy, in one transaction.
@@ -130,31 +191,26 @@ class Context:
         A save whose outcome is unknown (UNAVAILABLE, deadline) is retried with the same client
         transaction ID, which the server answers with the first outcome.
         """
-        r, txid = self._calls.save(self._stub.Save, lambda txid: cx.ContextSaveRequest(
-            context_id=self.id, client_transaction_id=txid, dry_run=dry_run), client_transaction_id)
-        self._set(r.state)
-        return SaveResult.of(r.result, txid)
+        return self._calls.run(self._save_call(client_transaction_id, dry_run))
 
     def rollback(self) -> None:
         """Drops the pending changes; the pinned generation stays."""
-        self._set(self._call(self._stub.Rollback, cx.ContextRequest(context_id=self.id)))
+        self._calls.run(self._state_call("Rollback"))
 
     def reset(self) -> None:
         """Drops the pending changes and the pin: the next read pins afresh."""
-        self._set(self._call(self._stub.Reset, cx.ContextRequest(context_id=self.id)))
+        self._calls.run(self._state_call("Reset"))
 
     def refresh(self, *, merge_changes: bool = False) -> None:
         """Moves the context to the current generation (keeping pending changes when `merge_changes`)."""
-        self._set(self._call(self._stub.Refresh, cx.RefreshRequest(context_id=self.id, merge_changes=merge_changes)))
+        self._calls.run(self._refresh_call(merge_changes))
 
     def pin(self, generation: Generation) -> None:
         """Sets the query generation: a token, "first_read" or "unpinned"."""
-        mode, token = _mode(generation)
-        self._set(self._call(self._stub.SetQueryGeneration, cx.SetQueryGenerationRequest(
-            context_id=self.id, generation_mode=mode, token=token)))
+        self._calls.run(self._pin_call(generation))
 
     def close(self) -> None:
-        self._call(self._stub.CloseContext, cx.ContextRequest(context_id=self.id))
+        self._calls.run(self._close_call())
 
     def __enter__(self) -> "Context":
         return self
@@ -162,13 +218,6 @@ class Context:
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-    def _call(self, method: object, request: object):  # type: ignore[no-untyped-def]
-        return self._calls.unary(method, request)  # type: ignore[arg-type]
-
-    def _set(self, s: cx.ContextState) -> ContextState:
-        self._state = ContextState.of(s)
-        return self._state
 
 
 def _refs(relationships: Mapping[str, Sequence[str]] | None) -> dict[str, ob.ObjectRefList]:

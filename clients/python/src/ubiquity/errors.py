@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from ubiquity.v1 import changes_pb2 as ch
+from ubiquity.v1 import keyvalue_pb2 as kv
 from ubiquity.v1 import objects_pb2 as ob
 
 from .values import PyValue, from_values
@@ -153,6 +154,31 @@ class ResourceExhaustedError(UbiquityError):
         self.resume_token: bytes | None = d.resume_token if d is not None else None
 
 
+class KeyValueConflictError(UbiquityError):
+    """KEY_VERSION_CONFLICT (ABORTED): a key-value write's precondition did not hold; nothing changed.
+    `current_version` and `exists` are the key's state then: reapply your change and retry with it."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        d = self._unpack(kv.KeyValueConflictDetails()) or kv.KeyValueConflictDetails()
+        self.key: str = d.key
+        self.exists: bool = d.exists
+        self.current_version: int = d.current_version
+
+
+class KeyValueQuotaError(ResourceExhaustedError):
+    """KEY_VALUE_QUOTA: a key-value write over a quota; nothing changed. `quota` is "keys",
+    "account_bytes", "key_bytes" or "value_bytes"; `limit`, `requested`, `used` as the server said."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        d = self._unpack(kv.KeyValueQuotaDetails()) or kv.KeyValueQuotaDetails()
+        self.quota: str = kv.KeyValueQuotaDetails.Quota.Name(d.quota).removeprefix("QUOTA_").lower()
+        self.limit: int = d.limit
+        self.requested: int = d.requested
+        self.used: int = d.used
+
+
 class DeadlineExceededError(UbiquityError):
     """The call's deadline passed; for a save, retry with the same client transaction ID."""
 
@@ -167,6 +193,8 @@ _BY_REASON: dict[str, type[UbiquityError]] = {
     "HISTORY_EXPIRED": HistoryExpired,
     "GENERATION_EXPIRED": GenerationExpiredError,
     "STORE_REPLACED": GenerationExpiredError,
+    "KEY_VERSION_CONFLICT": KeyValueConflictError,
+    "KEY_VALUE_QUOTA": KeyValueQuotaError,
 }
 
 _BY_CODE: dict[grpc.StatusCode, type[UbiquityError]] = {

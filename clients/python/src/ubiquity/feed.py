@@ -61,15 +61,17 @@ class FeedEvent:
     raw: ch.SubscribeResponse = field(repr=False)
 
 
+def transaction_of(t: ch.Transaction) -> Transaction:
+    changes = [Change(ch.Change.Kind.Name(c.kind).removeprefix("KIND_").lower(), c.entity, c.object_id,
+                      list(c.changed_properties), from_values(c.values)) for c in t.changes]
+    return Transaction(t.token, t.generation, t.commit_time.ToDatetime(tzinfo=timezone.utc), t.author,
+                       t.context_name, changes)
+
+
 def _event(r: ch.SubscribeResponse) -> FeedEvent:
     kind = r.WhichOneof("event") or "progress"
-    txs = []
-    for t in r.transactions.transactions:
-        changes = [Change(ch.Change.Kind.Name(c.kind).removeprefix("KIND_").lower(), c.entity, c.object_id,
-                          list(c.changed_properties), from_values(c.values)) for c in t.changes]
-        txs.append(Transaction(t.token, t.generation, t.commit_time.ToDatetime(tzinfo=timezone.utc),
-                               t.author, t.context_name, changes))
-    return FeedEvent(kind, r.resume_token, r.resume_generation, txs, r)
+    return FeedEvent(kind, r.resume_token, r.resume_generation,
+                     [transaction_of(t) for t in r.transactions.transactions], r)
 
 
 class Resumer:

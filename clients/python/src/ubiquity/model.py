@@ -7,9 +7,23 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from ubiquity.v1 import objects_pb2 as ob
+from ubiquity.v1 import stores_pb2 as st
 
 from .errors import Conflict
 from .values import PyValue, from_values, to_argument
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    id: str
+    name: str
+    model_version_hash: str
+    token: bytes
+    generation: int
+
+    @staticmethod
+    def of(s: st.StoreInfo) -> "StoreInfo":
+        return StoreInfo(s.store_id, s.name, s.model_version_hash, s.token, s.generation)
 
 
 class MergePolicy(Enum):
