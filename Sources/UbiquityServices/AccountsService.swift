@@ -22,6 +22,7 @@ public struct AccountsService: Sendable {
     /// their contexts close.
     func ended(_ ids: Set<String>) {
         backend.subscriptions.endSessions(ids, .sessionRevoked)
+        if !ids.isEmpty { backend.keyValueFeed.end(sessions: ids, .sessionRevoked) }
         contexts.endSessions(ids)
     }
 
@@ -34,7 +35,7 @@ public struct AccountsService: Sendable {
             t.unary("RevokeApiKey") { req, call in try Self.converting { try revokeApiKey(req, call) } }
             t.unary("SignIn") { req, call in try await Self.converting { try await signIn(req, call) } }
             t.unary("StartLocalSession") { req, call in try Self.converting { try startLocalSession(req, call) } }
-            t.unary("SignOut") { req, call in try Self.converting { try signOut(req, call) } }
+            t.unary("SignOut") { req, call in try await Self.converting { try await signOut(req, call) } }
         }
     }
 
@@ -111,13 +112,6 @@ public struct AccountsService: Sendable {
         return res
     }
 
-    func signOut(_ req: Ubiquity_V1_SignOutRequest, _ call: ServerCall) throws -> Ubiquity_V1_SignOutResponse {
-        let account = try auth.account(metadata: call.context.metadata, access: .read)
-        if let id = account.session, try auth.credentials.revokeSession(id: id) != nil {
-            ended([id])
-        }
-        return Ubiquity_V1_SignOutResponse()
-    }
 
     private func account(_ id: String) throws -> Credentials.AccountRecord {
         guard !id.isEmpty else { throw ServiceError.invalid("account_id", "an account_id is required", reason: .missingField) }
@@ -135,7 +129,7 @@ public struct AccountsService: Sendable {
         do { return try body() } catch { throw ServiceErrors.rpcError(error) }
     }
 
-    private static func converting<T>(_ body: () async throws -> T) async throws -> T {
+    static func converting<T>(_ body: () async throws -> T) async throws -> T {
         do { return try await body() } catch { throw ServiceErrors.rpcError(error) }
     }
 

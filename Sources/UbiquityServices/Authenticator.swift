@@ -66,7 +66,7 @@ public final class Authenticator: Sendable {
         if access == .write, session.scope == .readOnly {
             throw ServiceError(code: .permissionDenied, reason: .scopeExceeded, message: "this session's API key is read-only: use a read-write key for this call")
         }
-        return Account(id: session.account, session: session.id, scope: session.scope, expiresAt: session.expiresAt,
+        return Account(id: session.account, session: session.id, device: session.deviceID, scope: session.scope, expiresAt: session.expiresAt,
                        usingLocalStorage: session.isLocal)
     }
 

@@ -16,6 +16,9 @@ public struct ServiceLimits: Sendable {
     public var maxChangesPerSave = 10_000
     /// A context unused this long is closed and its pin released.
     public var contextIdleSeconds: Double = 600
+    /// A store transition's chance to save (SPEC §4.4): how long it waits for the contexts
+    /// concerned to save before it resets them (docs/lifecycle.md).
+    public var transitionSaveSeconds: Double = 30
     /// Predicate length, depth, node count and IN-list size.
     public var query = QueryLimits()
     public init() {}
@@ -27,6 +30,8 @@ public struct Account: Sendable, Hashable {
     public let id: String
     /// The session's ID (its token's SHA-256, hex); nil with authentication off.
     public var session: String? = nil
+    /// The device the session was signed in from (SignIn's device_id); nil with authentication off.
+    public var device: String? = nil
     public var scope: Credentials.Scope = .readWrite
     /// When the session expires (seconds since the epoch).
     public var expiresAt: Double = .infinity

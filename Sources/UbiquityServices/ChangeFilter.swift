@@ -47,6 +47,8 @@ struct ChangeSelection: Sendable {
 
     /// The changes of `tx` that pass, or nil when the whole transaction is skipped.
     func changes(of tx: HistoryTransaction) -> [HistoryChange]? {
+        // a store event is no transaction: Subscribe sends it as a `store_event` before asking
+        if tx.event != nil { return nil }
         if let a = tx.author, excludedAuthors.contains(a) { return nil }
         guard let entities else { return tx.changes }
         let kept = tx.changes.filter { entities.contains($0.entity) }

@@ -34,9 +34,10 @@ extension ChangesService {
             throw ServiceError.invalid("from", "set token, now = true or oldest = true", reason: .invalidArgument)
         }
         let feed = backend.keyValueFeed
-        let id = try feed.admit()
+        let id = try feed.admit(context.account)
         defer { feed.remove(id) }
-        let runner = KeyValueSubscriptionRunner(store: backend.keyValues, feed: feed, id: id, account: account, writer: writer,
+        let runner = KeyValueSubscriptionRunner(store: backend.keyValues, feed: feed, id: id, account: account,
+                                                sessionExpiresAt: context.account.expiresAt, writer: writer,
                                                 progressSeconds: subscriptions.limits.progressIntervalSeconds)
         let state = KeyValueSubscriptionState(start: start, initialSyncThrough: initialSyncThrough, excluded: Set(req.keyValues.excludeAuthors))
         let task = Task { try await runner.run(state) }
@@ -53,6 +54,8 @@ struct KeyValueSubscriptionRunner: Sendable {
     let feed: KeyValueFeed
     let id: UInt64
     let account: String
+    /// When its session expires (seconds since 1970): the stream ends then, as a store's does.
+    let sessionExpiresAt: Double
     let writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>
     let progressSeconds: Double
 
@@ -69,7 +72,15 @@ struct KeyValueSubscriptionRunner: Sendable {
         }
         do {
             while true {
-                if feed.isEnding(id) { throw ending(state.sent) }
+                // it wakes at least every progress interval, so it ends within one of its expiry
+                if sessionExpiresAt <= Date().timeIntervalSince1970 { feed.end(only: id, .sessionExpired) }
+                // store transition events go first, also on the way out (a sign-out's DID_CHANGE)
+                for event in feed.takeEvents(id) {
+                    var r = response(at: state.sent)
+                    r.storeEvent = Convert.storeEvent(event)
+                    try await send(r, at: state.sent)
+                }
+                if let reason = feed.ending(id) { throw ending(reason, state.sent) }
                 try Task.checkCancellation()
                 // a wake-up without a new commit (the progress timer) reads nothing
                 let page = changed ? try store.changes(account: account, after: state.position, limit: Self.pageSize) : []
@@ -96,7 +107,7 @@ struct KeyValueSubscriptionRunner: Sendable {
                 changed = await feed.wait(id, account: account, after: state.position, timeoutSeconds: progressSeconds)
             }
         } catch is CancellationError {
-            if feed.isEnding(id) { throw ending(state.sent) }
+            if let reason = feed.ending(id) { throw ending(reason, state.sent) }
             throw CancellationError()
         }
     }
@@ -119,13 +130,8 @@ struct KeyValueSubscriptionRunner: Sendable {
         return c
     }
 
-    /// UNAVAILABLE SHUTTING_DOWN with the last resume token sent.
-    private func ending(_ sent: Int64) -> Error {
-        var d = Ubiquity_V1_ResumeDetails()
-        d.resumeToken = Data(KeyValueFeedToken(account: account, seq: sent).bytes)
-        d.resumeGeneration = sent
-        var e = ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: resume from the resume_token in the ResumeDetails once it is back")
-        e.details = [d]
-        return e
+    /// The reason's status (as a store subscription's ending) with the last resume token sent.
+    private func ending(_ reason: SubscriptionState.EndReason, _ sent: Int64) -> Error {
+        reason.error(resumeToken: KeyValueFeedToken(account: account, seq: sent).bytes, generation: sent, maxLagGenerations: 0)
     }
 }

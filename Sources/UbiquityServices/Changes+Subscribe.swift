@@ -40,7 +40,8 @@ extension ChangesService {
                 let t = store.currentToken
                 try await writer.send(LocalStorageEvent.response(start: GenerationToken(storeID: t.storeID, epoch: t.epoch, generation: start)))
             }
-            let runner = SubscriptionRunner(store: store, model: model, selection: selection, live: live, subscription: sub, writer: writer,
+            let runner = SubscriptionRunner(store: store, model: model, selection: selection, live: live, device: context.account.device,
+                                            subscription: sub, writer: writer,
                                             limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,
                                             state: SubscriptionState(start: start, storeGeneration: store.currentToken.generation))
             // The loop runs in its own task so the registry can cancel it out of a blocked send
@@ -60,6 +61,8 @@ struct SubscriptionRunner: Sendable {
     let selection: ChangeSelection
     /// Set: transactions are sent as their effect on this live query's result set.
     let live: LiveQueryView?
+    /// The subscriber's device: it gets the store events that concern it (all devices', its own).
+    let device: String?
     let subscription: Subscription
     let writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>
     let limits: FeedLimits
@@ -152,6 +155,14 @@ struct SubscriptionRunner: Sendable {
         if let live { return try await deliverLive(live, txs, through: through, &p) }
         var batch: [[UInt8]] = [], batchBytes = 0, batchEnd = after
         for (i, tx) in txs.enumerated() {
+            if let event = tx.event {
+                guard event.concerns(device: device) else { continue }
+                // in order: the transactions before it go first, each response its own token
+                if !batch.isEmpty { try await send(SubscribeEncoding.batch(batch, resume: token(batchEnd)), at: batchEnd, &p); batch = []; batchBytes = 0 }
+                try await sendEvent(event, at: tx.token.generation, &p)
+                batchEnd = tx.token.generation
+                continue
+            }
             guard let changes = selection.changes(of: tx) else { continue }
             let encoded = await encode(tx, changes: changes, shared: shared?[i])
             if SubscribeEncoding.framedSize(encoded.count) > limits.maxResponseBytes {
@@ -179,6 +190,10 @@ struct SubscriptionRunner: Sendable {
     /// progress marker covers the others).
     private func deliverLive(_ live: LiveQueryView, _ txs: [HistoryTransaction], through: Int64, _ p: inout Progress) async throws {
         for tx in txs {
+            if let event = tx.event {
+                if event.concerns(device: device) { try await sendEvent(event, at: tx.token.generation, &p) }
+                continue
+            }
             guard let changes = selection.changes(of: tx), let update = try await live.update(tx, changes: changes, store: store) else { continue }
             var r = Ubiquity_V1_SubscribeResponse()
             r.resumeToken = Data(tx.token.bytes)
@@ -240,6 +255,16 @@ struct SubscriptionRunner: Sendable {
         }
     }
 
+    /// A store event (SPEC §4.6) with the resume token of its own generation.
+    private func sendEvent(_ event: StoreEventRecord, at generation: Int64, _ p: inout Progress) async throws {
+        var r = Ubiquity_V1_SubscribeResponse()
+        let t = token(generation)
+        r.resumeToken = Data(t.bytes)
+        r.resumeGeneration = generation
+        r.storeEvent = Convert.storeEvent(event)
+        try await send((try? r.serializedBytes()) ?? [], at: generation, &p)
+    }
+
     private func send(_ bytes: [UInt8], at generation: Int64, _ p: inout Progress) async throws {
         subscription.willSend()
         defer { subscription.didSend() }
@@ -250,14 +275,22 @@ struct SubscriptionRunner: Sendable {
 
     /// The status an ending sends, with the last resume token queued before it.
     private func ending(_ reason: SubscriptionState.EndReason, resume: Int64) -> Error {
-        var d = Ubiquity_V1_ResumeDetails()
         let t = token(resume)
-        d.resumeToken = Data(t.bytes)
-        d.resumeGeneration = t.generation
+        return reason.error(resumeToken: t.bytes, generation: t.generation, maxLagGenerations: limits.maxLagGenerations)
+    }
+}
+
+extension SubscriptionState.EndReason {
+    /// The status a subscription (a store's or the key-value store's) ends with, carrying the
+    /// last resume token queued before it in a `ResumeDetails`.
+    func error(resumeToken: [UInt8], generation: Int64, maxLagGenerations: Int64) -> ServiceError {
+        var d = Ubiquity_V1_ResumeDetails()
+        d.resumeToken = Data(resumeToken)
+        d.resumeGeneration = generation
         var e: ServiceError
-        switch reason {
+        switch self {
         case .tooFarBehind:
-            e = .exhausted("the subscriber stopped reading and fell more than \(limits.maxLagGenerations) generations behind: resume from the resume_token in the ResumeDetails",
+            e = .exhausted("the subscriber stopped reading and fell more than \(maxLagGenerations) generations behind: resume from the resume_token in the ResumeDetails",
                            reason: .subscriberTooSlow)
         case .shutdown:
             e = ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: resume from the resume_token in the ResumeDetails once it is back")

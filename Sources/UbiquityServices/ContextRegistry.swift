@@ -99,6 +99,9 @@ final class ContextBox: @unchecked Sendable {
     /// nil with authentication off. Its expiry, wall-clock seconds.
     let session: String?
     let sessionExpiresAt: Double
+    /// The device whose session created it: once a transition reset it, that device's later
+    /// sessions are told STORE_CHANGED rather than "no such context" (the device signed out and in).
+    let device: String?
     let storeID: UUID
     let name: String
     let author: String
@@ -107,8 +110,9 @@ final class ContextBox: @unchecked Sendable {
     let lock = AsyncLock()
     /// Set by other saves for `automatically_merges_changes`; applied at the next call.
     let mergeToken = Lock<GenerationToken?>(nil)
-    /// Set when the store is destroyed or replaced: later calls fail with STORE_CHANGED.
-    let storeChanged = Atomic<Bool>(false)
+    /// Open, in a transition's chance to save, or reset (later calls fail with STORE_CHANGED).
+    /// Its own mutex: a transition begins without waiting for a call in progress to end.
+    let lifecycle = Lock(ContextLifecycle())
     let lastUse = Lock<Double>(0)
 
     var mergePolicy: MergePolicy
@@ -120,6 +124,7 @@ final class ContextBox: @unchecked Sendable {
     init(id: UUID, account: Account, storeID: UUID, name: String, author: String, parent: ContextBox?, autoMerge: Bool,
          mergePolicy: MergePolicy, mode: GenerationModeKind) {
         self.id = id; self.account = account.id; self.session = account.session; self.sessionExpiresAt = account.expiresAt
+        self.device = account.device
         self.storeID = storeID; self.name = name; self.author = author
         self.parent = parent; self.autoMerge = autoMerge; self.mergePolicy = mergePolicy; self.mode = mode
     }
@@ -140,6 +145,11 @@ final class ContextBox: @unchecked Sendable {
 public final class ContextRegistry: Sendable {
     private let contexts = Lock<[UUID: ContextBox]>([:])
     private let nextTemporary = Atomic<Int64>(0)
+    /// Transitions waiting for their contexts to settle (`ContextRegistry+Transitions.swift`).
+    let waits = Lock<[UInt64: TransitionWait]>([:])
+    /// The store transitions running (`StoreTransitions`): one book per server, kept here because
+    /// every service that runs a transition has the registry.
+    let transitions = Lock(TransitionBook())
     let limits: ServiceLimits
     let clock: @Sendable () -> Double
 
@@ -152,7 +162,14 @@ public final class ContextRegistry: Sendable {
 
     func add(_ box: ContextBox) throws {
         try contexts.withLock { c in
-            let mine = c.values.filter { $0.account == box.account }.count
+            var mine = c.values.filter { $0.account == box.account }.count
+            if mine >= limits.maxContextsPerAccount {
+                // contexts a transition reset only tell their device STORE_CHANGED until they
+                // expire: they make room before a live one is refused
+                let reset = c.values.filter { $0.account == box.account && $0.lifecycle.withLock(\.isReset) }
+                for r in reset { c[r.id] = nil }
+                mine -= reset.count
+            }
             guard mine < limits.maxContextsPerAccount else {
                 throw ServiceError.exhausted("this account has \(mine) open contexts, the limit is \(limits.maxContextsPerAccount): close some with CloseContext", reason: .limitExceeded)
             }
@@ -162,11 +179,13 @@ public final class ContextRegistry: Sendable {
     }
 
     /// The context, if it exists and belongs to the account and session (another session's
-    /// context answers as a missing one).
+    /// context answers as a missing one — except that a context a transition reset answers the
+    /// later sessions of its device, with STORE_CHANGED, until it expires).
     func find(_ id: String, account: Account) throws -> ContextBox {
         guard !id.isEmpty else { throw ServiceError.invalid("context_id", "a context_id is required (CreateContext returns it)", reason: .missingField) }
         guard let uuid = UUID.parse(id) else { throw ServiceError.invalid("context_id", "\"\(id.prefix(100))\" is not a context ID", reason: .badContextID) }
-        guard let box = contexts.withLock({ $0[uuid] }), box.account == account.id, box.session == account.session else {
+        guard let box = contexts.withLock({ $0[uuid] }), box.account == account.id,
+              box.session == account.session || (box.device != nil && box.device == account.device && box.lifecycle.withLock(\.isReset)) else {
             throw ServiceError.notFound("no context \(id.lowercased()) (closed, expired after \(Int(limits.contextIdleSeconds)) s idle, or never created)", reason: .contextNotFound)
         }
         return box
@@ -178,14 +197,36 @@ public final class ContextRegistry: Sendable {
         let held = ancestors ? Array(box.chain.reversed()) : [box]
         for b in held { await b.lock.lock() }
         defer {
+            // a child's save moves its changes into its parent: each held context reports
+            for b in held { settled(b, b.lifecycle.withLock { $0.callEnded(hasChanges: b.hasChanges) }) }
             for b in held.reversed() { b.lock.unlock() }
             box.lastUse.withLock { $0 = clock() }
         }
         if held.contains(where: \.closed) { throw ServiceError.notFound("context \(box.id.uuidString.lowercased()) was closed", reason: .contextNotFound) }
-        if box.storeChanged.load(ordering: .acquiring) {
-            throw ServiceError.precondition("the context's store was destroyed or replaced: create a new context", reason: .storeChanged)
+        switch box.lifecycle.withLock({ $0.call(now: clock()) }) {
+        case .reset(let cause):
+            Self.reset(box)
+            throw Self.storeChanged(cause)
+        case .refuse(let cause):
+            throw Self.storeChanged(cause)
+        default:
+            return try await body()
         }
-        return try await body()
+    }
+
+    /// The STORE_CHANGED answer of a reset context.
+    static func storeChanged(_ cause: ContextLifecycle.Cause) -> ServiceError {
+        switch cause {
+        case .storeDestroyedOrReplaced:
+            return .precondition("the context's store was destroyed or replaced: create a new context", reason: .storeChanged)
+        case .transition(let what):
+            return .precondition("the context was reset because \(what) (docs/lifecycle.md): create a new context", reason: .storeChanged)
+        }
+    }
+
+    /// The contexts a transition concerns (of one session, one store, one account).
+    func boxes(where match: (ContextBox) -> Bool) -> [ContextBox] {
+        contexts.withLock { $0.values.filter(match) }
     }
 
     func remove(_ box: ContextBox) -> [ContextBox] {
@@ -241,15 +282,18 @@ public final class ContextRegistry: Sendable {
     /// The store is being destroyed or replaced: its contexts stop working (STORE_CHANGED).
     func storeWillChange(_ store: UUID) async {
         let boxes = contexts.withLock { $0.values.filter { $0.storeID == store } }
-        for b in boxes { b.storeChanged.store(true, ordering: .releasing) }
+        for b in boxes { b.lifecycle.withLock { $0.storeDestroyedOrReplaced() } }
     }
 
     /// Drops the contexts of these sessions (signed out, or their API key revoked); their pins
-    /// are leases, which the store forgets on its own.
-    func endSessions(_ ids: Set<String>) {
+    /// are leases, which the store forgets on its own. With `keepingReset`, contexts a
+    /// transition reset stay (answering STORE_CHANGED to their device) until they expire.
+    func endSessions(_ ids: Set<String>, keepingReset: Bool = false) {
         guard !ids.isEmpty else { return }
         let gone = contexts.withLock { c in
-            let gone = c.values.filter { $0.session.map(ids.contains) ?? false }
+            let gone = c.values.filter { b in
+                (b.session.map(ids.contains) ?? false) && !(keepingReset && b.lifecycle.withLock(\.isReset))
+            }
             for g in gone { c[g.id] = nil }
             return gone
         }

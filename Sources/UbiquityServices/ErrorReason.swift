@@ -55,6 +55,7 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case mergeConflict = "MERGE_CONFLICT"
     case constraintConflict = "CONSTRAINT_CONFLICT"
     case keyVersionConflict = "KEY_VERSION_CONFLICT"
+    case transitionInProgress = "TRANSITION_IN_PROGRESS"
     // UNAVAILABLE
     case generationNotReached = "GENERATION_NOT_REACHED"
     case busy = "BUSY"

@@ -33,6 +33,8 @@ final class Subscription: Sendable {
     let expiresAt: Double
     private struct State {
         var ending: SubscriptionState.EndReason?
+        /// End once the position reaches this generation (a transition's DID_CHANGE, sent first).
+        var endAfter: (generation: Int64, reason: SubscriptionState.EndReason)?
         var task: Task<Void, any Error>?
         /// The position (sent or skipped).
         var position: Int64 = 0
@@ -57,7 +59,12 @@ final class Subscription: Sendable {
         if cancel { t.cancel() }
     }
 
-    func moved(to position: Int64) { state.withLock { $0.position = position } }
+    func moved(to position: Int64) {
+        state.withLock { s in
+            s.position = position
+            if let e = s.endAfter, position >= e.generation, s.ending == nil { s.ending = e.reason }
+        }
+    }
     func willSend() { state.withLock { $0.inSend = true } }
     func didSend() { state.withLock { $0.inSend = false; $0.sends &+= 1 } }
 
@@ -69,6 +76,25 @@ final class Subscription: Sendable {
             defer { s.sweepSeen = s.sends }
             return s.sweepSeen == s.sends
         }
+    }
+
+    /// Ends it once it has sent (or skipped) everything through `generation` — at once if it
+    /// already has, or if it is stuck in a send (`sweep`). The runner sees `ending` at its next step.
+    func end(_ reason: SubscriptionState.EndReason, after generation: Int64) {
+        let now = state.withLock { s -> Bool in
+            guard s.ending == nil else { return false }
+            if s.position >= generation { return true }
+            s.endAfter = (generation, reason)
+            return false
+        }
+        if now { end(reason) } else { feed.wake(id) }
+    }
+
+    /// Ends it now if it waits to end after a generation (`end(_:after:)`); whether it did.
+    func endNowIfWaitingToEnd() -> Bool {
+        guard let reason = state.withLock({ s in s.ending == nil ? s.endAfter?.reason : nil }) else { return false }
+        end(reason)
+        return true
     }
 
     /// Ends it from outside (lag, shutdown, store change): the waiter wakes, a blocked send is
@@ -153,11 +179,21 @@ public final class Subscriptions: Sendable {
         }
     }
 
-    /// Ends the subscriptions of these sessions (signed out, or their API key revoked) at once.
-    func endSessions(_ ids: Set<String>, _ reason: SubscriptionState.EndReason) {
+    /// Ends the subscriptions of these sessions (signed out, or their API key revoked): at once,
+    /// or for a store in `after`, once they have sent its generation there (a transition's
+    /// DID_CHANGE: the subscriber gets it before the stream ends).
+    func endSessions(_ ids: Set<String>, _ reason: SubscriptionState.EndReason, after: [UUID: Int64] = [:]) {
         guard !ids.isEmpty else { return }
         let subs = state.withLock { s in s.byID.values.filter { $0.session.map(ids.contains) ?? false } }
-        subs.forEach { $0.end(reason) }
+        for sub in subs {
+            if let g = after[sub.storeID] { sub.end(reason, after: g) } else { sub.end(reason) }
+        }
+    }
+
+    /// The stores a session has subscriptions on.
+    func stores(ofSession session: String?) -> Set<UUID> {
+        guard let session else { return [] }
+        return state.withLock { s in Set(s.byID.values.filter { $0.session == session }.map(\.storeID)) }
     }
 
     /// The server is draining: every subscription ends now with UNAVAILABLE and its resume token
@@ -197,7 +233,11 @@ public final class Subscriptions: Sendable {
             }
             // Only a subscriber stuck in one send for a whole interval is ended: one reading a
             // long backlog from disk is behind too, but it is catching up.
-            if sub.blockedSinceLastSweep() && sub.feed.publishedGeneration - sub.position > limits.maxLagGenerations {
+            let blocked = sub.blockedSinceLastSweep()
+            // one whose client stopped reading before the last event it was to get ends now
+            if blocked, sub.endNowIfWaitingToEnd() {
+                continue
+            } else if blocked && sub.feed.publishedGeneration - sub.position > limits.maxLagGenerations {
                 sub.end(.tooFarBehind)
             } else {
                 sub.feed.wake(sub.id)

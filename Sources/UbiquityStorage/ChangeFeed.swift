@@ -254,9 +254,11 @@ public final class ChangeFeed: Sendable {
 
 extension HistoryTransaction {
     /// A history row as stored (`ubq_history`): the one decoding of the record for disk reads and
-    /// the feed. A record that does not decode reads as no changes (it was written by this code).
+    /// the feed. A record that does not decode reads as no changes (it was written by this code);
+    /// a store event's record reads as no changes carrying the event.
     init(decoding changes: [UInt8], token: GenerationToken, timestampMS: Int64, author: String?, contextName: String?) {
+        let event = StoreEventRecord.decode(changes)
         self.init(token: token, timestamp: Date(timeIntervalSince1970: Double(timestampMS) / 1000), author: author, contextName: contextName,
-                  changes: (try? JSONDecoder().decode([HistoryChange].self, from: Data(changes))) ?? [])
+                  changes: event != nil ? [] : (try? JSONDecoder().decode([HistoryChange].self, from: Data(changes))) ?? [], event: event)
     }
 }

@@ -843,6 +843,8 @@ public struct HistoryTransaction: Codable, Sendable, Equatable {
     public var author: String?
     public var contextName: String?
     public var changes: [HistoryChange]
+    /// Set on a store transition's announcement (`Store.appendEvent`): it has no changes.
+    public var event: StoreEventRecord? = nil
 }
 
 public struct HistoryPage: Sendable {

@@ -95,6 +95,7 @@ struct Ubiquityd: ParsableCommand {
             throw ValidationError("--max-fetch-results, --max-changes-per-save, --max-contexts-per-account and --max-pending-changes must be at least 1")
         }
         guard tuning.contextIdleSeconds >= 1 else { throw ValidationError("--context-idle-seconds must be at least 1") }
+        guard (0...3600).contains(tuning.transitionSaveSeconds) else { throw ValidationError("--transition-save-seconds must be 0-3600") }
         guard tuning.maxPredicateLength >= 16 else { throw ValidationError("--max-predicate-length must be at least 16") }
         guard (0...86_400).contains(tuning.minReadableWindowSeconds) else { throw ValidationError("--min-readable-window-seconds must be 0...86400") }
         guard tuning.historyRetentionGenerations >= 0, tuning.historyRetentionSeconds >= 0, tuning.historyRetentionBytes >= 0, tuning.tombstoneRetentionSeconds >= 0 else {
@@ -180,6 +181,7 @@ struct Ubiquityd: ParsableCommand {
         serviceLimits.maxContextsPerAccount = tuning.maxContextsPerAccount
         serviceLimits.maxPendingChangesPerContext = tuning.maxPendingChanges
         serviceLimits.contextIdleSeconds = tuning.contextIdleSeconds
+        serviceLimits.transitionSaveSeconds = tuning.transitionSaveSeconds
         serviceLimits.query.maxPredicateLength = tuning.maxPredicateLength
         storage.changeFeedWindowTransactions = tuning.feedWindowTransactions
         var feedLimits = FeedLimits()

@@ -247,10 +247,15 @@ def test_sign_out_and_key_revocation_end_calls_streams_and_contexts(start_server
     e = failure(t.accounts.SignOut, ac.SignOutRequest(), metadata=t.md, timeout=30)
     assert e.code() == grpc.StatusCode.UNAUTHENTICATED
 
-    # its context ended with it: a new session of the same account does not find it
+    # its context ended with it: sign-out reset it (SPEC §4.4), so the same device's new session is
+    # told STORE_CHANGED (test_lifecycle_transitions.py); another device's session does not find it
+    elsewhere = t.sign_in("device-9")
+    e = failure(t.contexts.GetState, cx.ContextRequest(context_id=ctx.context_id), metadata=bearer(elsewhere), timeout=30)
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+    t.accounts.SignOut(ac.SignOutRequest(), metadata=bearer(elsewhere), timeout=30)
     t.token = t.sign_in()
     e = failure(t.contexts.GetState, cx.ContextRequest(context_id=ctx.context_id), metadata=t.md, timeout=30)
-    assert e.code() == grpc.StatusCode.NOT_FOUND
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.FAILED_PRECONDITION, "STORE_CHANGED"), e
 
     # revoking the key ends every session signed in with it, and its sign-ins
     second = t.sign_in("device-2")

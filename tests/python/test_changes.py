@@ -30,8 +30,8 @@ class Stream:
     """One Subscribe call read by a background thread: every response lands in `events`;
     the call's end (an RpcError or None) in `ended`."""
 
-    def __init__(self, channel: grpc.Channel, request: ch.SubscribeRequest):
-        self.call = chg.ChangesStub(channel).Subscribe(request, timeout=120)
+    def __init__(self, channel: grpc.Channel, request: ch.SubscribeRequest, metadata=None):
+        self.call = chg.ChangesStub(channel).Subscribe(request, metadata=metadata, timeout=120)
         self.events: queue.Queue = queue.Queue()
         self.ended: queue.Queue = queue.Queue()
         self.thread = threading.Thread(target=self._read, daemon=True)

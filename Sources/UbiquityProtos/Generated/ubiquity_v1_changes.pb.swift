@@ -188,7 +188,8 @@ public nonisolated struct Ubiquity_V1_SubscribeRequest: Sendable {
 
   /// Follow the account's key-value store instead of a store (docs/keyvalue.md "Change feed"):
   /// leave `store_id`, `filter` and `live_query` unset. Responses then carry `key_value_change`,
-  /// `caught_up` and `progress`, and `resume_token` is a key-value feed token (from a KeyValue
+  /// `caught_up`, `progress` and, live only, `store_event` (docs/lifecycle.md), and `resume_token`
+  /// is a key-value feed token (from a KeyValue
   /// write or List, or an earlier key-value subscription). `from.oldest` starts with an initial
   /// sync: every key currently set, as changes with reason INITIAL_SYNC; `from.now` (the default)
   /// only what changes from now on; `from.token` what changed after that token.
@@ -553,7 +554,11 @@ public nonisolated struct Ubiquity_V1_CursorAtRisk: Sendable {
 }
 
 /// A store transition, announced before (`WILL_CHANGE`) and after (`DID_CHANGE`) it happens
-/// (Core Data's StoresWillChange / StoresDidChange notifications).
+/// (Core Data's StoresWillChange / StoresDidChange notifications; docs/lifecycle.md). On a store
+/// subscription each event is an entry of the store's history with a generation of its own: it
+/// arrives in order with the transactions, with its own `resume_token`, and is replayed by a
+/// subscriber that resumes from an older token. A subscriber gets the events that concern its
+/// session's device (a sign-out concerns the device that signed out).
 public nonisolated struct Ubiquity_V1_StoreEvent: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -587,7 +592,9 @@ public nonisolated struct Ubiquity_V1_StoreEvent: Sendable {
     /// Never sent.
     case unspecified // = 0
 
-    /// The transition is about to happen: save what you need (contexts get their chance, §4.4).
+    /// The transition is about to happen: save what you need (contexts get their chance, §4.4,
+    /// until none has changes left or the server's `--transition-save-seconds` pass; then they
+    /// answer STORE_CHANGED).
     case willChange // = 1
 
     /// The transition happened.

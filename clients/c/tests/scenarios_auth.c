@@ -137,8 +137,10 @@ done:
 
 typedef struct {
     ubq_store *store;
-    int seen, caught_up_after_end;
+    int seen, caught_up_after_end, events;
     int64_t generations[4];
+    /* a sign-out's StoresWillChange / StoresDidChange (docs/lifecycle.md): each takes a generation */
+    int64_t event_generations[4];
     bool saved_second, saved_third, sign_out;
     ubq_client *client;  /* sign_out: whose session (the feed's too) to end */
     ubq_error *err;
@@ -157,6 +159,8 @@ static ubq_feed_action across_a_session_end(ubq_feed *f, const Ubiquity__V1__Sub
         for (size_t i = 0; i < ev->transactions->n_transactions && w->seen < 4; i++)
             w->generations[w->seen++] = ev->transactions->transactions[i]->generation;
     }
+    if (ev->event_case == UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_STORE_EVENT && w->events < 4)
+        w->event_generations[w->events++] = ev->resume_generation;
     if (w->seen >= 1 && !w->saved_second) {
         w->saved_second = true;
         if (w->sign_out) {
@@ -178,8 +182,16 @@ static ubq_feed_action until_caught_up(ubq_feed *f, const Ubiquity__V1__Subscrib
     return ev->event_case == UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_CAUGHT_UP ? UBQ_FEED_STOP : UBQ_FEED_CONTINUE;
 }
 
+/* Store events received with a generation after `from`, up to `to` (exclusive). */
+static int events_between(const session_watch *w, int64_t from, int64_t to) {
+    int n = 0;
+    for (int i = 0; i < w->events; i++) n += w->event_generations[i] > from && w->event_generations[i] < to;
+    return n;
+}
+
 /* The feed's stream ends with SESSION_EXPIRED or SESSION_REVOKED; the feed signs in again and goes
- * on from its last token: Ann, Bob, Carl, one generation after another, none twice. */
+ * on from its last token: Ann, Bob, Carl, one generation after another (a sign-out's two store
+ * events between Ann and Bob), none twice. */
 static void feed_across_a_session_end(const test_server *t, bool sign_out) {
     ubq_client *c = NULL;
     ubq_store *s = NULL;
@@ -195,7 +207,9 @@ static void feed_across_a_session_end(const test_server *t, bool sign_out) {
     OK(ubq_feed_run(feed, across_a_session_end, &w));
     CHECK(w.err == NULL);
     CHECK(w.saved_third && w.seen == 3);
-    CHECK(w.generations[1] == w.generations[0] + 1 && w.generations[2] == w.generations[1] + 1);
+    CHECK(w.events == (sign_out ? 2 : 0));
+    CHECK(w.generations[1] == w.generations[0] + 1 + events_between(&w, w.generations[0], w.generations[1]) &&
+          w.generations[2] == w.generations[1] + 1 + events_between(&w, w.generations[1], w.generations[2]));
     CHECK(ubq_feed_sign_ins(feed) >= 1 && ubq_feed_reconnects(feed) >= 1);
 done:
     ubq_error_free(w.err);

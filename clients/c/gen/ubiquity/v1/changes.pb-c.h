@@ -83,7 +83,9 @@ typedef enum _Ubiquity__V1__StoreEvent__Phase {
    */
   UBIQUITY__V1__STORE_EVENT__PHASE__PHASE_UNSPECIFIED = 0,
   /*
-   * The transition is about to happen: save what you need (contexts get their chance, §4.4).
+   * The transition is about to happen: save what you need (contexts get their chance, §4.4,
+   * until none has changes left or the server's `--transition-save-seconds` pass; then they
+   * answer STORE_CHANGED).
    */
   UBIQUITY__V1__STORE_EVENT__PHASE__PHASE_WILL_CHANGE = 1,
   /*
@@ -290,7 +292,8 @@ struct  Ubiquity__V1__SubscribeRequest
   /*
    * Follow the account's key-value store instead of a store (docs/keyvalue.md "Change feed"):
    * leave `store_id`, `filter` and `live_query` unset. Responses then carry `key_value_change`,
-   * `caught_up` and `progress`, and `resume_token` is a key-value feed token (from a KeyValue
+   * `caught_up`, `progress` and, live only, `store_event` (docs/lifecycle.md), and `resume_token`
+   * is a key-value feed token (from a KeyValue
    * write or List, or an earlier key-value subscription). `from.oldest` starts with an initial
    * sync: every key currently set, as changes with reason INITIAL_SYNC; `from.now` (the default)
    * only what changes from now on; `from.token` what changed after that token.
@@ -597,7 +600,11 @@ struct  Ubiquity__V1__CursorAtRisk
 
 /*
  * A store transition, announced before (`WILL_CHANGE`) and after (`DID_CHANGE`) it happens
- * (Core Data's StoresWillChange / StoresDidChange notifications).
+ * (Core Data's StoresWillChange / StoresDidChange notifications; docs/lifecycle.md). On a store
+ * subscription each event is an entry of the store's history with a generation of its own: it
+ * arrives in order with the transactions, with its own `resume_token`, and is replayed by a
+ * subscriber that resumes from an older token. A subscriber gets the events that concern its
+ * session's device (a sign-out concerns the device that signed out).
  */
 struct  Ubiquity__V1__StoreEvent
 {

@@ -66,8 +66,10 @@ class ChangesServicer:
         caught-up and progress markers, store events and key-value changes in order. Never ends on
         its own; the server ends it on shutdown (UNAVAILABLE / SHUTTING_DOWN), when the subscriber
         stopped reading and fell too far behind (RESOURCE_EXHAUSTED / SUBSCRIBER_TOO_SLOW), when the
-        store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND). Every
-        ending carries the last resume token in a `ResumeDetails`.
+        store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND), and when
+        its session is signed out or revoked (UNAUTHENTICATED / SESSION_REVOKED; after a sign-out's
+        DID_CHANGE) or expires (UNAUTHENTICATED / SESSION_EXPIRED). Every ending carries the last
+        resume token in a `ResumeDetails`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -124,8 +124,10 @@ extension Ubiquity_V1_Changes {
         /// > caught-up and progress markers, store events and key-value changes in order. Never ends on
         /// > its own; the server ends it on shutdown (UNAVAILABLE / SHUTTING_DOWN), when the subscriber
         /// > stopped reading and fell too far behind (RESOURCE_EXHAUSTED / SUBSCRIBER_TOO_SLOW), when the
-        /// > store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND). Every
-        /// > ending carries the last resume token in a `ResumeDetails`.
+        /// > store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND), and when
+        /// > its session is signed out or revoked (UNAUTHENTICATED / SESSION_REVOKED; after a sign-out's
+        /// > DID_CHANGE) or expires (UNAUTHENTICATED / SESSION_EXPIRED). Every ending carries the last
+        /// > resume token in a `ResumeDetails`.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Ubiquity_V1_SubscribeRequest` message.
@@ -246,8 +248,10 @@ extension Ubiquity_V1_Changes {
         /// > caught-up and progress markers, store events and key-value changes in order. Never ends on
         /// > its own; the server ends it on shutdown (UNAVAILABLE / SHUTTING_DOWN), when the subscriber
         /// > stopped reading and fell too far behind (RESOURCE_EXHAUSTED / SUBSCRIBER_TOO_SLOW), when the
-        /// > store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND). Every
-        /// > ending carries the last resume token in a `ResumeDetails`.
+        /// > store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND), and when
+        /// > its session is signed out or revoked (UNAUTHENTICATED / SESSION_REVOKED; after a sign-out's
+        /// > DID_CHANGE) or expires (UNAUTHENTICATED / SESSION_EXPIRED). Every ending carries the last
+        /// > resume token in a `ResumeDetails`.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Ubiquity_V1_SubscribeRequest` message.
@@ -394,8 +398,10 @@ extension Ubiquity_V1_Changes.ClientProtocol {
     /// > caught-up and progress markers, store events and key-value changes in order. Never ends on
     /// > its own; the server ends it on shutdown (UNAVAILABLE / SHUTTING_DOWN), when the subscriber
     /// > stopped reading and fell too far behind (RESOURCE_EXHAUSTED / SUBSCRIBER_TOO_SLOW), when the
-    /// > store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND). Every
-    /// > ending carries the last resume token in a `ResumeDetails`.
+    /// > store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND), and when
+    /// > its session is signed out or revoked (UNAUTHENTICATED / SESSION_REVOKED; after a sign-out's
+    /// > DID_CHANGE) or expires (UNAUTHENTICATED / SESSION_EXPIRED). Every ending carries the last
+    /// > resume token in a `ResumeDetails`.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Ubiquity_V1_SubscribeRequest` message.
@@ -521,8 +527,10 @@ extension Ubiquity_V1_Changes.ClientProtocol {
     /// > caught-up and progress markers, store events and key-value changes in order. Never ends on
     /// > its own; the server ends it on shutdown (UNAVAILABLE / SHUTTING_DOWN), when the subscriber
     /// > stopped reading and fell too far behind (RESOURCE_EXHAUSTED / SUBSCRIBER_TOO_SLOW), when the
-    /// > store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND). Every
-    /// > ending carries the last resume token in a `ResumeDetails`.
+    /// > store is replaced (FAILED_PRECONDITION / STORE_REPLACED) or destroyed (NOT_FOUND), and when
+    /// > its session is signed out or revoked (UNAUTHENTICATED / SESSION_REVOKED; after a sign-out's
+    /// > DID_CHANGE) or expires (UNAUTHENTICATED / SESSION_EXPIRED). Every ending carries the last
+    /// > resume token in a `ResumeDetails`.
     ///
     /// - Parameters:
     ///   - message: request message to send.

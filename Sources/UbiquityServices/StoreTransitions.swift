@@ -1,0 +1,163 @@
+import Foundation
+import UbiquityLock
+import UbiquityStorage
+
+/// Store transitions (SPEC §4.6, docs/lifecycle.md): the one way a lifecycle operation — sign-out,
+/// first sign-in, delete account, … — tells the devices concerned before and after it happens.
+///
+///     let done = try await StoreTransitions(backend: backend, contexts: contexts)
+///         .run(.contentRemoved, scope: .account(id)) { try removeEverything() }
+///
+/// `run` does, in order:
+/// 1. refuses (ABORTED TRANSITION_IN_PROGRESS) if another transition overlaps `scope` (two
+///    sign-outs of different sessions never overlap; anything else on one account does);
+/// 2. appends `StoresWillChange` to the history of every store the scope concerns — a durable
+///    feed entry with a generation and a resume token of its own (`Store.appendEvent`), so live
+///    subscribers get it in order with the transactions and an offline device replays it;
+/// 3. gives the scope's contexts their chance to save (`ContextRegistry.chanceToSave`, rules in
+///    `ContextLifecycle`): until each has nothing left to save or `--transition-save-seconds`
+///    passed; then each is reset and answers STORE_CHANGED;
+/// 4. runs `body` (the transition itself);
+/// 5. appends `StoresDidChange` to every one of those stores that still exists, and returns the
+///    generation of each, so a caller that ends streams afterwards ends them after that event
+///    (`Subscriptions.endSessions(_:_:after:)`).
+///
+/// Events of a `.session` scope name the session's device: only that device's subscribers get
+/// them (other devices of the account skip them like a filtered transaction). The account's
+/// key-value streams get both events too, live only (the key-value feed keeps each key's latest
+/// change, no history to hold them).
+public struct StoreTransitions: Sendable {
+    let backend: Backend
+    let contexts: ContextRegistry
+
+    public init(backend: Backend, contexts: ContextRegistry) {
+        self.backend = backend
+        self.contexts = contexts
+    }
+
+    /// Whom a transition concerns.
+    public enum Scope: Sendable, Equatable {
+        /// One device's session within its account (sign-out): its contexts, and the stores it
+        /// subscribes to or has contexts on.
+        case session(Account)
+        /// Every device of an account (delete account): every context and store of the account.
+        case account(String)
+        /// One store of an account, every device (a local store's import).
+        case store(UUID, account: String)
+
+        var accountID: String {
+            switch self {
+            case .session(let a): a.id
+            case .account(let id), .store(_, let id): id
+            }
+        }
+
+        /// Two transitions may run at once only as sign-outs of two different sessions.
+        func overlaps(_ other: Scope) -> Bool {
+            guard accountID == other.accountID else { return false }
+            if case .session(let a) = self, case .session(let b) = other { return a.session == b.session }
+            return true
+        }
+
+        /// The device its events name; nil: every device.
+        var device: String? { if case .session(let a) = self { a.device } else { nil } }
+
+        func contains(_ box: ContextBox) -> Bool {
+            switch self {
+            case .session(let a): box.account == a.id && box.session == a.session
+            case .account(let id): box.account == id
+            case .store(let s, let id): box.account == id && box.storeID == s
+            }
+        }
+    }
+
+    /// What `run` returns: the body's value, and the generation of each store's DID_CHANGE event.
+    public struct Completed<T: Sendable>: Sendable {
+        public let value: T
+        public let didChange: [UUID: Int64]
+    }
+
+    /// Announces `transition` to `scope` before and after running `body` (see the type's comment).
+    /// `usingLocalStorage`: whether the devices concerned work in a local store before and after;
+    /// `importCounts`: what a DID_CHANGE of an initial import reports, from the body's value.
+    public func run<T: Sendable>(_ transition: StoreEventRecord.Transition, scope: Scope,
+                                 usingLocalStorage: (before: Bool, after: Bool) = (false, false),
+                                 importCounts: @Sendable (T) -> StoreEventRecord.ImportCounts? = { _ in nil },
+                                 _ body: @Sendable () async throws -> T) async throws -> Completed<T> {
+        let id = try contexts.beginTransition(scope)
+        defer { contexts.endTransition(id) }
+        let account = Account(id: scope.accountID)
+        let stores = affectedStores(scope)
+        let will = StoreEventRecord(phase: .willChange, transition: transition, device: scope.device, usingLocalStorage: usingLocalStorage.before)
+        for s in stores {
+            _ = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
+        }
+        backend.keyValueFeed.announce(will, account: scope.accountID)
+        let backend = self.backend
+        await contexts.chanceToSave(contexts.boxes(where: scope.contains), transition: id, cause: .transition(Self.describe(transition)),
+                                    seconds: backend.limits.transitionSaveSeconds) { box, pin in
+            try? await backend.withStore(box.storeID.uuidString, account: account) { $0.unpin(pin) }
+        }
+        let value = try await body()
+        var didChange: [UUID: Int64] = [:]
+        let did = StoreEventRecord(phase: .didChange, transition: transition, device: scope.device,
+                                   usingLocalStorage: usingLocalStorage.after, importCounts: importCounts(value))
+        for s in stores {
+            // a store the body removed has no DID_CHANGE: its subscribers end with NOT_FOUND
+            if let t = try? await backend.withStore(s.uuidString, account: account, { try await $0.appendEvent(did) }) {
+                didChange[s] = t.generation
+            }
+        }
+        backend.keyValueFeed.announce(did, account: scope.accountID)
+        return Completed(value: value, didChange: didChange)
+    }
+
+    /// The stores whose history gets the events, in a stable order.
+    func affectedStores(_ scope: Scope) -> [UUID] {
+        let ids: Set<UUID>
+        switch scope {
+        case .session(let a):
+            ids = backend.subscriptions.stores(ofSession: a.session)
+                .union(contexts.boxes(where: scope.contains).map(\.storeID))
+        case .account(let id):
+            ids = Set(backend.catalog.stores(account: id).map(\.id))
+        case .store(let s, _):
+            ids = [s]
+        }
+        return ids.sorted { $0.uuidString < $1.uuidString }
+    }
+
+    /// Why a context was reset, for its STORE_CHANGED message.
+    static func describe(_ t: StoreEventRecord.Transition) -> String {
+        switch t {
+        case .accountAdded: "the device signed in to an account"
+        case .accountRemoved: "the device signed out of its account"
+        case .contentRemoved: "the account's content was removed"
+        case .initialImportCompleted: "the device's local store was imported into its account"
+        }
+    }
+}
+
+/// The transitions running on the server (one book per server, kept by `ContextRegistry`).
+struct TransitionBook: Sendable {
+    private var next: UInt64 = 1
+    private var running: [UInt64: StoreTransitions.Scope] = [:]
+
+    /// A number for a new transition, or ABORTED if one running overlaps it.
+    mutating func begin(_ scope: StoreTransitions.Scope) throws -> UInt64 {
+        if running.values.contains(where: { $0.overlaps(scope) }) {
+            throw ServiceError(code: .aborted, reason: .transitionInProgress,
+                               message: "another store transition of this account is in progress (docs/lifecycle.md): retry once it is done")
+        }
+        defer { next += 1 }
+        running[next] = scope
+        return next
+    }
+
+    mutating func end(_ id: UInt64) { running[id] = nil }
+}
+
+extension ContextRegistry {
+    func beginTransition(_ scope: StoreTransitions.Scope) throws -> UInt64 { try transitions.withLock { try $0.begin(scope) } }
+    func endTransition(_ id: UInt64) { transitions.withLock { $0.end(id) } }
+}
