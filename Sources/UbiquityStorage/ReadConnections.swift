@@ -12,7 +12,8 @@ import UbiquityLock
 /// such a snapshot is ended (by whichever thread next has the connection) once it is `holdNanos`
 /// old, or once `releaseSnapshots` has been called since it began. The sweeper thread ends the
 /// expired snapshots of idle connections, so no snapshot outlives its hold by more than one job;
-/// one sweeper thread serves every store (`SnapshotSweeper`).
+/// one sweeper thread serves every store (`SnapshotSweeper`). The same visits close connections
+/// left unused longer than the idle bound (`IdleReaderPolicy`); reads open them again as needed.
 final class ReadConnections: @unchecked Sendable {
     // Invariant: `free`, `out`, `closed`, `sweeperIdle`, `ending` and `endWaiters` are only accessed while `cond` is
     // locked. A connection in `free` is touched by no thread (the lock holder may read its
@@ -32,21 +33,31 @@ final class ReadConnections: @unchecked Sendable {
     private var endWaiters = 0
 
     /// Most connections; they open as concurrent reads need them (the first one here, so a
-    /// store that cannot be read fails to open), and stay open until `close`.
+    /// store that cannot be read fails to open), and stay open until idle past the policy's
+    /// bound, or until `close`.
     let count: Int
+    let policy: IdleReaderPolicy
     /// Connections open (free, checked out, or being opened by a checkout).
     private var opened = 1
     private let open: @Sendable () throws -> Connection
     private let logger: Logger
 
-    init(count: Int, holdNanos: UInt64 = 0, logger: Logger, open: @escaping @Sendable () throws -> Connection) throws {
+    /// `idleNanos`: a free connection unused this long closes (0: never).
+    init(count: Int, holdNanos: UInt64 = 0, idleNanos: UInt64 = 0, logger: Logger, open: @escaping @Sendable () throws -> Connection) throws {
         let first = try open()
         first.releaseThread()  // free connections belong to no thread
+        first.idleSince = DispatchTime.now().uptimeNanoseconds
         free = [first]
         self.count = max(1, count)
         self.holdNanos = holdNanos
+        policy = IdleReaderPolicy(idleNanos: idleNanos, snapshotTick: holdNanos > 0 ? max(holdNanos / 4, 1_000_000) : nil)
         self.logger = logger
         self.open = open
+        if idleNanos > 0 {
+            // a store opened and never read still closes its first connection
+            sweeperIdle = false
+            SnapshotSweeper.shared.watch(self)
+        }
     }
 
     /// Waits for a free connection (opening one if none is free and fewer than `count` are
@@ -87,7 +98,8 @@ final class ReadConnections: @unchecked Sendable {
     /// `releaseSnapshots` came since it began (checked under the lock that `releaseSnapshots`
     /// takes after its bump, so one of the two ends it).
     func checkin(_ c: Connection) {
-        if let s = c.heldSnapshot, !mayKeep(s, now: DispatchTime.now().uptimeNanoseconds) { ReadConnections.endSnapshot(c) }
+        let now = DispatchTime.now().uptimeNanoseconds
+        if let s = c.heldSnapshot, !mayKeep(s, now: now) { ReadConnections.endSnapshot(c) }
         cond.lock()
         if let s = c.heldSnapshot, s.epoch != releaseEpoch.load(ordering: .sequentiallyConsistent) {
             cond.unlock()
@@ -95,11 +107,12 @@ final class ReadConnections: @unchecked Sendable {
             cond.lock()
         }
         c.releaseThread()
+        c.idleSince = now
         free.append(c)
         out -= 1
         if endWaiters > 0 { cond.broadcast() } else { cond.signal() }
         var wake = false
-        if c.heldSnapshot != nil && sweeperIdle { sweeperIdle = false; wake = true }
+        if (c.heldSnapshot != nil || policy.idleNanos > 0) && sweeperIdle { sweeperIdle = false; wake = true }
         cond.unlock()
         if wake { SnapshotSweeper.shared.watch(self) }
     }
@@ -132,9 +145,8 @@ final class ReadConnections: @unchecked Sendable {
     }
 
     /// Checks out the idle connections whose snapshot `expired` says to end, ends them, checks
-    /// them back in. True if an idle connection still holds a snapshot afterwards.
-    @discardableResult
-    private func endIdleSnapshots(_ expired: (HeldSnapshot) -> Bool) -> Bool {
+    /// them back in.
+    private func endIdleSnapshots(_ expired: (HeldSnapshot) -> Bool) {
         cond.lock()
         var taken: [Connection] = []
         free.removeAll { c in
@@ -151,21 +163,43 @@ final class ReadConnections: @unchecked Sendable {
         out -= taken.count
         ending -= taken.count
         if !taken.isEmpty { cond.broadcast() }
-        let stillHeld = free.contains { $0.heldSnapshot != nil }
-        if !stillHeld && out == 0 { sweeperIdle = true }
-        return stillHeld || out > 0
     }
 
-    /// The sweeper's visit (`SnapshotSweeper`): ends the idle connections' expired snapshots.
-    /// False once none may be held any more (the sweeper then forgets the pool until a checkin
-    /// keeps a snapshot again).
-    func sweep(now: UInt64) -> Bool {
-        if (cond.withLockRead { closed }) { return false }
-        return endIdleSnapshots({ [self] s in !mayKeep(s, now: now) })
+    /// The sweeper's visit (`SnapshotSweeper`): ends the idle connections' expired snapshots and
+    /// closes the connections idle past the policy's bound. Returns when to visit next; nil
+    /// once there is nothing to watch (the sweeper then forgets the pool until a checkin asks
+    /// again).
+    func sweep(now: UInt64) -> UInt64? {
+        if (cond.withLockRead { closed }) { return nil }
+        endIdleSnapshots({ [self] s in !mayKeep(s, now: now) })
+        cond.lock()
+        let now = DispatchTime.now().uptimeNanoseconds  // after the snapshots' end: checkins meanwhile are not idle
+        var idle: [Connection] = []
+        if policy.idleNanos > 0 {
+            free.removeAll { c in
+                guard c.heldSnapshot == nil, policy.closes(idleSince: c.idleSince, now: now) else { return false }
+                idle.append(c)
+                return true
+            }
+            // counted as out while they close: `close` waits for them (the writer's close-time
+            // checkpoint runs with no reader connection left, rule 5)
+            opened -= idle.count
+            out += idle.count
+        }
+        cond.unlock()
+        for c in idle { c.adoptThread(); c.close() }
+        cond.lock(); defer { cond.unlock() }
+        out -= idle.count
+        if !idle.isEmpty { cond.broadcast() }
+        let next = policy.nextVisit(now: now, held: free.contains { $0.heldSnapshot != nil }, checkedOut: out > 0,
+                                    oldestIdleSince: free.map(\.idleSince).min())
+        if next == nil { sweeperIdle = true }
+        return next
     }
 
-    /// How often the sweeper visits: every quarter hold, at least every millisecond.
-    var sweepTick: UInt64 { max(holdNanos / 4, 1_000_000) }
+    /// When the sweeper visits a pool it starts to watch: every quarter hold, at least every
+    /// millisecond (the visit then says when next).
+    var sweepTick: UInt64 { policy.snapshotTick ?? 1_000_000 }
 
     /// Refuses further checkouts, waits for the checked-out connections to come back, closes all.
     func close() {

@@ -45,6 +45,9 @@ final class Connection {
     /// A read connection's read transaction kept open after its job (`HeldSnapshot`,
     /// docs/storage.md rule 4); nil when the connection is in autocommit mode between jobs.
     var heldSnapshot: HeldSnapshot?
+    /// When a read connection was last checked in (`ReadConnections`, `IdleReaderPolicy`), in
+    /// `DispatchTime` nanoseconds.
+    var idleSince: UInt64 = 0
     /// Set only around the engine's own `VACUUM INTO` (backups, baselines).
     var allowVacuumInto = false
     /// Frames in the WAL after this connection's last commit, kept by the WAL hook

@@ -2,10 +2,11 @@ import Foundation
 import UbiquityLock
 
 /// The one `ubq-snapshots` thread (docs/threading.md rule 18): ends the expired held snapshots
-/// (storage rule 4) of idle read connections, for every store that may hold one. A store's
-/// `ReadConnections` asks to be watched when a checkin keeps a snapshot; the sweeper visits it
-/// every `sweepTick` until none is held, then forgets it. Started at the first watch; lives as
-/// long as the process.
+/// (storage rule 4) of idle read connections, for every store that may hold one, and closes read
+/// connections idle past their bound (`IdleReaderPolicy`). A store's `ReadConnections` asks to be
+/// watched when a checkin keeps a snapshot or may leave a connection idle; each visit says when
+/// the next is due, until there is nothing left to watch; then the sweeper forgets the pool.
+/// Started at the first watch; lives as long as the process.
 final class SnapshotSweeper: @unchecked Sendable {
     static let shared = SnapshotSweeper()
 
@@ -15,14 +16,15 @@ final class SnapshotSweeper: @unchecked Sendable {
     private struct Entry {
         let pool: ReadConnections
         var due: UInt64
-        /// Bumped by each `watch`: a visit that found nothing held forgets the pool only if no
-        /// watch came since it began (that checkin's snapshot needs a later visit).
+        /// Bumped by each `watch`: a visit that found nothing to watch forgets the pool only if no
+        /// watch came since it began (that checkin's connection needs a later visit).
         var stamp: UInt64
     }
     private var watched: [ObjectIdentifier: Entry] = [:]
     private var thread: NamedThread?
 
-    /// The pool may hold snapshots now: visit it a tick from now (unless already watched).
+    /// The pool may hold snapshots or idle connections now: visit it a tick from now (unless
+    /// already watched).
     func watch(_ pool: ReadConnections) {
         let now = DispatchTime.now().uptimeNanoseconds
         cond.lock(); defer { cond.unlock() }
@@ -62,14 +64,15 @@ final class SnapshotSweeper: @unchecked Sendable {
                 continue
             }
             cond.unlock()
-            var visited: [(ObjectIdentifier, stillHeld: Bool, stamp: UInt64)] = []
+            var visited: [(ObjectIdentifier, next: UInt64?, stamp: UInt64)] = []
             for (key, e) in due { visited.append((key, e.pool.sweep(now: now), e.stamp)) }
             let after = DispatchTime.now().uptimeNanoseconds
             cond.lock()
-            for (key, stillHeld, stamp) in visited {
+            for (key, next, stamp) in visited {
                 guard var e = watched[key] else { continue }
-                if stillHeld || e.stamp != stamp {
-                    e.due = after &+ e.pool.sweepTick
+                if next != nil || e.stamp != stamp {
+                    // no sooner than a tick after this visit: a pool never keeps the sweeper spinning
+                    e.due = max(next ?? 0, after &+ e.pool.sweepTick)
                     watched[key] = e
                 } else {
                     watched[key] = nil

@@ -70,6 +70,12 @@ public struct StorageConfiguration: Sendable {
     /// (W4 at ~60-100 saves/s: reader threads' kernel share 27-32% at 0, 19% at 50, 7-9% at 200,
     /// 4-6% at 1000); a hold shorter than the time between commits saves nothing (5 ms: none).
     public var readerSnapshotHoldMilliseconds: Int = 200
+    /// A read connection unused this long (seconds) closes; the next read opens one again
+    /// (`IdleReaderPolicy`, docs/storage.md "Idle read connections"; 0: never). Each open one
+    /// holds two descriptors (database and WAL) and its page cache. 10: a store read at least
+    /// every 10 s keeps its connections; one read less often pays a connection open (~0.1-0.2
+    /// ms) on its next read.
+    public var readerIdleSeconds: Double = 10
     /// Page cache of each read connection, in KiB (`PRAGMA cache_size=-N`); nil: SQLite's
     /// default (2 MiB).
     public var readerCacheKiB: Int? = nil
@@ -271,6 +277,7 @@ public final class Store: Sendable {
         do {
             let cfg = config
             readConnections = try ReadConnections(count: max(1, config.readerCount), holdNanos: UInt64(max(0, config.readerSnapshotHoldMilliseconds)) * 1_000_000,
+                                                   idleNanos: UInt64(max(0, config.readerIdleSeconds) * 1e9),
                                                    logger: config.logger) {
                 let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
                 try c.exec("PRAGMA query_only=1")

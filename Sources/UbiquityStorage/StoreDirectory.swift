@@ -60,6 +60,8 @@ public final class StoreDirectory: Sendable {
         var sweeper: Task<Void, Never>?
         /// Open stores closed to make room (`evictionCount`).
         var evictions = 0
+        /// Whether a victim closes on the `ubq-closer` thread or on the caller's path.
+        var eviction = EvictionPolicy()
         /// Slots that count against `maxOpenStores` (a closing store is on its way out).
         var admitted: Int { slots.values.reduce(0) { n, s in if case .closing = s { return n } else { return n + 1 } } }
     }
@@ -203,8 +205,9 @@ public final class StoreDirectory: Sendable {
     private enum Lookup {
         case found(Store, Lease)
         case wait(Transition)
-        /// This caller opens the store; `evict` are closed first (outside the lock).
-        case open(Transition, evict: [(UUID, Store, Transition)])
+        /// This caller opens the store; `evict` are closed first (outside the lock), `handOff`
+        /// go to the closer thread.
+        case open(Transition, evict: [(UUID, Store, Transition)], handOff: [(UUID, Store, Transition)])
         /// This caller set the slot closing for a file operation (closing `store` first, if open).
         case closing(Store?, Transition)
     }
@@ -228,16 +231,27 @@ public final class StoreDirectory: Sendable {
                     }
                 }
                 if !create && !FileManager.default.fileExists(atPath: path(for: id)) { throw StorageError(.notFound, "no store \(id)") }
-                let evict = Self.evict(&d, toAdmit: 1, max: maxOpenStores)
+                var evict: [(UUID, Store, Transition)] = [], handOff: [(UUID, Store, Transition)] = []
+                for v in Self.evict(&d, toAdmit: 1, max: maxOpenStores) {
+                    if d.eviction.place() == .background { handOff.append(v) } else { evict.append(v) }
+                }
                 let t = Transition()
                 d.slots[id] = .opening(t)
-                return .open(t, evict: evict)
+                return .open(t, evict: evict, handOff: handOff)
             }
             switch lookup {
             case .found(let s, let l): return (s, l)
             case .wait(let t): t.wait()
             case .closing: preconditionFailure("not an open lookup")
-            case .open(let t, let evict):
+            case .open(let t, let evict, let handOff):
+                for v in handOff {
+                    // The slot stays closing until the close ends: a call for that store waits
+                    // for it, and no file operation touches its files meanwhile (SPEC §4.8).
+                    StoreCloser.shared.submit { [self] in
+                        close([v])
+                        state.withLock { $0.eviction.finished() }
+                    }
+                }
                 close(evict)
                 return try open(id, model: model, transition: t)
             }

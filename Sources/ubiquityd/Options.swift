@@ -89,6 +89,8 @@ struct TuningOptions: ParsableArguments {
     var readerCacheMib = 0
     @Option(help: "How long a store read connection may keep its SQLite snapshot for later reads at a generation it contains, in milliseconds (0-1000); 0: one transaction per read.")
     var readerSnapshotHoldMs = StorageConfiguration().readerSnapshotHoldMilliseconds
+    @Option(help: "A store read connection unused this long, in seconds, closes (the next read opens one again); 0: never.")
+    var readerIdleSeconds = StorageConfiguration().readerIdleSeconds
     @Option(help: "CPU priority (nice value, 0-19) of each store's writer thread; higher lets reads take more of the cores while saves run. 0: the process's.")
     var writerNice = 0
     @Option(help: "WAL content, in MiB, past which a store's writer checkpoints after a commit (also the WAL file's size cap).")

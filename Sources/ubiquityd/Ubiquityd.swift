@@ -87,6 +87,7 @@ struct Ubiquityd: ParsableCommand {
         guard (0...65536).contains(tuning.readerMmapMib) else { throw ValidationError("--reader-mmap-mib must be 0...65536") }
         guard tuning.readerCacheMib >= 0 else { throw ValidationError("--reader-cache-mib must be at least 0") }
         guard (0...1000).contains(tuning.readerSnapshotHoldMs) else { throw ValidationError("--reader-snapshot-hold-ms must be 0...1000") }
+        guard tuning.readerIdleSeconds >= 0, tuning.readerIdleSeconds.isFinite else { throw ValidationError("--reader-idle-seconds must be at least 0") }
         guard (0...19).contains(tuning.writerNice) else { throw ValidationError("--writer-nice must be 0...19") }
         guard (1...1024).contains(tuning.checkpointThresholdMib) else { throw ValidationError("--checkpoint-threshold-mib must be between 1 and 1024") }
         guard (0...60_000).contains(tuning.idleCheckpointMs) else { throw ValidationError("--idle-checkpoint-ms must be between 0 (off) and 60000") }
@@ -165,6 +166,7 @@ struct Ubiquityd: ParsableCommand {
         storage.readerMmapBytes = tuning.readerMmapMib << 20
         storage.readerCacheKiB = tuning.readerCacheMib > 0 ? tuning.readerCacheMib << 10 : nil
         storage.readerSnapshotHoldMilliseconds = tuning.readerSnapshotHoldMs
+        storage.readerIdleSeconds = tuning.readerIdleSeconds
         storage.writerNice = tuning.writerNice
         storage.journalSizeLimitBytes = max(tuning.checkpointThresholdMib, tuning.checkpointThresholdUnreadMib) << 20
         storage.walHardLimitBytes = max(storage.walHardLimitBytes, 4 * storage.checkpointThresholdBytes)

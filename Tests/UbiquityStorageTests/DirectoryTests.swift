@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import UbiquityTestSupport
 import XCTest
 @testable import UbiquityStorage
 
@@ -114,6 +115,39 @@ final class DirectoryTests: StorageTestCase, @unchecked Sendable {
         let gone = await reason { _ = try await d.withStore(a) { _ in 0 } }
         XCTAssertEqual(gone, .notFound)
         await d.shutdown()
+    }
+
+    /// An evicted store is closed by the `ubq-closer` thread, not by the call that needed the
+    /// room: with the closer held up, each call gets its store while its victim is still open,
+    /// up to the policy's bound; past it the callers close their victims themselves. A call for
+    /// a victim still closing waits for that close, then reopens it with its data; shutdown
+    /// waits for the closes in flight.
+    func testEvictedStoresCloseOffTheCallersPath() async throws {
+        let d = try StoreDirectory(root: dir + "/data", configuration: config(), maxOpenStores: 1)
+        let hold = DispatchSemaphore(value: 0), closerHeld = Counter()
+        StoreCloser.shared.submit { closerHeld.add(); hold.wait() }
+        let held = pollUntil { closerHeld.value == 1 }
+        XCTAssertTrue(held)
+        let ids = (0..<11).map { _ in UUID() }
+        var stores: [Store] = []
+        for (i, id) in ids.enumerated() {
+            stores.append(try await d.withStore(id, create: true, model: Fixtures.model) { s in
+                var r = SaveRequest()
+                r.inserts = [InsertOperation(temporaryID: "n", entity: "Note", values: ["n": .int(Int64(i))])]
+                _ = try await s.save(r)
+                return s
+            })
+        }
+        let closed = stores.map { s in s.state.withLock { $0.closed } }
+        XCTAssertEqual(closed, Array(repeating: false, count: 8) + [true, true, false],
+                       "8 victims wait for the closer (EvictionPolicy's bound), the next 2 were closed by their callers")
+        XCTAssertEqual(d.openCount, 1, "stores on their way out do not count as open")
+        hold.signal()
+        let n = try await d.withStore(ids[0]) { s in try await s.objectIDs(entity: "Note").count }
+        XCTAssertEqual(n, 1)
+        XCTAssertTrue(stores[0].state.withLock { $0.closed }, "the reopen waited for the background close")
+        await d.shutdown()
+        XCTAssertTrue(stores.allSatisfy { s in s.state.withLock { $0.closed } }, "shutdown waited for the background closes")
     }
 
     /// A store's open runs outside the directory's lock: while one store is still opening,
