@@ -12,6 +12,8 @@ public struct AccountsService: Sendable {
     /// Archive, restore and delete's file work (AccountsService+Lifecycle.swift).
     let transitions: AccountTransitions
     var auth: Authenticator { backend.authenticator }
+    /// `--local-stores`: devices not signed in may work in local stores (StartLocalSession).
+    public var allowLocalStores = false
 
     public init(backend: Backend, contexts: ContextRegistry) {
         self.backend = backend
@@ -34,7 +36,8 @@ public struct AccountsService: Sendable {
             t.unary("ListAccounts") { req, call in try Self.converting { try listAccounts(req, call) } }
             t.unary("CreateApiKey") { req, call in try Self.converting { try createApiKey(req, call) } }
             t.unary("RevokeApiKey") { req, call in try Self.converting { try revokeApiKey(req, call) } }
-            t.unary("SignIn") { req, call in try Self.converting { try signIn(req, call) } }
+            t.unary("SignIn") { req, call in try await Self.converting { try await signIn(req, call) } }
+            t.unary("StartLocalSession") { req, call in try Self.converting { try startLocalSession(req, call) } }
             t.unary("SignOut") { req, call in try await Self.converting { try await signOut(req, call) } }
             t.unary("ArchiveAccount") { req, call in try await Self.converting { try await archiveAccount(req, call) } }
             t.unary("RestoreAccount") { req, call in try await Self.converting { try await restoreAccount(req, call) } }
@@ -99,14 +102,21 @@ public struct AccountsService: Sendable {
         return res
     }
 
-    func signIn(_ req: Ubiquity_V1_SignInRequest, _ call: ServerCall) throws -> Ubiquity_V1_SignInResponse {
+    func signIn(_ req: Ubiquity_V1_SignInRequest, _ call: ServerCall) async throws -> Ubiquity_V1_SignInResponse {
         let device = req.deviceID
-        guard !device.isEmpty, device.count <= 200, device.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
-            throw ServiceError.invalid("device_id", "a device ID is 1–200 printable characters", reason: .badValue)
-        }
+        try Self.checkDeviceID(device)
         guard !req.apiKey.isEmpty else { throw ServiceError.invalid("api_key", "an API key is required (Accounts.CreateApiKey returns one)", reason: .missingField) }
-        let (session, token) = try auth.signIn(apiKey: req.apiKey, deviceID: device, peer: call.context.peer)
+        let key = try auth.verify(apiKey: req.apiKey, peer: call.context.peer)
+        let imported = req.localDeviceSecret.isEmpty ? nil : try await importLocalStores(deviceID: device, secret: req.localDeviceSecret, key: key)
+        let session: Credentials.SessionRecord, token: String
+        do {
+            (session, token) = try auth.credentials.createSession(key: key, deviceID: device, lifetime: auth.sessionLifetime)
+        } catch let e as StorageError where e.reason == .notFound {
+            // its account was archived or deleted since verify: as for an unknown key
+            throw Authenticator.unauthenticated(reason: .badCredentials, "the API key is not valid")
+        }
         var res = Ubiquity_V1_SignInResponse()
+        if let imported { res.localImport = Self.message(imported) }
         res.sessionToken = token
         res.expiresAtMicros = Int64(session.expiresAt * 1_000_000)
         res.accountID = session.account

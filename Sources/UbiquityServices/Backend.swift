@@ -35,6 +35,8 @@ public struct Account: Sendable, Hashable {
     public var scope: Credentials.Scope = .readWrite
     /// When the session expires (seconds since the epoch).
     public var expiresAt: Double = .infinity
+    /// A device not yet signed in, working in its local stores (docs/accounts.md "Local stores").
+    public var usingLocalStorage = false
     public static let defaultAccount = Account(id: "default")
 
     /// Throws PERMISSION_DENIED if the session's key is scoped to another store than `name`.

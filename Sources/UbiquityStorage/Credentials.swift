@@ -57,6 +57,8 @@ public final class Credentials: Sendable {
         var inactive: [String: AccountState] = [:]
         var keys: [String: KeyRecord] = [:]
         var sessions: [String: SessionRecord] = [:]
+        /// Devices working in local stores, by device ID (`Credentials+Local.swift`).
+        var localDevices: [String: LocalDevice] = [:]
         var signInsSincePurge = 0
     }
     let state: GuardedState<State>
@@ -93,7 +95,7 @@ public final class Credentials: Sendable {
                     revoked INTEGER NOT NULL DEFAULT 0);
                 CREATE TABLE IF NOT EXISTS ubq_sessions(id TEXT PRIMARY KEY, account TEXT NOT NULL, key_id TEXT NOT NULL,
                     device_id TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
-                """)
+                """ + Self.localTablesSQL)
             try Self.addStateColumn(c)
             try c.run("DELETE FROM ubq_sessions WHERE expires_at < ?", [.real(Date().timeIntervalSince1970 - Self.endedSessionMemorySeconds)])
             try c.query("SELECT id, display_name, created_at, state FROM ubq_accounts") { st in
@@ -110,9 +112,10 @@ public final class Credentials: Sendable {
             try c.query("SELECT id, account, key_id, device_id, expires_at, revoked FROM ubq_sessions") { st in
                 let key = st.text(2)
                 s.sessions[st.text(0)] = SessionRecord(id: st.text(0), account: st.text(1), keyID: key, deviceID: st.text(3),
-                                                       scope: s.keys[key]?.scope ?? .readOnly, expiresAt: Self.real(st.value(4)),
+                                                       scope: key.isEmpty ? .readWrite : s.keys[key]?.scope ?? .readOnly, expiresAt: Self.real(st.value(4)),
                                                        revoked: st.int(5) != 0)
             }
+            try Self.loadLocalDevices(c, into: &s)
         } catch { c.close(); throw error }
         c.releaseThread()
         state = GuardedState(s)
@@ -348,7 +351,7 @@ public final class Credentials: Sendable {
         return hex((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &g) })
     }
 
-    private static func real(_ v: SQLValue) -> Double { if case .real(let d) = v { d } else { 0 } }
+    static func real(_ v: SQLValue) -> Double { if case .real(let d) = v { d } else { 0 } }
 
     private static func columns(_ scope: Scope) -> (String, String) {
         switch scope {

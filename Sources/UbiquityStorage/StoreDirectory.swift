@@ -163,6 +163,17 @@ public final class StoreDirectory: Sendable {
         }.sorted { $0.uuidString < $1.uuidString }
     }
 
+    /// Whether running calls hold the store (`withStore` bodies), or it is opening or closing.
+    public func isInUse(_ id: UUID) -> Bool {
+        state.withLock { d in
+            switch d.slots[id] {
+            case .open(let e)?: e.leases > 0
+            case .opening?, .closing?: true
+            case nil: false
+            }
+        }
+    }
+
     /// Open stores (stores being opened count too).
     public var openCount: Int { state.withLock { $0.admitted } }
     /// Open stores closed so far to make room for another (least recently used first).

@@ -333,6 +333,11 @@ public nonisolated struct Ubiquity_V1_SignInRequest: Sendable {
   /// The signing-in device's ID (1–200 printable characters, chosen by the client).
   public var deviceID: String = String()
 
+  /// The device secret StartLocalSession returned for `device_id`: its local stores are imported
+  /// into the account's stores of the same names (first sign-in), then removed. Empty: nothing
+  /// is imported and the local stores stay.
+  public var localDeviceSecret: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -356,9 +361,22 @@ public nonisolated struct Ubiquity_V1_SignInResponse: Sendable {
   /// The key's scope, which the session carries.
   public var scope: Ubiquity_V1_ApiKeyScope = .unspecified
 
+  /// Set when `local_device_secret` was given and the device had local stores: what the import
+  /// did (the same counts when a SignIn is retried after the import completed).
+  public var localImport: Ubiquity_V1_ImportCounts {
+    get {_localImport ?? Ubiquity_V1_ImportCounts()}
+    set {_localImport = newValue}
+  }
+  /// Returns true if `localImport` has been explicitly set.
+  public var hasLocalImport: Bool {self._localImport != nil}
+  /// Clears the value of `localImport`. Subsequent reads from it will return its default value.
+  public mutating func clearLocalImport() {self._localImport = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _localImport: Ubiquity_V1_ImportCounts? = nil
 }
 
 /// Request of Accounts.SignOut. No fields: the session is the one in `authorization`.
@@ -377,6 +395,45 @@ public nonisolated struct Ubiquity_V1_SignOutResponse: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Request of Accounts.StartLocalSession.
+public nonisolated struct Ubiquity_V1_StartLocalSessionRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The device's ID (1–200 printable characters, chosen by the client; the same one it later
+  /// signs in with).
+  public var deviceID: String = String()
+
+  /// The secret the first StartLocalSession of this device returned; empty on that first call.
+  public var deviceSecret: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Response of Accounts.StartLocalSession.
+public nonisolated struct Ubiquity_V1_StartLocalSessionResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Send as `authorization: Bearer <token>`; it reaches only this device's local stores.
+  public var sessionToken: String = String()
+
+  /// When the token stops working, microseconds since the Unix epoch.
+  public var expiresAtMicros: Int64 = 0
+
+  /// Set only by the call that registered the device: keep it (it is shown once) for later local
+  /// sessions and for SignIn's `local_device_secret`.
+  public var deviceSecret: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -826,7 +883,7 @@ nonisolated extension Ubiquity_V1_RevokeApiKeyResponse: SwiftProtobuf.Message, S
 
 nonisolated extension Ubiquity_V1_SignInRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SignInRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}api_key\0\u{3}device_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}api_key\0\u{3}device_id\0\u{3}local_device_secret\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -836,6 +893,7 @@ nonisolated extension Ubiquity_V1_SignInRequest: SwiftProtobuf.Message, SwiftPro
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.apiKey) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.localDeviceSecret) }()
       default: break
       }
     }
@@ -848,12 +906,16 @@ nonisolated extension Ubiquity_V1_SignInRequest: SwiftProtobuf.Message, SwiftPro
     if !self.deviceID.isEmpty {
       try visitor.visitSingularStringField(value: self.deviceID, fieldNumber: 2)
     }
+    if !self.localDeviceSecret.isEmpty {
+      try visitor.visitSingularStringField(value: self.localDeviceSecret, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Ubiquity_V1_SignInRequest, rhs: Ubiquity_V1_SignInRequest) -> Bool {
     if lhs.apiKey != rhs.apiKey {return false}
     if lhs.deviceID != rhs.deviceID {return false}
+    if lhs.localDeviceSecret != rhs.localDeviceSecret {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -861,7 +923,7 @@ nonisolated extension Ubiquity_V1_SignInRequest: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Ubiquity_V1_SignInResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SignInResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_token\0\u{3}expires_at_micros\0\u{3}account_id\0\u{1}scope\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_token\0\u{3}expires_at_micros\0\u{3}account_id\0\u{1}scope\0\u{3}local_import\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -873,12 +935,17 @@ nonisolated extension Ubiquity_V1_SignInResponse: SwiftProtobuf.Message, SwiftPr
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.expiresAtMicros) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
       case 4: try { try decoder.decodeSingularEnumField(value: &self.scope) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._localImport) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.sessionToken.isEmpty {
       try visitor.visitSingularStringField(value: self.sessionToken, fieldNumber: 1)
     }
@@ -891,6 +958,9 @@ nonisolated extension Ubiquity_V1_SignInResponse: SwiftProtobuf.Message, SwiftPr
     if self.scope != .unspecified {
       try visitor.visitSingularEnumField(value: self.scope, fieldNumber: 4)
     }
+    try { if let v = self._localImport {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -899,6 +969,7 @@ nonisolated extension Ubiquity_V1_SignInResponse: SwiftProtobuf.Message, SwiftPr
     if lhs.expiresAtMicros != rhs.expiresAtMicros {return false}
     if lhs.accountID != rhs.accountID {return false}
     if lhs.scope != rhs.scope {return false}
+    if lhs._localImport != rhs._localImport {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -937,6 +1008,81 @@ nonisolated extension Ubiquity_V1_SignOutResponse: SwiftProtobuf.Message, SwiftP
   }
 
   public static func ==(lhs: Ubiquity_V1_SignOutResponse, rhs: Ubiquity_V1_SignOutResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_StartLocalSessionRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StartLocalSessionRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}device_id\0\u{3}device_secret\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.deviceSecret) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.deviceID.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceID, fieldNumber: 1)
+    }
+    if !self.deviceSecret.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceSecret, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_StartLocalSessionRequest, rhs: Ubiquity_V1_StartLocalSessionRequest) -> Bool {
+    if lhs.deviceID != rhs.deviceID {return false}
+    if lhs.deviceSecret != rhs.deviceSecret {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_StartLocalSessionResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StartLocalSessionResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_token\0\u{3}expires_at_micros\0\u{3}device_secret\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.sessionToken) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.expiresAtMicros) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.deviceSecret) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.sessionToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.sessionToken, fieldNumber: 1)
+    }
+    if self.expiresAtMicros != 0 {
+      try visitor.visitSingularInt64Field(value: self.expiresAtMicros, fieldNumber: 2)
+    }
+    if !self.deviceSecret.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceSecret, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_StartLocalSessionResponse, rhs: Ubiquity_V1_StartLocalSessionResponse) -> Bool {
+    if lhs.sessionToken != rhs.sessionToken {return false}
+    if lhs.expiresAtMicros != rhs.expiresAtMicros {return false}
+    if lhs.deviceSecret != rhs.deviceSecret {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

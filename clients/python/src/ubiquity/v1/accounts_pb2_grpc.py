@@ -88,6 +88,11 @@ class AccountsStub:
                 request_serializer=ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountRequest.SerializeToString,
                 response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountResponse.FromString,
                 _registered_method=True)
+        self.StartLocalSession = channel.unary_unary(
+                '/ubiquity.v1.Accounts/StartLocalSession',
+                request_serializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.FromString,
+                _registered_method=True)
 
 
 class AccountsServicer:
@@ -176,6 +181,16 @@ class AccountsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartLocalSession(self, request, context):
+        """A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+        when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+        The first call for a device ID registers it and returns its device secret; later calls must
+        send that secret. No authorization.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AccountsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -228,6 +243,11 @@ def add_AccountsServicer_to_server(servicer, server):
                     servicer.DeleteAccount,
                     request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountRequest.FromString,
                     response_serializer=ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountResponse.SerializeToString,
+            ),
+            'StartLocalSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartLocalSession,
+                    request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -504,6 +524,33 @@ class Accounts:
             '/ubiquity.v1.Accounts/DeleteAccount',
             ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountRequest.SerializeToString,
             ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartLocalSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Accounts/StartLocalSession',
+            ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.SerializeToString,
+            ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -152,6 +152,19 @@ public enum Ubiquity_V1_Accounts: Sendable {
                 type: .unary
             )
         }
+        /// Namespace for "StartLocalSession" metadata.
+        public enum StartLocalSession: Sendable {
+            /// Request type for "StartLocalSession".
+            public typealias Input = Ubiquity_V1_StartLocalSessionRequest
+            /// Response type for "StartLocalSession".
+            public typealias Output = Ubiquity_V1_StartLocalSessionResponse
+            /// Descriptor for "StartLocalSession".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "ubiquity.v1.Accounts"),
+                method: "StartLocalSession",
+                type: .unary
+            )
+        }
         /// Descriptors for all methods in the "ubiquity.v1.Accounts" service.
         public static let descriptors: [GRPCCore.MethodDescriptor] = [
             CreateAccount.descriptor,
@@ -163,7 +176,8 @@ public enum Ubiquity_V1_Accounts: Sendable {
             SignOut.descriptor,
             ArchiveAccount.descriptor,
             RestoreAccount.descriptor,
-            DeleteAccount.descriptor
+            DeleteAccount.descriptor,
+            StartLocalSession.descriptor
         ]
     }
 }
@@ -427,6 +441,32 @@ extension Ubiquity_V1_Accounts {
             deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_DeleteAccountResponse>,
             options: GRPCCore.CallOptions,
             onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_DeleteAccountResponse>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
+
+        /// Call the "StartLocalSession" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+        /// > when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+        /// > The first call for a device ID registers it and returns its device secret; later calls must
+        /// > send that secret. No authorization.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_StartLocalSessionRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_StartLocalSessionRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_StartLocalSessionResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func startLocalSession<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_StartLocalSessionRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_StartLocalSessionRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_StartLocalSessionResponse>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_StartLocalSessionResponse>) async throws -> Result
         ) async throws -> Result where Result: Sendable
     }
 
@@ -801,6 +841,43 @@ extension Ubiquity_V1_Accounts {
                 onResponse: handleResponse
             )
         }
+
+        /// Call the "StartLocalSession" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+        /// > when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+        /// > The first call for a device ID registers it and returns its device secret; later calls must
+        /// > send that secret. No authorization.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_StartLocalSessionRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_StartLocalSessionRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_StartLocalSessionResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func startLocalSession<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_StartLocalSessionRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_StartLocalSessionRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_StartLocalSessionResponse>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_StartLocalSessionResponse>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Ubiquity_V1_Accounts.Method.StartLocalSession.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
     }
 }
 
@@ -1101,6 +1178,38 @@ extension Ubiquity_V1_Accounts.ClientProtocol {
             request: request,
             serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_DeleteAccountRequest>(),
             deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_DeleteAccountResponse>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "StartLocalSession" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+    /// > when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+    /// > The first call for a device ID registers it and returns its device secret; later calls must
+    /// > send that secret. No authorization.
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Ubiquity_V1_StartLocalSessionRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func startLocalSession<Result>(
+        request: GRPCCore.ClientRequest<Ubiquity_V1_StartLocalSessionRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_StartLocalSessionResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.startLocalSession(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_StartLocalSessionRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_StartLocalSessionResponse>(),
             options: options,
             onResponse: handleResponse
         )
@@ -1443,6 +1552,42 @@ extension Ubiquity_V1_Accounts.ClientProtocol {
             metadata: metadata
         )
         return try await self.deleteAccount(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "StartLocalSession" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+    /// > when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+    /// > The first call for a device ID registers it and returns its device secret; later calls must
+    /// > send that secret. No authorization.
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func startLocalSession<Result>(
+        _ message: Ubiquity_V1_StartLocalSessionRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_StartLocalSessionResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Ubiquity_V1_StartLocalSessionRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.startLocalSession(
             request: request,
             options: options,
             onResponse: handleResponse
