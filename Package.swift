@@ -144,7 +144,9 @@ let package = Package(
             name: "UbiquityTestSupport",
             dependencies: ["UbiquityGRPC", "UbiquityLock", .product(name: "Logging", package: "swift-log")],
             path: "Tests/UbiquityTestSupport"),
-        .testTarget(name: "UbiquityHTTPTests", dependencies: ["UbiquityHTTP", "UbiquityMetrics"]),
+        .testTarget(
+            name: "UbiquityHTTPTests",
+            dependencies: ["UbiquityHTTP", "UbiquityMetrics", .product(name: "CoreMetrics", package: "swift-metrics")]),
         .testTarget(name: "UbiquityLockTests", dependencies: ["UbiquityLock", "UbiquityTestSupport"]),
         .testTarget(name: "UbiquityQueryTests", dependencies: ["UbiquityQuery", "UbiquityStorage", "UbiquityTestSupport"]),
         .testTarget(

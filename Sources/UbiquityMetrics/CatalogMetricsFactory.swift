@@ -6,6 +6,8 @@ import Prometheus
 /// metric without help, which `promtool check metrics` rejects).
 struct CatalogMetricsFactory: MetricsFactory {
     let registry: PrometheusCollectorRegistry
+    /// Timers' histograms, kept apart from the registry (LatencyHistogram says why).
+    let latencyHistograms: LatencyHistograms
 
     private func descriptor(_ label: String) -> MetricNameDescriptor {
         MetricNameDescriptor(metricName: label, unitName: "", helpText: MetricCatalog.info(label)?.help ?? "\(label) (not in MetricCatalog).")
@@ -34,8 +36,7 @@ struct CatalogMetricsFactory: MetricsFactory {
     }
 
     func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
-        let durations = buckets(label).map { Duration.nanoseconds(Int64(($0 * 1e9).rounded())) }
-        return registry.makeDurationHistogram(descriptor: descriptor(label), labels: dimensions, buckets: durations)
+        latencyHistograms.make(label, labels: dimensions, bucketSeconds: buckets(label))
     }
 
     func destroyCounter(_ handler: any CounterHandler) {
@@ -56,6 +57,6 @@ struct CatalogMetricsFactory: MetricsFactory {
     }
 
     func destroyTimer(_ handler: any TimerHandler) {
-        if let h = handler as? DurationHistogram { registry.unregisterDurationHistogram(h) }
+        if let h = handler as? LatencyHistogram { latencyHistograms.remove(h) }
     }
 }

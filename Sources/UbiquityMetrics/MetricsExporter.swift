@@ -9,12 +9,13 @@ import UbiquityLock
 /// state (connections open, WAL size) is read then rather than tracked on every change.
 public final class MetricsExporter: Sendable {
     public let registry = PrometheusCollectorRegistry()
+    private let latencyHistograms = LatencyHistograms()
     private let samplers = Lock<[@Sendable () -> Void]>([])
 
     public init() {}
 
     /// The swift-metrics backend recording into this exporter's registry.
-    public var factory: any MetricsFactory { CatalogMetricsFactory(registry: registry) }
+    public var factory: any MetricsFactory { CatalogMetricsFactory(registry: registry, latencyHistograms: latencyHistograms) }
 
     /// A gauge for a sampler to set (its name must be in `MetricCatalog`).
     public func gauge(_ name: String, labels: [(String, String)] = []) -> Prometheus.Gauge {
@@ -36,7 +37,9 @@ public final class MetricsExporter: Sendable {
         // Under the lock: two scrapes at once would interleave their samples.
         samplers.withLock { all in
             for s in all { s() }
-            return registry.emitToBuffer()
+            var out = registry.emitToBuffer()
+            latencyHistograms.render(into: &out) { MetricCatalog.info($0)?.help ?? "\($0) (not in MetricCatalog)." }
+            return out
         }
     }
 

@@ -9,16 +9,21 @@ import UbiquityStorage
 public struct AccountsService: Sendable {
     let backend: Backend
     let contexts: ContextRegistry
+    /// Archive, restore and delete's file work (AccountsService+Lifecycle.swift).
+    let transitions: AccountTransitions
     var auth: Authenticator { backend.authenticator }
+    /// `--local-stores`: devices not signed in may work in local stores (StartLocalSession).
+    public var allowLocalStores = false
 
     public init(backend: Backend, contexts: ContextRegistry) {
         self.backend = backend
         self.contexts = contexts
+        transitions = AccountTransitions(backend: backend)
     }
 
     /// Sessions that just ended: their streams end (SESSION_REVOKED, with resume tokens) and
     /// their contexts close.
-    private func ended(_ ids: Set<String>) {
+    func ended(_ ids: Set<String>) {
         backend.subscriptions.endSessions(ids, .sessionRevoked)
         if !ids.isEmpty { backend.keyValueFeed.end(sessions: ids, .sessionRevoked) }
         contexts.endSessions(ids)
@@ -31,8 +36,12 @@ public struct AccountsService: Sendable {
             t.unary("ListAccounts") { req, call in try Self.converting { try listAccounts(req, call) } }
             t.unary("CreateApiKey") { req, call in try Self.converting { try createApiKey(req, call) } }
             t.unary("RevokeApiKey") { req, call in try Self.converting { try revokeApiKey(req, call) } }
-            t.unary("SignIn") { req, call in try Self.converting { try signIn(req, call) } }
+            t.unary("SignIn") { req, call in try await Self.converting { try await signIn(req, call) } }
+            t.unary("StartLocalSession") { req, call in try Self.converting { try startLocalSession(req, call) } }
             t.unary("SignOut") { req, call in try await Self.converting { try await signOut(req, call) } }
+            t.unary("ArchiveAccount") { req, call in try await Self.converting { try await archiveAccount(req, call) } }
+            t.unary("RestoreAccount") { req, call in try await Self.converting { try await restoreAccount(req, call) } }
+            t.unary("DeleteAccount") { req, call in try await Self.converting { try await deleteAccount(req, call) } }
         }
     }
 
@@ -46,13 +55,13 @@ public struct AccountsService: Sendable {
 
     func getAccount(_ req: Ubiquity_V1_GetAccountRequest, _ call: ServerCall) throws -> Ubiquity_V1_Account {
         try auth.requireOperator(call.context.metadata)
-        return Self.message(try account(req.accountID))
+        return accountMessage(try account(req.accountID))
     }
 
     func listAccounts(_ req: Ubiquity_V1_ListAccountsRequest, _ call: ServerCall) throws -> Ubiquity_V1_ListAccountsResponse {
         try auth.requireOperator(call.context.metadata)
         var res = Ubiquity_V1_ListAccountsResponse()
-        res.accounts = auth.credentials.accounts().map(Self.message)
+        res.accounts = auth.credentials.accounts().map(accountMessage)
         return res
     }
 
@@ -93,14 +102,21 @@ public struct AccountsService: Sendable {
         return res
     }
 
-    func signIn(_ req: Ubiquity_V1_SignInRequest, _ call: ServerCall) throws -> Ubiquity_V1_SignInResponse {
+    func signIn(_ req: Ubiquity_V1_SignInRequest, _ call: ServerCall) async throws -> Ubiquity_V1_SignInResponse {
         let device = req.deviceID
-        guard !device.isEmpty, device.count <= 200, device.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
-            throw ServiceError.invalid("device_id", "a device ID is 1–200 printable characters", reason: .badValue)
-        }
+        try Self.checkDeviceID(device)
         guard !req.apiKey.isEmpty else { throw ServiceError.invalid("api_key", "an API key is required (Accounts.CreateApiKey returns one)", reason: .missingField) }
-        let (session, token) = try auth.signIn(apiKey: req.apiKey, deviceID: device, peer: call.context.peer)
+        let key = try auth.verify(apiKey: req.apiKey, peer: call.context.peer)
+        let imported = req.localDeviceSecret.isEmpty ? nil : try await importLocalStores(deviceID: device, secret: req.localDeviceSecret, key: key)
+        let session: Credentials.SessionRecord, token: String
+        do {
+            (session, token) = try auth.credentials.createSession(key: key, deviceID: device, lifetime: auth.sessionLifetime)
+        } catch let e as StorageError where e.reason == .notFound {
+            // its account was archived or deleted since verify: as for an unknown key
+            throw Authenticator.unauthenticated(reason: .badCredentials, "the API key is not valid")
+        }
         var res = Ubiquity_V1_SignInResponse()
+        if let imported { res.localImport = Self.message(imported) }
         res.sessionToken = token
         res.expiresAtMicros = Int64(session.expiresAt * 1_000_000)
         res.accountID = session.account
@@ -129,6 +145,7 @@ public struct AccountsService: Sendable {
         do { return try await body() } catch { throw ServiceErrors.rpcError(error) }
     }
 
+    /// The account's message as if active (`accountMessage` sets its state).
     static func message(_ a: Credentials.AccountRecord) -> Ubiquity_V1_Account {
         var m = Ubiquity_V1_Account()
         m.accountID = a.id

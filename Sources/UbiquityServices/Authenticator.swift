@@ -35,7 +35,7 @@ public final class Authenticator: Sendable {
     public let credentials: Credentials
     /// How long a session lasts from SignIn.
     public let sessionLifetime: Double
-    private let limiter = Lock(SignInLimiter())
+    let limiter = Lock(SignInLimiter())
 
     /// The metadata key of credentials.
     static let header = "authorization"
@@ -66,7 +66,8 @@ public final class Authenticator: Sendable {
         if access == .write, session.scope == .readOnly {
             throw ServiceError(code: .permissionDenied, reason: .scopeExceeded, message: "this session's API key is read-only: use a read-write key for this call")
         }
-        return Account(id: session.account, session: session.id, device: session.deviceID, scope: session.scope, expiresAt: session.expiresAt)
+        return Account(id: session.account, session: session.id, device: session.deviceID, scope: session.scope, expiresAt: session.expiresAt,
+                       usingLocalStorage: session.isLocal)
     }
 
     /// Throws unless the call carries the operator key.
@@ -81,24 +82,29 @@ public final class Authenticator: Sendable {
         }
     }
 
-    /// A new session for a valid key, or the same "not valid" answer for a wrong, unknown or
+    /// The key a SignIn presents if valid, or the same "not valid" answer for a wrong, unknown or
     /// revoked one (nothing tells them apart); refused while the key ID or the address is over
     /// its failed-sign-in limit.
-    func signIn(apiKey: String, deviceID: String, peer: String) throws -> (Credentials.SessionRecord, String) {
+    func verify(apiKey: String, peer: String) throws -> Credentials.KeyRecord {
         let keyID = Credentials.keyID(ofSecret: apiKey)
         let address = peerHost(peer)
         let now = Date().timeIntervalSince1970
-        if let wait = limiter.withLock({ $0.retryAfter(key: keyID, address: address, now: now) }) {
-            let seconds = Int(wait.rounded(.up))
-            throw ServiceError(code: .resourceExhausted, reason: .signInRateLimited,
-                               message: "too many failed sign-ins for this key or from this address: try again in \(seconds) s",
-                               metadata: ["retry_after_seconds": "\(seconds)"])
-        }
+        try checkLimits(key: keyID, address: address, now: now, what: "sign-ins for this key")
         guard let key = credentials.verifyKey(apiKey) else {
             limiter.withLock { $0.failed(key: keyID, address: address, now: now) }
             throw Self.unauthenticated(reason: .badCredentials, "the API key is not valid")
         }
-        return try credentials.createSession(key: key, deviceID: deviceID, lifetime: sessionLifetime)
+        return key
+    }
+
+    /// Throws SIGN_IN_RATE_LIMITED (with `retry_after_seconds`) while `key` or `address` is over
+    /// its failed-attempt limit (`SignInLimiter`).
+    func checkLimits(key: String?, address: String, now: Double, what: String) throws {
+        guard let wait = limiter.withLock({ $0.retryAfter(key: key, address: address, now: now) }) else { return }
+        let seconds = Int(wait.rounded(.up))
+        throw ServiceError(code: .resourceExhausted, reason: .signInRateLimited,
+                           message: "too many failed \(what) or from this address: try again in \(seconds) s",
+                           metadata: ["retry_after_seconds": "\(seconds)"])
     }
 
     static func unauthenticated(reason: ErrorReason, _ message: String) -> ServiceError {

@@ -35,6 +35,8 @@ public struct Account: Sendable, Hashable {
     public var scope: Credentials.Scope = .readWrite
     /// When the session expires (seconds since the epoch).
     public var expiresAt: Double = .infinity
+    /// A device not yet signed in, working in its local stores (docs/accounts.md "Local stores").
+    public var usingLocalStorage = false
     public static let defaultAccount = Account(id: "default")
 
     /// Throws PERMISSION_DENIED if the session's key is scoped to another store than `name`.
@@ -85,6 +87,20 @@ public final class Backend: Sendable {
         self.authRequired = authRequired
         self.limits = limits
         subscriptions = Subscriptions(limits: feedLimits)
+        // an archive, restore or deletion a kill interrupted finishes before anything is served
+        try Self.blocking { [self] in try await AccountTransitions(backend: self).resumePending() }
+    }
+
+    /// Runs async work to its end from synchronous code that owns the thread (startup only).
+    private static func blocking(_ body: @escaping @Sendable () async throws -> Void) throws {
+        let done = DispatchSemaphore(value: 0)
+        let result = Lock<Result<Void, Error>>(.success(()))
+        Task {
+            do { try await body() } catch { result.withLock { $0 = .failure(error) } }
+            done.signal()
+        }
+        done.wait()
+        try result.withLock { $0 }.get()
     }
 
     /// Ends every store and key-value subscription (UNAVAILABLE + resume token): they never end on

@@ -36,6 +36,10 @@ extension ChangesService {
             let start = try Self.start(req.hasFrom ? req.from : nil, defaultsToNow: true, store: store, field: "from")
             let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed, account: context.account)
             admitted.withLock { $0 = sub }
+            if context.account.usingLocalStorage {
+                let t = store.currentToken
+                try await writer.send(LocalStorageEvent.response(start: GenerationToken(storeID: t.storeID, epoch: t.epoch, generation: start)))
+            }
             let runner = SubscriptionRunner(store: store, model: model, selection: selection, live: live, device: context.account.device,
                                             subscription: sub, writer: writer,
                                             limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,

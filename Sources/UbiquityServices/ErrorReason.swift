@@ -49,6 +49,12 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case backupDirectoryNotEmpty = "BACKUP_DIRECTORY_NOT_EMPTY"
     case backupIncomplete = "BACKUP_INCOMPLETE"
     case storeExists = "STORE_EXISTS"
+    case accountBusy = "ACCOUNT_BUSY"
+    case accountArchived = "ACCOUNT_ARCHIVED"
+    case accountNotArchived = "ACCOUNT_NOT_ARCHIVED"
+    case defaultAccount = "DEFAULT_ACCOUNT"
+    case localStoresDisabled = "LOCAL_STORES_DISABLED"
+    case localImportConflict = "LOCAL_IMPORT_CONFLICT"
     // ABORTED
     case mergeConflict = "MERGE_CONFLICT"
     case constraintConflict = "CONSTRAINT_CONFLICT"
@@ -62,6 +68,7 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case ioError = "IO_ERROR"
     case dataDirectoryLocked = "DATA_DIRECTORY_LOCKED"
     case shuttingDown = "SHUTTING_DOWN"
+    case localImportPending = "LOCAL_IMPORT_PENDING"
     // others
     case storageFull = "STORAGE_FULL"
     case subscriberTooSlow = "SUBSCRIBER_TOO_SLOW"

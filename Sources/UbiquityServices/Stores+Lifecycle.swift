@@ -83,14 +83,7 @@ extension StoresService {
         }
         return try await backend.withStore(req.storeID, account: context.account) { store in
             let model = backend.modelIfAny(of: store)
-            var s = SaveRequest()
-            s.inserts = dump.objects.map { o in
-                InsertOperation(temporaryID: o.id.uri, entity: o.id.entity, values: o.values,
-                                relationships: o.relationships.mapValues { $0.map { .temporary($0.uri) } })
-            }
-            s.mergePolicy = req.deduplicateByConstraints ? .mergeByPropertyObjectTrump : .error
-            s.author = req.author.nonEmpty
-            s.contextName = "import"
+            var s = StoreImport.saveRequest(dump, deduplicate: req.deduplicateByConstraints, author: req.author.nonEmpty, contextName: "import")
             s.modelVersionHash = try backend.checkModelVersion(context, store: store)
             let r = try await contexts.save(s, on: store, model: model, issueFields: { _ in nil })
             var res = Ubiquity_V1_ImportStoreResponse()

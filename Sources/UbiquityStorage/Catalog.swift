@@ -22,6 +22,9 @@ public final class Catalog: Sendable {
         var conn: Connection?
         var byID: [UUID: StoreRecord] = [:]
         var accounts: Set<String> = []
+        /// Accounts archived or being deleted: no new store record for them (a call that
+        /// resolved its session just before the transition began cannot add one behind it).
+        var closed: Set<String> = []
         /// The last store ID text `store(idText:)` found and its record. Invariant: if set,
         /// `byID[UUID.parse(text)] == record`; every change of `byID` goes through
         /// `withConnection`, which clears it (a removed or replaced store is never answered from it).
@@ -35,6 +38,12 @@ public final class Catalog: Sendable {
         do {
             try c.exec("PRAGMA journal_mode=WAL")
             try c.exec("PRAGMA synchronous=FULL")
+            // rarely written and small: every deleted row is zeroed, so nothing of a deleted
+            // account stays in a free page (DeleteAccount)
+            try c.exec("PRAGMA secure_delete=ON")
+            // a kill between a deletion's commit and its checkpoint left the zeroed pages only in
+            // the WAL and the old ones in the file: copy them in now (Connection.erasing)
+            _ = c.checkpoint(.truncate)
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_accounts(id TEXT PRIMARY KEY, state TEXT NOT NULL, created_at REAL NOT NULL);
                 CREATE TABLE IF NOT EXISTS ubq_stores(id TEXT PRIMARY KEY, account TEXT NOT NULL, name TEXT NOT NULL,
@@ -81,7 +90,7 @@ public final class Catalog: Sendable {
     public func store(account: String, name: String, create: Bool) throws -> (StoreRecord, created: Bool)? {
         try withConnection { c, s in
             if let r = s.byID.values.first(where: { $0.account == account && $0.name == name }) { return (r, false) }
-            guard create else { return nil }
+            guard create, !s.closed.contains(account) else { return nil }
             let r = StoreRecord(id: UUID(), account: account, name: name, createdAt: Date().timeIntervalSince1970)
             try c.run("INSERT INTO ubq_stores(id, account, name, created_at) VALUES (?, ?, ?, ?)",
                       [.text(r.id.uuidString.lowercased()), .text(account), .text(name), .real(r.createdAt)])
@@ -155,6 +164,33 @@ public final class Catalog: Sendable {
                 try c.run("COMMIT")
             } catch { try? c.run("ROLLBACK"); throw error }
             s.byID[id] = nil
+        }
+    }
+
+    /// Stops (`false`) or resumes new stores for an account (its lifecycle; memory only: a
+    /// start sets it again for every account not active).
+    public func acceptStores(account: String, _ accept: Bool) {
+        state.withLock { s in if accept { s.closed.remove(account) } else { s.closed.insert(account) } }
+    }
+
+    /// Forgets an account: its stores' records, its destroyed stores' records and its own, in one
+    /// transaction (DeleteAccount, after the files are gone). Returns the store records it held.
+    @discardableResult
+    public func removeAccount(_ account: String) throws -> [StoreRecord] {
+        try withConnection { c, s in
+            let gone = s.byID.values.filter { $0.account == account }
+            try c.erasing {
+                try c.run("BEGIN IMMEDIATE")
+                do {
+                    try c.run("DELETE FROM ubq_stores WHERE account = ?", [.text(account)])
+                    try c.run("DELETE FROM ubq_destroyed_stores WHERE account = ?", [.text(account)])
+                    try c.run("DELETE FROM ubq_accounts WHERE id = ?", [.text(account)])
+                    try c.run("COMMIT")
+                } catch { try? c.run("ROLLBACK"); throw error }
+            }
+            for r in gone { s.byID[r.id] = nil }
+            s.accounts.remove(account)
+            return gone
         }
     }
 

@@ -50,14 +50,19 @@ public final class Credentials: Sendable {
         case valid(SessionRecord), expired(SessionRecord), revoked(SessionRecord), unknown
     }
 
-    private struct State {
+    struct State {
         var conn: Connection?
         var accounts: [String: AccountRecord] = [:]
+        /// Accounts not `active` (Credentials+Lifecycle.swift): their keys do not verify and
+        /// they get no session.
+        var inactive: [String: AccountState] = [:]
         var keys: [String: KeyRecord] = [:]
         var sessions: [String: SessionRecord] = [:]
+        /// Devices working in local stores, by device ID (`Credentials+Local.swift`).
+        var localDevices: [String: LocalDevice] = [:]
         var signInsSincePurge = 0
     }
-    private let state: GuardedState<State>
+    let state: GuardedState<State>
     private let operatorKeyHash: [UInt8]
     /// Where the operator key file is.
     public let operatorKeyPath: String
@@ -78,6 +83,12 @@ public final class Credentials: Sendable {
         do {
             try c.exec("PRAGMA journal_mode=WAL")
             try c.exec("PRAGMA synchronous=FULL")
+            // rarely written and small: every deleted row is zeroed, so nothing of a deleted
+            // account stays in a free page (DeleteAccount)
+            try c.exec("PRAGMA secure_delete=ON")
+            // a kill between a deletion's commit and its checkpoint left the zeroed pages only in
+            // the WAL and the old ones in the file: copy them in now (Connection.erasing)
+            _ = c.checkpoint(.truncate)
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_accounts(id TEXT PRIMARY KEY, display_name TEXT NOT NULL, created_at REAL NOT NULL);
                 CREATE TABLE IF NOT EXISTS ubq_api_keys(id TEXT PRIMARY KEY, account TEXT NOT NULL, hash BLOB NOT NULL,
@@ -85,10 +96,14 @@ public final class Credentials: Sendable {
                     revoked INTEGER NOT NULL DEFAULT 0);
                 CREATE TABLE IF NOT EXISTS ubq_sessions(id TEXT PRIMARY KEY, account TEXT NOT NULL, key_id TEXT NOT NULL,
                     device_id TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
-                """)
+                """ + Self.localTablesSQL)
+            try Self.addStateColumn(c)
             try c.run("DELETE FROM ubq_sessions WHERE expires_at < ?", [.real(Date().timeIntervalSince1970 - Self.endedSessionMemorySeconds)])
-            try c.query("SELECT id, display_name, created_at FROM ubq_accounts") { st in
+            try c.query("SELECT id, display_name, created_at, state FROM ubq_accounts") { st in
                 s.accounts[st.text(0)] = AccountRecord(id: st.text(0), displayName: st.text(1), createdAt: Self.real(st.value(2)))
+                // an unknown state (a newer server's) serves nothing rather than everything
+                let state = AccountState(rawValue: st.text(3)) ?? .archived
+                if state != .active { s.inactive[st.text(0)] = state }
             }
             try c.query("SELECT id, account, hash, scope, store_name, label, created_at, revoked FROM ubq_api_keys") { st in
                 let hash: [UInt8] = if case .blob(let b) = st.value(2) { b } else { [] }
@@ -98,9 +113,10 @@ public final class Credentials: Sendable {
             try c.query("SELECT id, account, key_id, device_id, expires_at, revoked FROM ubq_sessions") { st in
                 let key = st.text(2)
                 s.sessions[st.text(0)] = SessionRecord(id: st.text(0), account: st.text(1), keyID: key, deviceID: st.text(3),
-                                                       scope: s.keys[key]?.scope ?? .readOnly, expiresAt: Self.real(st.value(4)),
+                                                       scope: key.isEmpty ? .readWrite : s.keys[key]?.scope ?? .readOnly, expiresAt: Self.real(st.value(4)),
                                                        revoked: st.int(5) != 0)
             }
+            try Self.loadLocalDevices(c, into: &s)
         } catch { c.close(); throw error }
         c.releaseThread()
         state = GuardedState(s)
@@ -108,7 +124,7 @@ public final class Credentials: Sendable {
 
     public func close() { state.withLock { $0.conn?.adoptThread(); $0.conn?.close(); $0.conn = nil } }
 
-    private func withConnection<T>(_ body: (Connection, inout State) throws -> T) throws -> T {
+    func withConnection<T>(_ body: (Connection, inout State) throws -> T) throws -> T {
         try state.withLock { s in
             guard let c = s.conn else { throw StorageError(.storeClosed, "credentials database is closed") }
             c.adoptThread()
@@ -169,8 +185,14 @@ public final class Credentials: Sendable {
         }
     }
 
-    public func account(_ id: String) -> AccountRecord? { state.withLock { $0.accounts[id] } }
-    public func accounts() -> [AccountRecord] { state.withLock { $0.accounts.values.sorted { $0.id < $1.id } } }
+    /// An account by ID; nil if there is none or it is being deleted (a tombstone is invisible).
+    public func account(_ id: String) -> AccountRecord? {
+        state.withLock { s in s.accounts[id].flatMap { (s.inactive[id]?.visible ?? true) ? $0 : nil } }
+    }
+    /// Every visible account, by ID.
+    public func accounts() -> [AccountRecord] {
+        state.withLock { s in s.accounts.values.filter { s.inactive[$0.id]?.visible ?? true }.sorted { $0.id < $1.id } }
+    }
 
     // MARK: API keys
 
@@ -217,7 +239,7 @@ public final class Credentials: Sendable {
         guard let id = Self.keyID(ofSecret: secret) else { return nil }
         let presented = SHA256.hash(data: Array(secret.utf8)).bytes
         return state.withLock { s in
-            guard let k = s.keys[id], Self.constantTimeEqual(presented, k.hash), !k.revoked else { return nil }
+            guard let k = s.keys[id], Self.constantTimeEqual(presented, k.hash), !k.revoked, s.inactive[k.account] == nil else { return nil }
             return k
         }
     }
@@ -238,6 +260,8 @@ public final class Credentials: Sendable {
         let r = SessionRecord(id: Self.sessionID(token: token), account: key.account, keyID: key.id, deviceID: deviceID,
                               scope: key.scope, expiresAt: Date().timeIntervalSince1970 + lifetime, revoked: false)
         try withConnection { c, s in
+            // archived or deleted between verifyKey and here: no session may outlive that
+            if s.inactive[key.account] != nil { throw StorageError(.notFound, "the account of key \(key.id) is not active") }
             try c.run("INSERT INTO ubq_sessions(id, account, key_id, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
                       [.text(r.id), .text(r.account), .text(r.keyID), .text(deviceID), .real(r.expiresAt)])
             s.sessions[r.id] = r
@@ -257,6 +281,8 @@ public final class Credentials: Sendable {
     /// A session by its token (memory only: this runs on every call).
     public func resolve(token: String, now: Double) -> Resolution {
         let id = Self.sessionID(token: token)
+        // (no session of an archived or deleting account is here: beginTransition removes them
+        // and createSession refuses them, both under this lock)
         guard let r = state.withLock({ $0.sessions[id] }) else { return .unknown }
         if r.revoked { return .revoked(r) }
         if r.expiresAt <= now { return .expired(r) }
@@ -314,7 +340,7 @@ public final class Credentials: Sendable {
         return (0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &g) }.withUnsafeBytes { lowerHex($0) }
     }
 
-    private static func real(_ v: SQLValue) -> Double { if case .real(let d) = v { d } else { 0 } }
+    static func real(_ v: SQLValue) -> Double { if case .real(let d) = v { d } else { 0 } }
 
     private static func columns(_ scope: Scope) -> (String, String) {
         switch scope {

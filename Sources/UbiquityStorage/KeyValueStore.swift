@@ -97,6 +97,12 @@ public final class KeyValueStore: Sendable {
         do {
             try c.exec("PRAGMA journal_mode=WAL")
             try c.exec("PRAGMA synchronous=FULL")
+            // a value overwritten or a row deleted leaves no copy in its page's free space (no
+            // extra I/O in FAST mode): a deleted account's entries do not outlive it on disk
+            try c.exec("PRAGMA secure_delete=FAST")
+            // a kill between a deletion's commit and its checkpoint left the zeroed pages only in
+            // the WAL and the old ones in the file: copy them in now (Connection.erasing)
+            _ = c.checkpoint(.truncate)
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
                     version INTEGER NOT NULL, seq INTEGER NOT NULL, deleted INTEGER NOT NULL, author TEXT NOT NULL,
@@ -257,14 +263,19 @@ public final class KeyValueStore: Sendable {
     /// Removes every entry of the account and its counters, in one transaction (DeleteAccount,
     /// SPEC §4.6: a crash leaves either all of them or none). Its feed positions start again at
     /// 0, so the account's old tokens must not outlive it: account IDs are never reused.
-    public func removeAccount(_ account: String) throws {
-        try writer.withConnection { c in
+    /// Returns how many entries it removed (tombstones of deleted keys not counted).
+    @discardableResult
+    public func removeAccount(_ account: String) throws -> Int {
+        try writer.withConnection { c in try c.erasing {
             try c.run("BEGIN IMMEDIATE")
             do {
+                var removed = 0
+                try c.query("SELECT count(*) FROM ubq_kv WHERE account = ? AND deleted = 0", [.text(account)]) { removed = Int($0.int(0)) }
                 try c.run("DELETE FROM ubq_kv WHERE account = ?", [.text(account)])
                 try c.run("DELETE FROM ubq_kv_accounts WHERE account = ?", [.text(account)])
                 try c.run("COMMIT")
+                return removed
             } catch { try? c.run("ROLLBACK"); throw error }
-        }
+        } }
     }
 }

@@ -23,12 +23,12 @@ public final class StoreDirectory: Sendable {
     /// The account a store belongs to (the catalog's record), which names its folder; nil: the
     /// account-less folder `<root>/stores` (storage tests, and stores with no record).
     private let accountOf: Lock<(@Sendable (UUID) -> String?)?> = Lock(nil)
-    private let state = Lock(Slots())
+    let state = Lock(Slots())
 
     /// An open store's count of running `withStore` bodies. Taken under the lock (with the lookup),
     /// given back without it (`Lease.end`: no second lock and hash of the ID per request).
     /// Everything that closes a store reads the count under the lock, where it can only fall.
-    private final class Lease: Sendable {
+    final class Lease: Sendable {
         private let count = Atomic<Int>(1)
         var active: Int { count.load(ordering: .acquiring) }
         func take() { count.add(1, ordering: .relaxed) }
@@ -36,25 +36,28 @@ public final class StoreDirectory: Sendable {
     }
 
     /// An open or close in progress; whoever meets it waits for it, then looks again.
-    private final class Transition: Sendable {
+    final class Transition: Sendable {
         private let group = DispatchGroup()
         init() { group.enter() }
         func finish() { group.leave() }
         func wait() { group.wait() }
     }
 
-    private struct Entry {
+    struct Entry {
         let store: Store; var lastUse: UInt64; let lease: Lease; var lastUseTime: Double
         var leases: Int { lease.active }
     }
-    private enum Slot {
+    enum Slot {
         case opening(Transition)
         case open(Entry)
         /// Closing, or closed for a file operation (destroy, replace): no open until it ends.
         case closing(Transition)
     }
-    private struct Slots {
+    struct Slots {
         var slots: [UUID: Slot] = [:]
+        /// Stores of archived (or deleting) accounts (StoreDirectory+Archive.swift): never opened,
+        /// so a call that raced the archive cannot create an empty store at the emptied path.
+        var parked: Set<UUID> = []
         var tick: UInt64 = 0
         var closed = false
         var sweeper: Task<Void, Never>?
@@ -160,6 +163,17 @@ public final class StoreDirectory: Sendable {
         }.sorted { $0.uuidString < $1.uuidString }
     }
 
+    /// Whether running calls hold the store (`withStore` bodies), or it is opening or closing.
+    public func isInUse(_ id: UUID) -> Bool {
+        state.withLock { d in
+            switch d.slots[id] {
+            case .open(let e)?: e.leases > 0
+            case .opening?, .closing?: true
+            case nil: false
+            }
+        }
+    }
+
     /// Open stores (stores being opened count too).
     public var openCount: Int { state.withLock { $0.admitted } }
     /// Open stores closed so far to make room for another (least recently used first).
@@ -191,7 +205,7 @@ public final class StoreDirectory: Sendable {
         return try body(store)
     }
 
-    private enum Lookup {
+    enum Lookup {
         case found(Store, Lease)
         case wait(Transition)
         /// This caller opens the store; `evict` are closed first (outside the lock), `handOff`
@@ -219,6 +233,7 @@ public final class StoreDirectory: Sendable {
                         return .wait(t)
                     }
                 }
+                if d.parked.contains(id) { throw StorageError(.notFound, "no store \(id)") }
                 if !create && !FileManager.default.fileExists(atPath: path(for: id)) { throw StorageError(.notFound, "no store \(id)") }
                 var evict: [(UUID, Store, Transition)] = [], handOff: [(UUID, Store, Transition)] = []
                 for v in Self.evict(&d, toAdmit: 1, max: maxOpenStores) {
@@ -332,7 +347,7 @@ public final class StoreDirectory: Sendable {
 
     /// Closes the store for a file operation and runs `body` while its slot stays closing, so no
     /// `withStore` can reopen the store while its files change.
-    private func closedForFileOperation<T>(_ id: UUID, _ body: () throws -> T) throws -> T {
+    func closedForFileOperation<T>(_ id: UUID, _ body: () throws -> T) throws -> T {
         while true {
             let claim = try state.withLock { d -> Lookup in
                 if d.closed { throw StorageError(.storeClosed, "directory is shut down") }

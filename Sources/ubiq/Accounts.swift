@@ -77,7 +77,7 @@ struct OperatorOptions: ParsableArguments {
 struct AccountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "account", abstract: "Accounts, API keys and sign-in (operator; docs/accounts.md).",
-        subcommands: [Create.self, List.self, Get.self, KeyCommand.self, SignIn.self])
+        subcommands: [Create.self, List.self, Get.self, KeyCommand.self, SignIn.self, Archive.self, Restore.self, Delete.self])
 
     static func show(_ a: Ubiquity_V1_Account) -> String { "\(a.accountID)  \(a.displayName)" }
 

@@ -14,8 +14,7 @@ struct Health: AsyncParsableCommand {
 
     @Option(name: .long, help: "ubiquityd address as HOST:PORT (or set UBIQ_SERVER).")
     var server: String = ProcessInfo.processInfo.environment["UBIQ_SERVER"] ?? "127.0.0.1:50051"
-    @Option(help: "Speak TLS, trusting this PEM CA bundle (the server's certificate must name HOST).")
-    var tlsCa: String?
+    @OptionGroup var tls: TLSOptions
     @Option(help: "The service to ask about; empty: the server as a whole.")
     var service = ""
     @Option(help: "Seconds before the check gives up.")
@@ -27,8 +26,7 @@ struct Health: AsyncParsableCommand {
         request.service = service
         let status: Grpc_Health_V1_HealthCheckResponse.ServingStatus
         do {
-            let tls = try tlsCa.map { ca throws(TLSError) in try TLSContext(clientTrusting: ca) }
-            let channel = try await GRPCChannel(host: host, port: port, tls: tls)
+            let channel = try await GRPCChannel(host: host, port: port, tls: try tls.context())
             defer { channel.close() }
             status = try await channel.unary("/grpc.health.v1.Health/Check", request, as: Grpc_Health_V1_HealthCheckResponse.self,
                                              timeout: timeout).status

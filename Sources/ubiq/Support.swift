@@ -16,6 +16,8 @@ struct ServerOptions: ParsableArguments {
     @Option(name: .long, help: "Seconds before a call gives up.")
     var timeout: Double = 30
 
+    @OptionGroup var tls: TLSOptions
+
     /// HOST:PORT, an IPv6 host in brackets.
     static func address(_ server: String) throws -> (host: String, port: Int) {
         guard let colon = server.lastIndex(of: ":"), let port = Int(server[server.index(after: colon)...]) else {
@@ -34,9 +36,10 @@ struct ServerOptions: ParsableArguments {
 
     func connect(authenticate: Bool = true) async throws -> Session {
         let (host, port) = try Self.address(server)
+        let tlsContext = try tls.context()
         var session: Session
         do {
-            session = Session(channel: try await GRPCChannel(host: host, port: port), options: self)
+            session = Session(channel: try await GRPCChannel(host: host, port: port, tls: tlsContext), options: self)
         } catch {
             throw CLIError("cannot reach ubiquityd at \(server): \(error) (is it running? ./scripts/run starts one)")
         }

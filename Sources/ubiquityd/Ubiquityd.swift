@@ -234,7 +234,11 @@ struct Ubiquityd: ParsableCommand {
         let contexts = ContextRegistry(limits: serviceLimits)
         ModelsService(backend: backend).register(into: &router)
         StoresService(backend: backend, contexts: contexts).register(into: &router)
-        AccountsService(backend: backend, contexts: contexts).register(into: &router)
+        var accounts = AccountsService(backend: backend, contexts: contexts)
+        accounts.allowLocalStores = options.localStores
+        accounts.register(into: &router)
+        let finished = try accounts.finishLocalImports()
+        if finished > 0 { logger.notice("finished local-store imports a stopped server left", metadata: ["jobs": "\(finished)"]) }
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         ChangesService(backend: backend).register(into: &router)

@@ -66,6 +66,35 @@ final class TLSSessionTests: XCTestCase {
         return (r.client, r.server)
     }
 
+    /// Many records in one read reach HTTP/2 as one delivery (one nghttp2 pass, one flush, one
+    /// SSL_write for all the answers), split only where the scratch buffer is full; and a
+    /// delivery that writes (HTTP/2 flushing from inside didRead) does not disturb the reading.
+    func testRecordsOfOneReadAreDeliveredTogetherUntilScratchIsFull() throws {
+        // 40 records of 1,000 bytes, as a client flushing once per call sends them.
+        let sent = (0..<40).flatMap { [UInt8](repeating: UInt8($0), count: 1000) }
+        for (scratchSize, deliveries) in [(64 * 1024, 1), (16 * 1024, 3)] {
+            let c = try client(), server = try server()
+            XCTAssertEqual(handshake(c, server).server, .ok)
+            for i in 0..<40 {
+                XCTAssertTrue(sent[i * 1000..<(i + 1) * 1000].withUnsafeBytes { c.encrypt($0) })
+            }
+            let records = Array(c.outgoing); c.consumeOutgoing()
+            var scratch = [UInt8](repeating: 0, count: scratchSize)
+            var received: [[UInt8]] = []
+            let result = scratch.withUnsafeMutableBytes { buf in
+                records.withUnsafeBytes { server.receive($0, scratch: buf) { bytes in
+                    received.append(Array(bytes))
+                    // An answer written from inside the delivery, as HTTP2Connection's flush does.
+                    _ = Array("answer".utf8).withUnsafeBytes { server.encrypt($0) }
+                    return true
+                } }
+            }
+            XCTAssertEqual(result, .ok)
+            XCTAssertEqual(received.count, deliveries, "scratch \(scratchSize)")
+            XCTAssertEqual(Array(received.joined()), sent)
+        }
+    }
+
     func testHandshakeSelectsH2ThenCarriesBytesBothWaysAndCloses() throws {
         let c = try client(), s = try server()
         XCTAssertEqual(s.machine.state, .handshaking)

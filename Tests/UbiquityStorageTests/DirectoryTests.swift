@@ -55,10 +55,15 @@ final class DirectoryTests: StorageTestCase, @unchecked Sendable {
         }
         try d.withStoreSync(c, create: true, model: Fixtures.model) { _ in }
         XCTAssertEqual(d.openCount, 1, "a and b are free again: evicted to admit c")
-        let inUse = try await d.withStore(c) { _ in await self.reason { try await d.destroy(c) } }
+        XCTAssertFalse(d.isInUse(c), "open, no call running")
+        let inUse = try await d.withStore(c) { _ in
+            XCTAssertTrue(d.isInUse(c))  // what the local-store import waits on before copying and destroying
+            return await self.reason { try await d.destroy(c) }
+        }
         XCTAssertEqual(inUse, .busy)
         try await d.destroy(c)
         XCTAssertEqual(d.openCount, 0)
+        XCTAssertFalse(d.isInUse(c))
         await d.shutdown()
     }
 

@@ -113,9 +113,10 @@ def get_stats(channel: grpc.Channel) -> admin_pb2.ServerStats:
         admin_pb2.GetServerStatsRequest(), timeout=10)
 
 
-def ping_ok(address: str, payload: bytes = b"still-serving") -> None:
+def ping_ok(address: str, payload: bytes = b"still-serving",
+            credentials: grpc.ChannelCredentials | None = None) -> None:
     """A separate, well-behaved grpcio client on a new connection gets an answer."""
-    ch = make_channel(address)
+    ch = make_channel(address, credentials=credentials)
     try:
         resp = admin_pb2_grpc.AdminStub(ch).Ping(admin_pb2.PingRequest(payload=payload), timeout=10)
         assert resp.payload == payload
@@ -211,6 +212,24 @@ def second(server):
     ch = make_channel(server.address)
     yield Client(ch)
     ch.close()
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """A test CA (and another one), with server and client certificates from each (tls_material)."""
+    import tls_material
+    d = tmp_path_factory.mktemp("pki")
+    ca = tls_material.make_ca(d, "ubiq-test-ca")
+    other_ca = tls_material.make_ca(d, "other-ca")
+    return {
+        "dir": d,
+        "ca": ca,
+        "other_ca": other_ca,
+        "server": tls_material.make_leaf(ca, d, "server", server=True),
+        "server_other": tls_material.make_leaf(other_ca, d, "server-other", server=True),
+        "client": tls_material.make_leaf(ca, d, "client", server=False),
+        "client_other": tls_material.make_leaf(other_ca, d, "client-other", server=False),
+    }
 
 
 @pytest.fixture

@@ -1,15 +1,21 @@
 """A deliberately low-level HTTP/2 client for protocol and abuse tests.
 
 Frames are built with `hyperframe` and header blocks with `hpack`, and written to a
-plain socket, so a test can send exactly what a broken or hostile peer would send
-(which the `h2` state machine would refuse to produce). A background reader thread
-(optional) parses what the server sends back, acknowledges SETTINGS and PING like a
+plain socket or a TLS session, so a test can send exactly what a broken or hostile peer
+would send (which the `h2` state machine would refuse to produce). A background reader
+thread (optional) parses what the server sends back, acknowledges SETTINGS and PING like a
 real client, and records per-stream headers, data, END_STREAM and RST_STREAM.
+
+The reader and the test's thread both use the connection. A plain socket allows one
+thread sending while another receives; a Python `ssl.SSLSocket` does not (one `SSL`
+object, used from two threads). So TLS runs through `TLSIO`: an `ssl.SSLObject` over
+memory BIOs, used under a lock, while the TCP socket underneath does the waiting.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -111,11 +117,98 @@ class StreamState:
         return self.ended or self.reset is not None
 
 
+class TLSIO:
+    """TLS for a socket that one thread reads while others write.
+
+    Only the `SSLObject` (pure computation over two memory BIOs) is serialised, by
+    `_tls_lock`; no one holds that lock while blocked on the network, so a writer stuck in
+    `sendall` (a server that stopped reading) never keeps the reader from reading. Records
+    leave in the order they were sealed because sealing and sending happen together under
+    `_wire_lock`. The handshake completes in the constructor, before any reader starts.
+    """
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext, server_hostname: str):
+        self.sock = sock
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_hostname=server_hostname)
+        self._tls_lock = threading.Lock()
+        self._wire_lock = threading.Lock()
+        while True:
+            try:
+                with self._tls_lock:
+                    self._tls.do_handshake()
+                self._flush()
+                break
+            except ssl.SSLWantReadError:
+                self._flush()
+                if not self._receive():
+                    raise ConnectionResetError("server closed the connection during the TLS handshake")
+        self.selected_alpn = self._tls.selected_alpn_protocol()
+
+    def _flush(self) -> None:
+        with self._wire_lock:
+            with self._tls_lock:
+                sealed = self._outgoing.read()
+            if sealed:
+                self.sock.sendall(sealed)
+
+    def _receive(self) -> bool:
+        """Moves one chunk of ciphertext from the socket into the TLS object; False at EOF."""
+        chunk = self.sock.recv(65536)
+        with self._tls_lock:
+            if not chunk:
+                self._incoming.write_eof()
+                return False
+            self._incoming.write(chunk)
+        return True
+
+    def sendall(self, data: bytes) -> None:
+        with self._wire_lock:
+            with self._tls_lock:
+                view = memoryview(data)
+                while view:  # a memory BIO takes everything; the loop covers partial writes
+                    view = view[self._tls.write(view):]
+                sealed = self._outgoing.read()
+            self.sock.sendall(sealed)
+
+    def recv(self, n: int) -> bytes:
+        """Up to n plaintext bytes; b"" at the end of the connection. Socket timeouts and
+        errors propagate as they would from a plain socket."""
+        while True:
+            with self._tls_lock:
+                try:
+                    return self._tls.read(n)
+                except ssl.SSLWantReadError:
+                    pass
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    return b""
+            if not self._receive():
+                continue  # read() now reports the end (cleanly or not)
+
+
+class _PlainIO:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.selected_alpn = None
+        self.sendall = sock.sendall
+        self.recv = sock.recv
+
+
+def client_tls_context(ca_file: str, alpn=("h2",)) -> ssl.SSLContext:
+    """What a gRPC client over TLS offers: the test CA trusted, ALPN h2."""
+    ctx = ssl.create_default_context(cafile=ca_file)
+    if alpn:
+        ctx.set_alpn_protocols(list(alpn))
+    return ctx
+
+
 class RawH2:
-    """One client-side HTTP/2 connection to the server under test."""
+    """One client-side HTTP/2 connection to the server under test: h2c, or TLS when given
+    a client `tls` context (the server's certificate names "localhost")."""
 
     def __init__(self, host: str, port: int, rcvbuf: int | None = None, timeout: float = 10.0,
-                 auto_window_update: bool = True):
+                 auto_window_update: bool = True, tls: ssl.SSLContext | None = None):
         self.host = host
         self.port = port
         self.authority = f"{host}:{port}"
@@ -126,6 +219,7 @@ class RawH2:
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.io = _PlainIO(self.sock) if tls is None else TLSIO(self.sock, tls, "localhost")
         self.encoder = hpack.Encoder()
         self.decoder = hpack.Decoder()
         self.decoder.max_header_list_size = 1 << 24
@@ -153,9 +247,9 @@ class RawH2:
         """Writes data; False if the connection is gone (peer closed or reset)."""
         with self._send_lock:
             try:
-                self.sock.sendall(data)
+                self.io.sendall(data)
                 return True
-            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, ssl.SSLError):
                 self.send_failed = True
                 return False
             except TimeoutError:
@@ -254,7 +348,7 @@ class RawH2:
     def _read_exact(self, n: int, buf: bytearray) -> bytes | None:
         while len(buf) < n:
             try:
-                chunk = self.sock.recv(max(65536, n - len(buf)))
+                chunk = self.io.recv(max(65536, n - len(buf)))
             except socket.timeout:
                 continue
             except (ConnectionResetError, ConnectionAbortedError, OSError):

@@ -5,12 +5,19 @@ abuse runs, that:
   - its resident memory stays within a generous bound of where it started,
   - a second, well-behaved grpcio client keeps being served the whole time,
   - the server exits 0 on SIGTERM afterwards (the start_server fixture checks that).
+
+Every test runs twice: over h2c and over TLS (`abuse_server`), since a TLS connection has
+buffers and a read path of its own between the socket and HTTP/2 (decrypted input batched
+into one HTTP/2 read, encrypted output queued per flush) that must stay bounded too. Over
+TLS the abuse happens inside an established TLS session; abuse of the TLS layer itself
+(plaintext or a wrong ALPN on the TLS port, stalled and flooded handshakes) is test_tls's.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import ssl
 import threading
 import time
 
@@ -27,7 +34,7 @@ from hyperframe.frame import (
 )
 
 import h2raw
-from conftest import make_channel, ping_ok
+from conftest import channel_for, ping_ok
 from ubiq_gen.grpc.testing import messages_pb2
 from ubiq_harness import wait_until
 from ubiquity.v1 import admin_pb2, admin_pb2_grpc
@@ -42,12 +49,36 @@ STREAMING_INPUT = "/grpc.testing.TestService/StreamingInputCall"
 PING = "/ubiquity.v1.Admin/Ping"
 
 
+@pytest.fixture(params=["h2c", "tls"])
+def abuse_server(request, start_server, pki):
+    """Factory: a started ubiquityd serving h2c or TLS (the test CA's "localhost"
+    certificate); `raw(srv)` opens a hostile connection to it the same way."""
+    def start():
+        if request.param == "h2c":
+            srv = start_server()
+            srv.client_tls = None
+            return srv
+        leaf = pki["server"]
+        srv = start_server(["--tls-cert", str(leaf.cert), "--tls-key", str(leaf.key)],
+                           credentials=grpc.ssl_channel_credentials(root_certificates=pki["ca"].pem))
+        srv.client_tls = h2raw.client_tls_context(str(pki["ca"].cert))
+        return srv
+    return start
+
+
+def raw(srv, **kwargs) -> h2raw.RawH2:
+    """A raw HTTP/2 connection to `srv`, over TLS when it serves TLS."""
+    conn = h2raw.RawH2("127.0.0.1", srv.port, tls=srv.client_tls, **kwargs)
+    assert srv.client_tls is None or conn.io.selected_alpn == "h2"
+    return conn
+
+
 class Bystander:
     """A well-behaved grpcio client pinging the server on its own connection until
     stopped; every call must succeed."""
 
-    def __init__(self, address: str):
-        self.channel = make_channel(address)
+    def __init__(self, srv):
+        self.channel = channel_for(srv)
         self.stub = admin_pb2_grpc.AdminStub(self.channel)
         self.ok = 0
         self.errors: list[str] = []
@@ -89,7 +120,7 @@ class Bystander:
 
 
 def stats(srv) -> admin_pb2.ServerStats:
-    ch = make_channel(srv.address)
+    ch = channel_for(srv)
     try:
         return admin_pb2_grpc.AdminStub(ch).GetServerStats(admin_pb2.GetServerStatsRequest(),
                                                           timeout=15)
@@ -99,7 +130,7 @@ def stats(srv) -> admin_pb2.ServerStats:
 
 def warm_up(srv) -> int:
     """Exercises the common paths once so lazy allocations happen before the baseline."""
-    ch = make_channel(srv.address)
+    ch = channel_for(srv)
     try:
         stub = admin_pb2_grpc.AdminStub(ch)
         for _ in range(50):
@@ -121,7 +152,7 @@ def assert_healthy(srv, rss_before: int):
     assert growth <= MEMORY_GROWTH_BOUND, (
         f"resident memory grew by {growth / MiB:.1f} MiB ({rss_before / MiB:.1f} -> "
         f"{rss / MiB:.1f} MiB), bound {MEMORY_GROWTH_BOUND / MiB:.0f} MiB")
-    ping_ok(srv.address)
+    ping_ok(srv.address, credentials=srv.credentials)
 
 
 def watch_rss(srv, rss_before: int, seconds: float):
@@ -156,30 +187,28 @@ GARBAGE = [
 ]
 
 
-def test_abuse_garbage_preface(start_server):
-    srv = start_server()
+def test_abuse_garbage_preface(abuse_server):
+    srv = abuse_server()
     rss_before = warm_up(srv)
     errors_before = stats(srv).protocol_errors
     rnd = os.urandom(256 * 1024)
     attempts = 0
-    with Bystander(srv.address):
+    with Bystander(srv):
         for i in range(200):
             garbage = GARBAGE[i % len(GARBAGE)] if i % 5 else rnd[(i * 997) % 4096:][:65536]
-            with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            with raw(srv) as conn:
                 attempts += 1
-                try:
-                    s.sendall(garbage)
-                except (BrokenPipeError, ConnectionResetError):
+                if not conn.send_bytes(garbage):
                     continue
                 # The server must close the connection (after an optional GOAWAY).
                 received = 0
                 while True:
                     try:
-                        chunk = s.recv(65536)
-                    except ConnectionResetError:
-                        break
+                        chunk = conn.io.recv(65536)
                     except socket.timeout:
                         pytest.fail(f"server kept a connection open after garbage {garbage[:40]!r}")
+                    except (ConnectionResetError, ssl.SSLError):
+                        break  # reset, or a TLS session cut without close_notify
                     if not chunk:
                         break
                     received += len(chunk)
@@ -200,10 +229,10 @@ def _uncounted_garbage(srv) -> list[bytes]:
     missed = []
     for garbage in GARBAGE + [os.urandom(1024)]:
         before = stats(srv).protocol_errors
-        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+        with raw(srv) as conn:
             try:
-                s.sendall(garbage)
-                while s.recv(65536):
+                conn.io.sendall(garbage)
+                while conn.io.recv(65536):
                     pass
             except OSError:
                 pass
@@ -216,8 +245,8 @@ def _uncounted_garbage(srv) -> list[bytes]:
 
 # -- rapid reset (CVE-2023-44487 shape) ---------------------------------------
 
-def test_abuse_rapid_reset(start_server):
-    srv = start_server()
+def test_abuse_rapid_reset(abuse_server):
+    srv = abuse_server()
     rss_before = warm_up(srv)
     baseline = stats(srv).open_streams
     # Each stream starts a handler that would run ~60 s, then is reset at once: the
@@ -225,12 +254,12 @@ def test_abuse_rapid_reset(start_server):
     request = h2raw.grpc_frame(messages_pb2.StreamingOutputCallRequest(response_parameters=[
         messages_pb2.ResponseParameters(size=10, interval_us=10_000_000) for _ in range(6)
     ]).SerializeToString())
-    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    conn = raw(srv)
     sent = 0
     try:
         conn.preface()
         conn.start_reader()
-        with Bystander(srv.address):
+        with Bystander(srv):
             for _batch in range(100):
                 out = bytearray()
                 for _ in range(100):
@@ -260,18 +289,18 @@ def test_abuse_rapid_reset(start_server):
 
 # -- empty DATA frame flood ---------------------------------------------------
 
-def test_abuse_empty_data_flood(start_server):
-    srv = start_server()
+def test_abuse_empty_data_flood(abuse_server):
+    srv = abuse_server()
     rss_before = warm_up(srv)
     errors_before = stats(srv).protocol_errors
-    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    conn = raw(srv)
     try:
         conn.preface()
         conn.start_reader()
         sid = conn.new_stream_id()
         conn.headers(sid, h2raw.grpc_request_headers(conn.authority, STREAMING_INPUT))
         batch = DataFrame(sid, b"").serialize() * 1000
-        with Bystander(srv.address):
+        with Bystander(srv):
             for _ in range(500):  # up to 500,000 empty DATA frames
                 if not conn.send_bytes(batch) or conn.peer_closed or conn.goaway:
                     break
@@ -288,9 +317,9 @@ def test_abuse_empty_data_flood(start_server):
     assert srv.stderr_text().count("closing abusive connection") == 1
 
 
-def test_few_empty_data_frames_are_fine(server):
+def test_few_empty_data_frames_are_fine(abuse_server):
     """Legitimate clients send an occasional empty DATA frame (e.g. a bare END_STREAM)."""
-    with h2raw.RawH2("127.0.0.1", server.port) as conn:
+    with raw(abuse_server()) as conn:
         conn.preface()
         conn.start_reader()
         sid = conn.new_stream_id()
@@ -308,14 +337,14 @@ def test_few_empty_data_frames_are_fine(server):
 # -- a peer that never reads while the server streams -------------------------
 
 @pytest.mark.parametrize("windows", ["default-windows", "huge-windows"])
-def test_abuse_client_never_reads(start_server, windows):
-    srv = start_server()
+def test_abuse_client_never_reads(abuse_server, windows):
+    srv = abuse_server()
     rss_before = warm_up(srv)
     baseline = stats(srv).open_streams
     # 2,000 responses of 256 KiB: 500 MiB if the server buffered them all.
     request = messages_pb2.StreamingOutputCallRequest(response_parameters=[
         messages_pb2.ResponseParameters(size=256 * 1024) for _ in range(2000)])
-    conn = h2raw.RawH2("127.0.0.1", srv.port, rcvbuf=16 * 1024)
+    conn = raw(srv, rcvbuf=16 * 1024)
     try:
         if windows == "huge-windows":
             # HTTP/2 flow control out of the way: only the server's own write-queue bound
@@ -327,7 +356,7 @@ def test_abuse_client_never_reads(start_server, windows):
         sid = conn.new_stream_id()
         conn.headers(sid, h2raw.grpc_request_headers(conn.authority, STREAMING_OUTPUT))
         conn.data(sid, h2raw.grpc_frame(request.SerializeToString()), end_stream=True)
-        with Bystander(srv.address):
+        with Bystander(srv):
             watch_rss(srv, rss_before, 8.0)
         # The stream is still open (nothing was read); ending the connection frees it.
     finally:
@@ -352,14 +381,14 @@ def _oversized_header_blocks(authority):
             for name, headers in variants.items()}
 
 
-def test_abuse_oversized_header_list(start_server):
-    srv = start_server()
+def test_abuse_oversized_header_list(abuse_server):
+    srv = abuse_server()
     rss_before = warm_up(srv)
     msg = h2raw.grpc_frame(admin_pb2.PingRequest(payload=b"h").SerializeToString())
-    with Bystander(srv.address):
+    with Bystander(srv):
         for name, block in _oversized_header_blocks(f"127.0.0.1:{srv.port}").items():
             for _ in range(20):
-                with h2raw.RawH2("127.0.0.1", srv.port) as conn:
+                with raw(srv) as conn:
                     conn.preface()
                     conn.start_reader()
                     sid = conn.new_stream_id()
@@ -376,19 +405,25 @@ def test_abuse_oversized_header_list(start_server):
     assert_healthy(srv, rss_before)
 
 
-def test_oversized_metadata_from_grpcio_fails_cleanly(server, admin):
-    with pytest.raises(grpc.RpcError) as err:
-        admin.Ping(admin_pb2.PingRequest(), metadata=[("x-big", "a" * 64 * 1024)], timeout=15)
-    assert err.value.code() != grpc.StatusCode.OK
-    assert admin.Ping(admin_pb2.PingRequest(payload=b"p"), timeout=15).payload == b"p"
-    ping_ok(server.address)
+def test_oversized_metadata_from_grpcio_fails_cleanly(abuse_server):
+    srv = abuse_server()
+    ch = channel_for(srv)
+    try:
+        admin = admin_pb2_grpc.AdminStub(ch)
+        with pytest.raises(grpc.RpcError) as err:
+            admin.Ping(admin_pb2.PingRequest(), metadata=[("x-big", "a" * 64 * 1024)], timeout=15)
+        assert err.value.code() != grpc.StatusCode.OK
+        assert admin.Ping(admin_pb2.PingRequest(payload=b"p"), timeout=15).payload == b"p"
+    finally:
+        ch.close()
+    ping_ok(srv.address, credentials=srv.credentials)
 
 
-def test_abuse_continuation_flood(start_server):
+def test_abuse_continuation_flood(abuse_server):
     """HEADERS followed by an endless run of CONTINUATION frames (never END_HEADERS)."""
-    srv = start_server()
+    srv = abuse_server()
     rss_before = warm_up(srv)
-    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    conn = raw(srv)
     try:
         conn.preface()
         conn.start_reader()
@@ -399,7 +434,7 @@ def test_abuse_continuation_flood(start_server):
         filler = b"\x00\x05x-pad\x7f\x7f" + b"z" * 254
         chunk = (filler * (16384 // len(filler)))[:16384]
         frame = ContinuationFrame(sid, chunk).serialize()
-        with Bystander(srv.address):
+        with Bystander(srv):
             for _ in range(64):  # up to 64 x 64 x 16 KiB = 64 MiB of header block
                 if not conn.send_bytes(frame * 64) or conn.peer_closed or conn.goaway:
                     break
@@ -415,17 +450,17 @@ def test_abuse_continuation_flood(start_server):
 
 # -- PING flood ---------------------------------------------------------------
 
-def test_abuse_ping_flood(start_server):
-    srv = start_server()
+def test_abuse_ping_flood(abuse_server):
+    srv = abuse_server()
     rss_before = warm_up(srv)
-    conn = h2raw.RawH2("127.0.0.1", srv.port, rcvbuf=16 * 1024)
+    conn = raw(srv, rcvbuf=16 * 1024)
     try:
         conn.preface()
         conn.sock.settimeout(2.0)
         # No reader: ACKs pile up on the server's side unless it bounds them.
         batch = b"".join(PingFrame(0, opaque_data=i.to_bytes(8, "big")).serialize()
                          for i in range(1000))
-        with Bystander(srv.address):
+        with Bystander(srv):
             for _ in range(200):  # up to 200,000 PINGs
                 if not conn.send_bytes(batch):
                     break
@@ -440,15 +475,15 @@ def test_abuse_ping_flood(start_server):
 
 # -- SETTINGS flood -----------------------------------------------------------
 
-def test_abuse_settings_flood(start_server):
-    srv = start_server()
+def test_abuse_settings_flood(abuse_server):
+    srv = abuse_server()
     rss_before = warm_up(srv)
-    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    conn = raw(srv)
     try:
         conn.preface()
         conn.start_reader()
         one = SettingsFrame(0, settings={0x4: 65535, 0x2: 0}).serialize()
-        with Bystander(srv.address):
+        with Bystander(srv):
             for _ in range(100):  # up to 100,000 SETTINGS frames, each needing an ACK
                 if not conn.send_bytes(one * 1000) or conn.peer_closed or conn.goaway:
                     break
@@ -541,20 +576,20 @@ def _mutate(rng, frames: list[bytes]) -> list[bytes]:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_abuse_mutated_conversations(start_server, seed):
+def test_abuse_mutated_conversations(abuse_server, seed):
     """150 valid conversations per seed, each with 1-3 random mutations. Reproducible:
     the seed and the conversation index are in every failure message."""
     import random
 
     import hpack
 
-    srv = start_server()
+    srv = abuse_server()
     rss_before = warm_up(srv)
     rng = random.Random(seed)
     messages = _fuzz_messages()
-    with Bystander(srv.address):
+    with Bystander(srv):
         for k in range(150):
-            conn = h2raw.RawH2("127.0.0.1", srv.port)
+            conn = raw(srv)
             try:
                 conn.preface()
                 conn.start_reader()
@@ -575,12 +610,12 @@ def test_abuse_mutated_conversations(start_server, seed):
 
 # -- a peer that ignores flow control -----------------------------------------
 
-def test_abuse_client_ignores_flow_control(start_server):
+def test_abuse_client_ignores_flow_control(abuse_server):
     """DATA keeps coming far past the windows the server granted: the server must not
     buffer it — it ends the stream or the connection with FLOW_CONTROL_ERROR."""
-    srv = start_server()
+    srv = abuse_server()
     rss_before = warm_up(srv)
-    conn = h2raw.RawH2("127.0.0.1", srv.port)
+    conn = raw(srv)
     try:
         conn.preface()
         conn.start_reader()
@@ -593,7 +628,7 @@ def test_abuse_client_ignores_flow_control(start_server):
             response_parameters=[messages_pb2.ResponseParameters(size=256 * 1024)],
             payload=messages_pb2.Payload(body=b"p" * 60000)).SerializeToString())
         flow_control_error = 0x3
-        with Bystander(srv.address):
+        with Bystander(srv):
             for _ in range(1000):  # up to ~60 MB, far past any window
                 if not conn.data(sid, msg):
                     break

@@ -2,10 +2,11 @@
 optionally requires client certificates (--tls-client-ca), reloads its certificate on SIGHUP
 without dropping open connections, and refuses what is not a TLS client speaking h2 while it
 keeps serving everyone else. A CA and certificates are made for each test module with the
-openssl CLI (tls_material)."""
+openssl CLI (tls_material, the `pki` fixture in conftest)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -27,22 +28,6 @@ from ubiquity.v1 import admin_pb2, admin_pb2_grpc
 MiB = 1024 * 1024
 # As test_abuse: failures this catches are unbounded growth, never allocator slack.
 MEMORY_GROWTH_BOUND = 128 * MiB
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    ca = tls_material.make_ca(d, "ubiq-test-ca")
-    other_ca = tls_material.make_ca(d, "other-ca")
-    return {
-        "dir": d,
-        "ca": ca,
-        "other_ca": other_ca,
-        "server": tls_material.make_leaf(ca, d, "server", server=True),
-        "server_other": tls_material.make_leaf(other_ca, d, "server-other", server=True),
-        "client": tls_material.make_leaf(ca, d, "client", server=False),
-        "client_other": tls_material.make_leaf(other_ca, d, "client-other", server=False),
-    }
 
 
 def _creds(ca, client=None) -> grpc.ChannelCredentials:
@@ -72,9 +57,7 @@ def _ping_new_channel(srv, payload: bytes = b"still-serving") -> None:
 def _tls_connect(port: int, ca, alpn=("h2",), client=None) -> ssl.SSLSocket:
     """A Python TLS client (no HTTP/2): for what grpcio cannot show, such as ALPN and the
     certificate the server presented."""
-    ctx = ssl.create_default_context(cafile=str(ca.cert))
-    if alpn:
-        ctx.set_alpn_protocols(list(alpn))
+    ctx = h2raw.client_tls_context(str(ca.cert), alpn)
     if client is not None:
         ctx.load_cert_chain(str(client.cert), str(client.key))
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -263,8 +246,7 @@ def test_flood_of_handshakes_leaves_server_serving_with_bounded_memory(start_ser
 
         t = threading.Thread(target=bystander, daemon=True)
         t.start()
-        ctx = ssl.create_default_context(cafile=str(pki["ca"].cert))
-        ctx.set_alpn_protocols(["h2"])
+        ctx = h2raw.client_tls_context(str(pki["ca"].cert))
 
         def flood(n: int):
             for i in range(n):
@@ -321,3 +303,52 @@ def test_plaintext_on_a_non_loopback_address_needs_a_flag(server_binary, tmp_pat
     finally:
         allowed.terminate()
         assert allowed.wait(timeout=EXIT_BOUND_SECONDS) == 0
+
+
+def _ubiq(srv, *args, env=None):
+    """`ubiq` against `srv`, signing in with the operator key in its data directory."""
+    from ubiq_harness import find_server_binary
+    extra = env or {}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UBIQ_", "UBIQUITY_"))}
+    env.update(UBIQ_SERVER=srv.address, UBIQ_DATA_DIR=str(srv.data_dir), **extra)
+    return subprocess.run([str(find_server_binary().parent / "ubiq"), *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_ubiq_commands_speak_tls_with_client_certificates(start_server, pki):
+    """Every `ubiq` command takes --tls-ca / --tls-cert / --tls-key (ServerOptions), not only
+    `health`: a data command (signs in first), an operator command and health, against a server
+    that requires client certificates."""
+    args = _tls_args(pki["server"]) + ["--tls-client-ca", str(pki["ca"].cert)]
+    srv = start_server(args, credentials=_creds(pki["ca"], pki["client"]))
+    tls = ["--tls-ca", str(pki["ca"].cert), "--tls-cert", str(pki["client"].cert),
+           "--tls-key", str(pki["client"].key)]
+    out = _ubiq(srv, "store", "open", "over-tls", *tls)
+    assert out.returncode == 0 and "store over-tls" in out.stdout, out
+    out = _ubiq(srv, "account", "list", *tls)
+    assert out.returncode == 0 and out.stdout.strip(), out
+    out = _ubiq(srv, "health", *tls)
+    assert out.returncode == 0 and out.stdout.strip() == "SERVING", out
+    # The same from the environment (containers).
+    out = _ubiq(srv, "generation", "--store", "over-tls",
+                env=dict(UBIQ_TLS_CA=tls[1], UBIQ_TLS_CERT=tls[3], UBIQ_TLS_KEY=tls[5]))
+    assert out.returncode == 0 and "generation 0" in out.stdout, out
+    # Refusals: no client certificate, a certificate from another CA, plaintext on the TLS port.
+    other = ["--tls-ca", str(pki["ca"].cert), "--tls-cert", str(pki["client_other"].cert),
+             "--tls-key", str(pki["client_other"].key)]
+    for name, flags in [("no client certificate", tls[:2]), ("another CA's certificate", other),
+                        ("plaintext", [])]:
+        out = _ubiq(srv, "store", "open", "over-tls", "--timeout", "5", *flags)
+        assert out.returncode != 0 and "over-tls" not in out.stdout, (name, out)
+    _ping_new_channel(srv)
+
+
+def test_ubiq_tls_flags_are_checked_before_connecting(start_server, pki):
+    srv = start_server(_tls_args(pki["server"]), credentials=_creds(pki["ca"]))
+    out = _ubiq(srv, "store", "open", "x", "--tls-ca", str(pki["ca"].cert), "--tls-cert", str(pki["client"].cert))
+    assert out.returncode == 64 and "--tls-cert and --tls-key go together" in out.stderr, out
+    out = _ubiq(srv, "store", "open", "x", "--tls-ca", str(pki["dir"] / "missing.pem"))
+    assert out.returncode == 1 and "missing.pem" in out.stderr, out
+    # Only the server's CA is needed without client certificates.
+    out = _ubiq(srv, "store", "open", "x", "--tls-ca", str(pki["ca"].cert))
+    assert out.returncode == 0 and "store x" in out.stdout, out

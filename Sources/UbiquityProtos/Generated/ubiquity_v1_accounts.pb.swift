@@ -22,7 +22,7 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
-/// Where an account is in its lifecycle. Only ACTIVE exists until the lifecycle issue lands.
+/// Where an account is in its lifecycle (docs/accounts.md "Archive, restore, delete").
 public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
 
@@ -32,11 +32,17 @@ public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.Case
   /// Serving calls.
   case active // = 1
 
-  /// Reserved: stores closed and kept; sign-in refused until restored.
+  /// Stores closed and kept in the account's archive; no session, sign-in refused until restored.
   case archived // = 2
 
-  /// Reserved: deletion requested; files removed after a grace period.
+  /// Never sent: an account being deleted is invisible (NOT_FOUND) from the moment its deletion begins.
   case deleting // = 3
+
+  /// ArchiveAccount is moving its stores into the archive (or stopped half-way and may be retried).
+  case archiving // = 4
+
+  /// RestoreAccount is moving its stores back (or stopped half-way and may be retried).
+  case restoring // = 5
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -49,6 +55,8 @@ public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.Case
     case 1: self = .active
     case 2: self = .archived
     case 3: self = .deleting
+    case 4: self = .archiving
+    case 5: self = .restoring
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -59,6 +67,8 @@ public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.Case
     case .active: return 1
     case .archived: return 2
     case .deleting: return 3
+    case .archiving: return 4
+    case .restoring: return 5
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -69,6 +79,8 @@ public nonisolated enum Ubiquity_V1_AccountState: SwiftProtobuf.Enum, Swift.Case
     .active,
     .archived,
     .deleting,
+    .archiving,
+    .restoring,
   ]
 
 }
@@ -321,6 +333,11 @@ public nonisolated struct Ubiquity_V1_SignInRequest: Sendable {
   /// The signing-in device's ID (1–200 printable characters, chosen by the client).
   public var deviceID: String = String()
 
+  /// The device secret StartLocalSession returned for `device_id`: its local stores are imported
+  /// into the account's stores of the same names (first sign-in), then removed. Empty: nothing
+  /// is imported and the local stores stay.
+  public var localDeviceSecret: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -344,9 +361,22 @@ public nonisolated struct Ubiquity_V1_SignInResponse: Sendable {
   /// The key's scope, which the session carries.
   public var scope: Ubiquity_V1_ApiKeyScope = .unspecified
 
+  /// Set when `local_device_secret` was given and the device had local stores: what the import
+  /// did (the same counts when a SignIn is retried after the import completed).
+  public var localImport: Ubiquity_V1_ImportCounts {
+    get {_localImport ?? Ubiquity_V1_ImportCounts()}
+    set {_localImport = newValue}
+  }
+  /// Returns true if `localImport` has been explicitly set.
+  public var hasLocalImport: Bool {self._localImport != nil}
+  /// Clears the value of `localImport`. Subsequent reads from it will return its default value.
+  public mutating func clearLocalImport() {self._localImport = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _localImport: Ubiquity_V1_ImportCounts? = nil
 }
 
 /// Request of Accounts.SignOut. No fields: the session is the one in `authorization`.
@@ -371,7 +401,46 @@ public nonisolated struct Ubiquity_V1_SignOutResponse: Sendable {
   public init() {}
 }
 
-/// Reserved shape (lifecycle issue): request of Accounts.ArchiveAccount.
+/// Request of Accounts.StartLocalSession.
+public nonisolated struct Ubiquity_V1_StartLocalSessionRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The device's ID (1–200 printable characters, chosen by the client; the same one it later
+  /// signs in with).
+  public var deviceID: String = String()
+
+  /// The secret the first StartLocalSession of this device returned; empty on that first call.
+  public var deviceSecret: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Response of Accounts.StartLocalSession.
+public nonisolated struct Ubiquity_V1_StartLocalSessionResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Send as `authorization: Bearer <token>`; it reaches only this device's local stores.
+  public var sessionToken: String = String()
+
+  /// When the token stops working, microseconds since the Unix epoch.
+  public var expiresAtMicros: Int64 = 0
+
+  /// Set only by the call that registered the device: keep it (it is shown once) for later local
+  /// sessions and for SignIn's `local_device_secret`.
+  public var deviceSecret: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Request of Accounts.ArchiveAccount.
 public nonisolated struct Ubiquity_V1_ArchiveAccountRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -385,7 +454,7 @@ public nonisolated struct Ubiquity_V1_ArchiveAccountRequest: Sendable {
   public init() {}
 }
 
-/// Reserved shape (lifecycle issue): request of Accounts.RestoreAccount.
+/// Request of Accounts.RestoreAccount.
 public nonisolated struct Ubiquity_V1_RestoreAccountRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -399,7 +468,7 @@ public nonisolated struct Ubiquity_V1_RestoreAccountRequest: Sendable {
   public init() {}
 }
 
-/// Reserved shape (lifecycle issue): request of Accounts.DeleteAccount.
+/// Request of Accounts.DeleteAccount.
 public nonisolated struct Ubiquity_V1_DeleteAccountRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -413,14 +482,29 @@ public nonisolated struct Ubiquity_V1_DeleteAccountRequest: Sendable {
   public init() {}
 }
 
-/// Reserved shape (lifecycle issue): response of Accounts.DeleteAccount.
+/// Response of Accounts.DeleteAccount: the receipt of what was removed.
 public nonisolated struct Ubiquity_V1_DeleteAccountResponse: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// When its files will be removed, microseconds since the Unix epoch.
-  public var purgeAtMicros: Int64 = 0
+  /// Live stores removed (each with its objects and history).
+  public var storesRemoved: UInt32 = 0
+
+  /// Archived stores removed.
+  public var archivedStoresRemoved: UInt32 = 0
+
+  /// Key-value entries removed (deleted keys' tombstones not counted).
+  public var keyValueEntriesRemoved: UInt32 = 0
+
+  /// API keys removed (revoked ones included).
+  public var apiKeysRemoved: UInt32 = 0
+
+  /// Sessions removed (ended ones included; an archived account has none left: ArchiveAccount removed them).
+  public var sessionsRemoved: UInt32 = 0
+
+  /// Bytes of store files (with their WAL and shared-memory files) and key-value values removed.
+  public var bytesRemoved: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -432,7 +516,7 @@ public nonisolated struct Ubiquity_V1_DeleteAccountResponse: Sendable {
 fileprivate nonisolated let _protobuf_package = "ubiquity.v1"
 
 nonisolated extension Ubiquity_V1_AccountState: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACCOUNT_STATE_UNSPECIFIED\0\u{1}ACCOUNT_STATE_ACTIVE\0\u{1}ACCOUNT_STATE_ARCHIVED\0\u{1}ACCOUNT_STATE_DELETING\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ACCOUNT_STATE_UNSPECIFIED\0\u{1}ACCOUNT_STATE_ACTIVE\0\u{1}ACCOUNT_STATE_ARCHIVED\0\u{1}ACCOUNT_STATE_DELETING\0\u{1}ACCOUNT_STATE_ARCHIVING\0\u{1}ACCOUNT_STATE_RESTORING\0")
 }
 
 nonisolated extension Ubiquity_V1_ApiKeyScope: SwiftProtobuf._ProtoNameProviding {
@@ -799,7 +883,7 @@ nonisolated extension Ubiquity_V1_RevokeApiKeyResponse: SwiftProtobuf.Message, S
 
 nonisolated extension Ubiquity_V1_SignInRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SignInRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}api_key\0\u{3}device_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}api_key\0\u{3}device_id\0\u{3}local_device_secret\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -809,6 +893,7 @@ nonisolated extension Ubiquity_V1_SignInRequest: SwiftProtobuf.Message, SwiftPro
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.apiKey) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.localDeviceSecret) }()
       default: break
       }
     }
@@ -821,12 +906,16 @@ nonisolated extension Ubiquity_V1_SignInRequest: SwiftProtobuf.Message, SwiftPro
     if !self.deviceID.isEmpty {
       try visitor.visitSingularStringField(value: self.deviceID, fieldNumber: 2)
     }
+    if !self.localDeviceSecret.isEmpty {
+      try visitor.visitSingularStringField(value: self.localDeviceSecret, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Ubiquity_V1_SignInRequest, rhs: Ubiquity_V1_SignInRequest) -> Bool {
     if lhs.apiKey != rhs.apiKey {return false}
     if lhs.deviceID != rhs.deviceID {return false}
+    if lhs.localDeviceSecret != rhs.localDeviceSecret {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -834,7 +923,7 @@ nonisolated extension Ubiquity_V1_SignInRequest: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Ubiquity_V1_SignInResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SignInResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_token\0\u{3}expires_at_micros\0\u{3}account_id\0\u{1}scope\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_token\0\u{3}expires_at_micros\0\u{3}account_id\0\u{1}scope\0\u{3}local_import\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -846,12 +935,17 @@ nonisolated extension Ubiquity_V1_SignInResponse: SwiftProtobuf.Message, SwiftPr
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.expiresAtMicros) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.accountID) }()
       case 4: try { try decoder.decodeSingularEnumField(value: &self.scope) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._localImport) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.sessionToken.isEmpty {
       try visitor.visitSingularStringField(value: self.sessionToken, fieldNumber: 1)
     }
@@ -864,6 +958,9 @@ nonisolated extension Ubiquity_V1_SignInResponse: SwiftProtobuf.Message, SwiftPr
     if self.scope != .unspecified {
       try visitor.visitSingularEnumField(value: self.scope, fieldNumber: 4)
     }
+    try { if let v = self._localImport {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -872,6 +969,7 @@ nonisolated extension Ubiquity_V1_SignInResponse: SwiftProtobuf.Message, SwiftPr
     if lhs.expiresAtMicros != rhs.expiresAtMicros {return false}
     if lhs.accountID != rhs.accountID {return false}
     if lhs.scope != rhs.scope {return false}
+    if lhs._localImport != rhs._localImport {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -910,6 +1008,81 @@ nonisolated extension Ubiquity_V1_SignOutResponse: SwiftProtobuf.Message, SwiftP
   }
 
   public static func ==(lhs: Ubiquity_V1_SignOutResponse, rhs: Ubiquity_V1_SignOutResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_StartLocalSessionRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StartLocalSessionRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}device_id\0\u{3}device_secret\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.deviceID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.deviceSecret) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.deviceID.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceID, fieldNumber: 1)
+    }
+    if !self.deviceSecret.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceSecret, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_StartLocalSessionRequest, rhs: Ubiquity_V1_StartLocalSessionRequest) -> Bool {
+    if lhs.deviceID != rhs.deviceID {return false}
+    if lhs.deviceSecret != rhs.deviceSecret {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_StartLocalSessionResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StartLocalSessionResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}session_token\0\u{3}expires_at_micros\0\u{3}device_secret\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.sessionToken) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.expiresAtMicros) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.deviceSecret) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.sessionToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.sessionToken, fieldNumber: 1)
+    }
+    if self.expiresAtMicros != 0 {
+      try visitor.visitSingularInt64Field(value: self.expiresAtMicros, fieldNumber: 2)
+    }
+    if !self.deviceSecret.isEmpty {
+      try visitor.visitSingularStringField(value: self.deviceSecret, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_StartLocalSessionResponse, rhs: Ubiquity_V1_StartLocalSessionResponse) -> Bool {
+    if lhs.sessionToken != rhs.sessionToken {return false}
+    if lhs.expiresAtMicros != rhs.expiresAtMicros {return false}
+    if lhs.deviceSecret != rhs.deviceSecret {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1007,7 +1180,7 @@ nonisolated extension Ubiquity_V1_DeleteAccountRequest: SwiftProtobuf.Message, S
 
 nonisolated extension Ubiquity_V1_DeleteAccountResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DeleteAccountResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}purge_at_micros\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{4}\u{2}stores_removed\0\u{3}archived_stores_removed\0\u{3}key_value_entries_removed\0\u{3}api_keys_removed\0\u{3}sessions_removed\0\u{3}bytes_removed\0\u{b}purge_at_micros\0\u{c}\u{1}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1015,21 +1188,46 @@ nonisolated extension Ubiquity_V1_DeleteAccountResponse: SwiftProtobuf.Message, 
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularInt64Field(value: &self.purgeAtMicros) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.storesRemoved) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.archivedStoresRemoved) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.keyValueEntriesRemoved) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.apiKeysRemoved) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.sessionsRemoved) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.bytesRemoved) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if self.purgeAtMicros != 0 {
-      try visitor.visitSingularInt64Field(value: self.purgeAtMicros, fieldNumber: 1)
+    if self.storesRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.storesRemoved, fieldNumber: 2)
+    }
+    if self.archivedStoresRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.archivedStoresRemoved, fieldNumber: 3)
+    }
+    if self.keyValueEntriesRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.keyValueEntriesRemoved, fieldNumber: 4)
+    }
+    if self.apiKeysRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.apiKeysRemoved, fieldNumber: 5)
+    }
+    if self.sessionsRemoved != 0 {
+      try visitor.visitSingularUInt32Field(value: self.sessionsRemoved, fieldNumber: 6)
+    }
+    if self.bytesRemoved != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytesRemoved, fieldNumber: 7)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Ubiquity_V1_DeleteAccountResponse, rhs: Ubiquity_V1_DeleteAccountResponse) -> Bool {
-    if lhs.purgeAtMicros != rhs.purgeAtMicros {return false}
+    if lhs.storesRemoved != rhs.storesRemoved {return false}
+    if lhs.archivedStoresRemoved != rhs.archivedStoresRemoved {return false}
+    if lhs.keyValueEntriesRemoved != rhs.keyValueEntriesRemoved {return false}
+    if lhs.apiKeysRemoved != rhs.apiKeysRemoved {return false}
+    if lhs.sessionsRemoved != rhs.sessionsRemoved {return false}
+    if lhs.bytesRemoved != rhs.bytesRemoved {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

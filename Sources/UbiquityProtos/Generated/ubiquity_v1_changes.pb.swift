@@ -636,7 +636,8 @@ public nonisolated struct Ubiquity_V1_StoreEvent: Sendable {
   public nonisolated enum Transition: SwiftProtobuf.Enum, Swift.CaseIterable {
     public typealias RawValue = Int
 
-    /// Never sent.
+    /// No transition: the state as the subscription starts (a local session's first response says
+    /// `using_local_storage: true` with it).
     case unspecified // = 0
 
     /// The device signed in to an account.

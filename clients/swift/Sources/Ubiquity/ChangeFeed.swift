@@ -26,7 +26,10 @@ public struct ChangeFeed: AsyncSequence, Sendable {
 
     /// Where a feed starts.
     public enum Start: Sendable, Hashable {
-        /// After the current generation.
+        /// After the store's generation when the subscribe reaches the server. That happens in
+        /// the feed's own task, after `makeAsyncIterator()` returns, so a save made right after
+        /// may come first and not be delivered: to see every save after a point, start from
+        /// `.token(try await store.currentToken())` taken before it, or wait for `.caughtUp`.
         case now
         /// From the oldest retained transaction.
         case oldest
@@ -45,7 +48,7 @@ public struct ChangeFeed: AsyncSequence, Sendable {
         let (stream, continuation) = AsyncThrowingStream<FeedEvent, any Error>.makeStream()
         let progress = FeedProgress(
             FeedResumer(start: start, reconnectFor: reconnectFor, signsIn: client.keeper != nil))
-        let task = Task { [self] in
+        let task = client.feeds.start { [self] in
             await run(continuation, progress)
         }
         continuation.onTermination = { _ in task.cancel() }
@@ -115,6 +118,30 @@ public struct ChangeFeed: AsyncSequence, Sendable {
 
         /// Ends the subscription; `next()` then returns nil.
         public func cancel() { task.cancel() }
+    }
+}
+
+/// The subscribing tasks of a client's running feeds, so `close()` can end them.
+final class FeedRegistry: Sendable {
+    private let state = Mutex<(next: Int, tasks: [Int: Task<Void, Never>])>((0, [:]))
+
+    /// Runs `body` as a registered task, which unregisters itself when `body` returns. Started
+    /// under the lock, so a feed that ends at once cannot unregister before it is registered.
+    func start(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+        state.withLock { s in
+            let id = s.next
+            s.next += 1
+            let task = Task { [self] in
+                await body()
+                _ = state.withLock { $0.tasks.removeValue(forKey: id) }
+            }
+            s.tasks[id] = task
+            return task
+        }
+    }
+
+    func cancelAll() {
+        for task in state.withLock({ Array($0.tasks.values) }) { task.cancel() }
     }
 }
 

@@ -17,6 +17,32 @@ public enum Credentials: Sendable, Hashable {
     case apiKey(String, deviceID: String)
 }
 
+/// How the client's connection is secured (the server side: docs/tls.md in the repository).
+public enum ConnectionSecurity: Sendable, Hashable {
+    /// Plaintext HTTP/2 (a server without `--tls-cert`, or one on the loopback behind a proxy).
+    case plaintext
+    /// TLS (ALPN `h2`), the server's certificate verified against the PEM certificates in
+    /// `trustRoots` (nil: the system's trust store) and, for a host-name target, that name (an
+    /// IP target sends no SNI, and swift-nio-ssl then checks the chain only).
+    /// `certificate` and `key` (PEM files) are the client certificate a server run with
+    /// `--tls-client-ca` asks for.
+    case tls(trustRoots: String? = nil, certificate: String? = nil, key: String? = nil)
+
+    var transport: HTTP2ClientTransport.Posix.TransportSecurity {
+        switch self {
+        case .plaintext:
+            return .plaintext
+        case .tls(let roots, let certificate, let key):
+            return .tls(
+                .defaults {
+                    if let roots { $0.trustRoots = .certificates([.file(path: roots, format: .pem)]) }
+                    if let certificate { $0.certificateChain = [.file(path: certificate, format: .pem)] }
+                    if let key { $0.privateKey = .file(path: key, format: .pem) }
+                })
+        }
+    }
+}
+
 /// A connection to a Ubiquity server: one HTTP/2 channel (grpc-swift 2 on SwiftNIO) shared by
 /// every call, store, context and feed made through it.
 ///
@@ -34,6 +60,7 @@ public final class UbiquityClient: Sendable {
     let changes: Ubiquity_V1_Changes.Client<Transport>
     let models: Ubiquity_V1_Models.Client<Transport>
     let accounts: Ubiquity_V1_Accounts.Client<Transport>
+    let keyValue: Ubiquity_V1_KeyValue.Client<Transport>
     /// The default deadline of a unary call (a feed's stream has none).
     public let timeout: Duration
     /// Attempts of a save whose outcome is unknown (see `SaveRetry`).
@@ -42,29 +69,41 @@ public final class UbiquityClient: Sendable {
     /// Set with `.apiKey` credentials: the session it signs in to and keeps fresh.
     let keeper: SessionKeeper?
     private let connections: Task<Void, Never>
+    /// The feeds still running: `close()` ends them, since a feed never ends by itself and the
+    /// graceful shutdown waits for every call in flight.
+    let feeds = FeedRegistry()
 
-    /// Connects to `target` (`"host:port"`, e.g. `"127.0.0.1:50051"`) over plaintext HTTP/2.
+    /// Connects to `target` (`"host:port"`, e.g. `"127.0.0.1:50051"`) over HTTP/2, plaintext
+    /// unless `security` says TLS.
     ///
     /// - Parameters:
+    ///   - security: `.plaintext` or `.tls(trustRoots:certificate:key:)` (see ``ConnectionSecurity``).
     ///   - credentials: the session token every call carries (see ``Credentials``).
     ///   - timeout: the deadline of each unary call.
     ///   - saveAttempts: how often a save whose outcome is unknown is sent (same client
     ///     transaction ID each time, so it applies at most once).
     ///   - interceptors: grpc-swift client interceptors, run on every call.
     public convenience init(
-        target: String, credentials: Credentials = .none, timeout: Duration = .seconds(30),
-        saveAttempts: Int = 3, interceptors: [any ClientInterceptor] = []
+        target: String, credentials: Credentials = .none, security: ConnectionSecurity = .plaintext,
+        timeout: Duration = .seconds(30), saveAttempts: Int = 3, interceptors: [any ClientInterceptor] = []
     ) throws {
         let (host, port) = try Self.split(target)
+        // An IP literal is not resolved: with TLS a DNS target would send the address as the SNI
+        // name, which TLS forbids (the handshake never starts). The certificate chain is still
+        // verified; its name is checked when the target is a host name.
+        let resolvable: any ResolvableTarget =
+            if host.contains(":") { .ipv6(address: host, port: port) }
+            else if host.allSatisfy({ $0.isNumber || $0 == "." }) { .ipv4(address: host, port: port) }
+            else { .dns(host: host, port: port) }
         try self.init(
-            resolvableTarget: .dns(host: host, port: port), credentials: credentials,
+            resolvableTarget: resolvable, credentials: credentials, security: security,
             timeout: timeout, saveAttempts: saveAttempts, interceptors: interceptors)
     }
 
     /// Connects to any grpc-swift target (`.ipv4`, `.unixDomainSocket`, `.dns`, …).
     public init(
         resolvableTarget: any ResolvableTarget, credentials: Credentials = .none,
-        timeout: Duration = .seconds(30), saveAttempts: Int = 3,
+        security: ConnectionSecurity = .plaintext, timeout: Duration = .seconds(30), saveAttempts: Int = 3,
         interceptors: [any ClientInterceptor] = []
     ) throws {
         var config = HTTP2ClientTransport.Posix.Config.defaults
@@ -73,13 +112,14 @@ public final class UbiquityClient: Sendable {
         config.backoff = .init(
             initial: .milliseconds(100), max: .seconds(2), multiplier: 1.6, jitter: 0.2)
         let transport = try HTTP2ClientTransport.Posix(
-            target: resolvableTarget, transportSecurity: .plaintext, config: config)
+            target: resolvableTarget, transportSecurity: security.transport, config: config)
         let grpc = GRPCClient(transport: transport, interceptors: interceptors)
         self.grpc = grpc
         stores = .init(wrapping: grpc)
         contexts = .init(wrapping: grpc)
         changes = .init(wrapping: grpc)
         models = .init(wrapping: grpc)
+        keyValue = .init(wrapping: grpc)
         let accounts = Ubiquity_V1_Accounts.Client(wrapping: grpc)
         self.accounts = accounts
         self.timeout = timeout
@@ -142,8 +182,10 @@ public final class UbiquityClient: Sendable {
         get async { await keeper?.signIns ?? 0 }
     }
 
-    /// Stops accepting calls, lets calls in flight finish, and closes the connection.
+    /// Stops accepting calls, ends the client's change feeds (their `next()` returns nil), lets
+    /// other calls in flight finish, and closes the connection.
     public func close() async {
+        feeds.cancelAll()
         grpc.beginGracefulShutdown()
         await connections.value
     }

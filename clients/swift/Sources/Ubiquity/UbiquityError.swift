@@ -20,6 +20,12 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         case conflict
         /// CONSTRAINT_CONFLICT (ABORTED): a uniqueness clash under `.error`; `conflicts` too.
         case constraintConflict
+        /// KEY_VERSION_CONFLICT (ABORTED): a key-value write's condition did not hold; nothing
+        /// changed; `keyValueConflict` has the key's current state.
+        case keyVersionConflict
+        /// TRANSITION_IN_PROGRESS (ABORTED): another store transition of the account (a
+        /// sign-out, …) is running; nothing changed; retry once it is done.
+        case transitionInProgress
         /// HISTORY_EXPIRED: the feed's token is older than retained history; `historyExpired`.
         case historyExpired
         /// GENERATION_EXPIRED or STORE_REPLACED: the token can no longer be read.
@@ -84,6 +90,9 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
     /// The trailer is bounded: when true, save with `conflictsInResponse` to get every record.
     public var conflictsTruncated: Bool
     public var historyExpired: HistoryExpiredInfo?
+    /// `KeyValueConflictDetails` of `.keyVersionConflict`: whether the key is set, and its
+    /// current version (0 if it was never set).
+    public var keyValueConflict: (exists: Bool, currentVersion: Int64)?
     /// `ResumeDetails`: where an ended subscription resumes (drain, SUBSCRIBER_TOO_SLOW).
     public var resumeToken: GenerationToken?
     /// Every detail of the status, for what this type does not decode.
@@ -112,6 +121,7 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         conflicts = []
         conflictsTruncated = false
         historyExpired = nil
+        keyValueConflict = nil
         resumeToken = nil
         kind = .other
         details = ((try? error.unpackGoogleRPCStatus()) ?? nil)?.details ?? []
@@ -141,6 +151,8 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
                 deletionsAvailable: h.deletionsAvailable)
         } else if let r = try? Ubiquity_V1_ResumeDetails(unpackingAny: any) {
             resumeToken = GenerationToken(ifPresent: r.resumeToken)
+        } else if let k = try? Ubiquity_V1_KeyValueConflictDetails(unpackingAny: any) {
+            keyValueConflict = (k.exists, k.currentVersion)
         }
     }
 
@@ -148,6 +160,8 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         switch reason {
         case "MERGE_CONFLICT": return .conflict
         case "CONSTRAINT_CONFLICT": return .constraintConflict
+        case "KEY_VERSION_CONFLICT": return .keyVersionConflict
+        case "TRANSITION_IN_PROGRESS": return .transitionInProgress
         case "HISTORY_EXPIRED": return .historyExpired
         case "GENERATION_EXPIRED", "STORE_REPLACED": return .generationExpired
         case "MISSING_CREDENTIALS": return .missingCredentials

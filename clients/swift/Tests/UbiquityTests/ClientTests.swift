@@ -4,7 +4,7 @@ import Testing
 import Ubiquity
 
 /// The client against a real ubiquityd: stores, fetches, saves, contexts, typed errors.
-@Suite struct ClientTests {
+@Suite(.timeLimit(.minutes(2))) struct ClientTests {
     @Test func openListAndReopenStores() async throws {
         let f = try await Fixture.make()
         defer { Task { await f.close() } }

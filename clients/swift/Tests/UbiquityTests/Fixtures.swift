@@ -27,8 +27,11 @@ func personModel() -> Ubiquity_V1_Model {
 
 /// A new API key of the default account, made with the operator key as an operator would
 /// (`Accounts.CreateApiKey`, docs/accounts.md).
-func makeApiKey(_ server: Server, scope: Ubiquity_V1_ApiKeyScope = .readWrite, storeName: String = "") async throws -> String {
-    let operatorClient = try UbiquityClient(target: server.target, credentials: .sessionToken(try server.operatorKey))
+func makeApiKey(
+    _ server: Server, scope: Ubiquity_V1_ApiKeyScope = .readWrite, storeName: String = "", security: ConnectionSecurity = .plaintext
+) async throws -> String {
+    let operatorClient = try UbiquityClient(
+        target: server.target, credentials: .sessionToken(try server.operatorKey), security: security)
     defer { Task { await operatorClient.close() } }
     return try await operatorClient.unary { md, options in
         try await operatorClient.accounts.createApiKey(
@@ -71,9 +74,11 @@ struct Fixture {
         return Fixture(server: server, client: client, store: store, apiKey: apiKey)
     }
 
+    /// Kills the server first: a client's graceful close waits for its calls in flight (a feed
+    /// a failed test left open), and must not keep the server alive meanwhile.
     func close() async {
-        await client.close()
         server.kill()
+        await client.close()
     }
 }
 

@@ -10,7 +10,7 @@ import Ubiquity
 /// (swift-nio-http2): an implementation that shares nothing with the server's nghttp2 transport.
 /// Each test is named after the case and asserts what the case asserts; the cancel and timeout
 /// cases also check that the server released the stream (`Admin.GetServerStats.open_streams`).
-@Suite(.serialized) struct InteropTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct InteropTests {
     typealias Transport = HTTP2ClientTransport.Posix
 
     /// One server and one grpc-swift client for the case, shut down after it.
@@ -58,6 +58,12 @@ import Ubiquity
     func expectCancelled(_ result: Result<some Sendable, any Error>) {
         switch result {
         case .success: Issue.record("the cancelled call succeeded")
+        case .failure(let error as RPCError) where error.code == .unavailable:
+            // grpc-swift-nio-transport 2.9: when the caller's cancellation tears the stream
+            // channel down while a write is under way, the stream handler's errorCaught reports
+            // "Stream unexpectedly closed with error." instead (seen once in ~15 runs under load;
+            // the server side is checked through its counters either way).
+            #expect(error.message == "Stream unexpectedly closed with error.", "\(error)")
         case .failure(let error as RPCError):
             #expect(error.code == .cancelled || error.cause is CancellationError, "\(error)")
         case .failure(let error):
@@ -138,12 +144,12 @@ import Ubiquity
                     guard await acks.next() != nil else { return }
                 }
             } onResponse: { response in
+                defer { answer.finish() }  // also when the call fails, so the writer stops waiting
                 var got: [Int] = []
                 for try await message in response.messages {
                     got.append(message.payload.body.count)
                     answer.yield()
                 }
-                answer.finish()
                 return got
             }
             #expect(got == responseSizes)
@@ -186,6 +192,7 @@ import Ubiquity
             let cancelled = try await cancelledCalls(admin)
             let (first, gotFirst) = AsyncStream<Int>.makeStream()
             let call = Task {
+                defer { gotFirst.finish() }  // a call that fails first must not leave the test waiting
                 try await test.fullDuplexCall(options: options) { writer in
                     try await writer.write(
                         .with {

@@ -4,7 +4,7 @@ import Testing
 @testable import Ubiquity
 
 /// The feed's resume rules and the save retry schedule, without a server.
-@Suite struct ResumerTests {
+@Suite(.timeLimit(.minutes(1))) struct ResumerTests {
     let t0 = ContinuousClock.now
     func error(_ code: RPCError.Code) -> UbiquityError { UbiquityError(RPCError(code: code, message: "x")) }
     func message(token: String) -> Ubiquity_V1_SubscribeResponse {

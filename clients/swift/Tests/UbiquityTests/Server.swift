@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -61,6 +62,7 @@ final class Server: @unchecked Sendable {
         let arguments = [binary, "--host", "127.0.0.1", "--port", "\(requested)", "--data-dir", dataDir.path, "--log-level", "info"]
             + (interop ? ["--enable-interop-testing"] : []) + options
         pid = try Self.spawn(arguments, output: output.path)
+        Self.running.withLock { _ = $0.insert(pid) }
         exitStatus = nil
         let prefix = "ubiquityd listening on 127.0.0.1:"
         let line = try await pollUntil("ubiquityd prints its address", timeout: .seconds(30)) { () -> String? in
@@ -97,7 +99,19 @@ final class Server: @unchecked Sendable {
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         exitStatus = status
+        Self.running.withLock { _ = $0.remove(pid) }
     }
+
+    /// Servers started and not yet seen to exit. When the test process exits with some still
+    /// running (a test cut off by its time limit, a cleanup task that never got to run), the exit
+    /// hook kills them: a ubiquityd outliving its test run would hold whatever descriptors it
+    /// inherited and keep a CI step waiting.
+    static let running: Mutex<Set<pid_t>> = {
+        atexit {
+            for pid in Server.running.withLock({ $0 }) { signal(pid, SIGKILL) }
+        }
+        return Mutex([])
+    }()
 
     deinit {
         kill()
@@ -109,6 +123,7 @@ final class Server: @unchecked Sendable {
         if let exitStatus { return exitStatus }
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+        Self.running.withLock { _ = $0.remove(pid) }
         // WIFEXITED / WEXITSTATUS, which Swift does not import as functions.
         let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         exitStatus = code
@@ -122,6 +137,14 @@ final class Server: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of the test runner's: no pipe of `swift test` or of CI stays open in it.
+        // (glibc's addclosefrom_np is not visible to Swift; a descriptor closed meanwhile is
+        // skipped by posix_spawn.)
+        #if os(Linux)
+        for fd in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.compactMap({ Int32($0) }) ?? [] where fd > 2 {
+            posix_spawn_file_actions_addclose(&actions, fd)
+        }
+        #endif
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

@@ -4,7 +4,7 @@ import Testing
 @testable import Ubiquity
 
 /// When the client signs in again, and what a feed does when its session ends, without a server.
-@Suite struct SessionStateTests {
+@Suite(.timeLimit(.minutes(1))) struct SessionStateTests {
     let now = Date(timeIntervalSince1970: 1_000_000)
 
     @Test func signsInFirstThenAMinuteBeforeALongSessionExpires() {

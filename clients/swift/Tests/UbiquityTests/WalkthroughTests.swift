@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The README's walkthrough (examples/Walkthrough) runs to the end against a real server.
-@Suite struct WalkthroughTests {
+@Suite(.timeLimit(.minutes(2))) struct WalkthroughTests {
     /// `$UBIQUITY_WALKTHROUGH`, else beside this test binary (`swift build --build-tests` builds
     /// every product of the package into the same directory).
     static func binary() throws -> URL {
@@ -31,6 +31,7 @@ import Testing
         p.standardOutput = try FileHandle(forWritingTo: output)
         p.standardError = try FileHandle(forWritingTo: output)
         try p.run()
+        defer { if p.isRunning { p.terminate() } }  // after a timeout: no walkthrough left behind
         try await pollUntil("the walkthrough exits", timeout: .seconds(60)) { p.isRunning ? nil : true }
         let text = try String(contentsOf: output, encoding: .utf8)
         #expect(p.terminationStatus == 0, "\(text)")

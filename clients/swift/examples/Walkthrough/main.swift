@@ -21,8 +21,9 @@ func walkthrough(target: String, apiKey: String?) async throws {
         }]
     })
 
-    // From now on, every committed save, in order.
-    var feed = store.changes(from: .now).makeAsyncIterator()
+    // Every committed save after this token, in order. (`.now` would be wherever the server is
+    // when the feed's subscribe reaches it, which a save made right after may beat.)
+    var feed = store.changes(from: .token(try await store.currentToken())).makeAsyncIterator()
 
     // A context is a unit of work: changes stay pending until save().
     let ui = try await store.context(name: "ui", mergePolicy: .objectTrump)

@@ -637,6 +637,96 @@ void   ubiquity__v1__sign_out_response__free_unpacked
   assert(message->base.descriptor == &ubiquity__v1__sign_out_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   ubiquity__v1__start_local_session_request__init
+                     (Ubiquity__V1__StartLocalSessionRequest         *message)
+{
+  static const Ubiquity__V1__StartLocalSessionRequest init_value = UBIQUITY__V1__START_LOCAL_SESSION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__start_local_session_request__get_packed_size
+                     (const Ubiquity__V1__StartLocalSessionRequest *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__start_local_session_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__start_local_session_request__pack
+                     (const Ubiquity__V1__StartLocalSessionRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__start_local_session_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__start_local_session_request__pack_to_buffer
+                     (const Ubiquity__V1__StartLocalSessionRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__start_local_session_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__StartLocalSessionRequest *
+       ubiquity__v1__start_local_session_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__StartLocalSessionRequest *)
+     protobuf_c_message_unpack (&ubiquity__v1__start_local_session_request__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__start_local_session_request__free_unpacked
+                     (Ubiquity__V1__StartLocalSessionRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__start_local_session_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   ubiquity__v1__start_local_session_response__init
+                     (Ubiquity__V1__StartLocalSessionResponse         *message)
+{
+  static const Ubiquity__V1__StartLocalSessionResponse init_value = UBIQUITY__V1__START_LOCAL_SESSION_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__start_local_session_response__get_packed_size
+                     (const Ubiquity__V1__StartLocalSessionResponse *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__start_local_session_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__start_local_session_response__pack
+                     (const Ubiquity__V1__StartLocalSessionResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__start_local_session_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__start_local_session_response__pack_to_buffer
+                     (const Ubiquity__V1__StartLocalSessionResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__start_local_session_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__StartLocalSessionResponse *
+       ubiquity__v1__start_local_session_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__StartLocalSessionResponse *)
+     protobuf_c_message_unpack (&ubiquity__v1__start_local_session_response__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__start_local_session_response__free_unpacked
+                     (Ubiquity__V1__StartLocalSessionResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__start_local_session_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   ubiquity__v1__archive_account_request__init
                      (Ubiquity__V1__ArchiveAccountRequest         *message)
 {
@@ -1346,7 +1436,7 @@ const ProtobufCMessageDescriptor ubiquity__v1__revoke_api_key_response__descript
   (ProtobufCMessageInit) ubiquity__v1__revoke_api_key_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__sign_in_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor ubiquity__v1__sign_in_request__field_descriptors[3] =
 {
   {
     "api_key",
@@ -1372,15 +1462,28 @@ static const ProtobufCFieldDescriptor ubiquity__v1__sign_in_request__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "local_device_secret",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__SignInRequest, local_device_secret),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned ubiquity__v1__sign_in_request__field_indices_by_name[] = {
   0,   /* field[0] = api_key */
   1,   /* field[1] = device_id */
+  2,   /* field[2] = local_device_secret */
 };
 static const ProtobufCIntRange ubiquity__v1__sign_in_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__sign_in_request__descriptor =
 {
@@ -1390,14 +1493,14 @@ const ProtobufCMessageDescriptor ubiquity__v1__sign_in_request__descriptor =
   "Ubiquity__V1__SignInRequest",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__SignInRequest),
-  2,
+  3,
   ubiquity__v1__sign_in_request__field_descriptors,
   ubiquity__v1__sign_in_request__field_indices_by_name,
   1,  ubiquity__v1__sign_in_request__number_ranges,
   (ProtobufCMessageInit) ubiquity__v1__sign_in_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__sign_in_response__field_descriptors[4] =
+static const ProtobufCFieldDescriptor ubiquity__v1__sign_in_response__field_descriptors[5] =
 {
   {
     "session_token",
@@ -1447,17 +1550,30 @@ static const ProtobufCFieldDescriptor ubiquity__v1__sign_in_response__field_desc
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "local_import",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__SignInResponse, local_import),
+    &ubiquity__v1__import_counts__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned ubiquity__v1__sign_in_response__field_indices_by_name[] = {
   2,   /* field[2] = account_id */
   1,   /* field[1] = expires_at_micros */
+  4,   /* field[4] = local_import */
   3,   /* field[3] = scope */
   0,   /* field[0] = session_token */
 };
 static const ProtobufCIntRange ubiquity__v1__sign_in_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__sign_in_response__descriptor =
 {
@@ -1467,7 +1583,7 @@ const ProtobufCMessageDescriptor ubiquity__v1__sign_in_response__descriptor =
   "Ubiquity__V1__SignInResponse",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__SignInResponse),
-  4,
+  5,
   ubiquity__v1__sign_in_response__field_descriptors,
   ubiquity__v1__sign_in_response__field_indices_by_name,
   1,  ubiquity__v1__sign_in_response__number_ranges,
@@ -1508,6 +1624,121 @@ const ProtobufCMessageDescriptor ubiquity__v1__sign_out_response__descriptor =
   ubiquity__v1__sign_out_response__field_indices_by_name,
   0,  ubiquity__v1__sign_out_response__number_ranges,
   (ProtobufCMessageInit) ubiquity__v1__sign_out_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__start_local_session_request__field_descriptors[2] =
+{
+  {
+    "device_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StartLocalSessionRequest, device_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_secret",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StartLocalSessionRequest, device_secret),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__start_local_session_request__field_indices_by_name[] = {
+  0,   /* field[0] = device_id */
+  1,   /* field[1] = device_secret */
+};
+static const ProtobufCIntRange ubiquity__v1__start_local_session_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__start_local_session_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.StartLocalSessionRequest",
+  "StartLocalSessionRequest",
+  "Ubiquity__V1__StartLocalSessionRequest",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__StartLocalSessionRequest),
+  2,
+  ubiquity__v1__start_local_session_request__field_descriptors,
+  ubiquity__v1__start_local_session_request__field_indices_by_name,
+  1,  ubiquity__v1__start_local_session_request__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__start_local_session_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__start_local_session_response__field_descriptors[3] =
+{
+  {
+    "session_token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StartLocalSessionResponse, session_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_at_micros",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StartLocalSessionResponse, expires_at_micros),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_secret",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StartLocalSessionResponse, device_secret),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__start_local_session_response__field_indices_by_name[] = {
+  2,   /* field[2] = device_secret */
+  1,   /* field[1] = expires_at_micros */
+  0,   /* field[0] = session_token */
+};
+static const ProtobufCIntRange ubiquity__v1__start_local_session_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__start_local_session_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.StartLocalSessionResponse",
+  "StartLocalSessionResponse",
+  "Ubiquity__V1__StartLocalSessionResponse",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__StartLocalSessionResponse),
+  3,
+  ubiquity__v1__start_local_session_response__field_descriptors,
+  ubiquity__v1__start_local_session_response__field_indices_by_name,
+  1,  ubiquity__v1__start_local_session_response__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__start_local_session_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor ubiquity__v1__archive_account_request__field_descriptors[1] =
@@ -1624,15 +1855,75 @@ const ProtobufCMessageDescriptor ubiquity__v1__delete_account_request__descripto
   (ProtobufCMessageInit) ubiquity__v1__delete_account_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__delete_account_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor ubiquity__v1__delete_account_response__field_descriptors[6] =
 {
   {
-    "purge_at_micros",
-    1,
+    "stores_removed",
+    2,
     PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_INT64,
+    PROTOBUF_C_TYPE_UINT32,
     0,   /* quantifier_offset */
-    offsetof(Ubiquity__V1__DeleteAccountResponse, purge_at_micros),
+    offsetof(Ubiquity__V1__DeleteAccountResponse, stores_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "archived_stores_removed",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, archived_stores_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_value_entries_removed",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, key_value_entries_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "api_keys_removed",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, api_keys_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sessions_removed",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, sessions_removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_removed",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__DeleteAccountResponse, bytes_removed),
     NULL,
     NULL,
     0,             /* flags */
@@ -1640,12 +1931,17 @@ static const ProtobufCFieldDescriptor ubiquity__v1__delete_account_response__fie
   },
 };
 static const unsigned ubiquity__v1__delete_account_response__field_indices_by_name[] = {
-  0,   /* field[0] = purge_at_micros */
+  3,   /* field[3] = api_keys_removed */
+  1,   /* field[1] = archived_stores_removed */
+  5,   /* field[5] = bytes_removed */
+  2,   /* field[2] = key_value_entries_removed */
+  4,   /* field[4] = sessions_removed */
+  0,   /* field[0] = stores_removed */
 };
 static const ProtobufCIntRange ubiquity__v1__delete_account_response__number_ranges[1 + 1] =
 {
-  { 1, 0 },
-  { 0, 1 }
+  { 2, 0 },
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__delete_account_response__descriptor =
 {
@@ -1655,28 +1951,32 @@ const ProtobufCMessageDescriptor ubiquity__v1__delete_account_response__descript
   "Ubiquity__V1__DeleteAccountResponse",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__DeleteAccountResponse),
-  1,
+  6,
   ubiquity__v1__delete_account_response__field_descriptors,
   ubiquity__v1__delete_account_response__field_indices_by_name,
   1,  ubiquity__v1__delete_account_response__number_ranges,
   (ProtobufCMessageInit) ubiquity__v1__delete_account_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue ubiquity__v1__account_state__enum_values_by_number[4] =
+static const ProtobufCEnumValue ubiquity__v1__account_state__enum_values_by_number[6] =
 {
   { "ACCOUNT_STATE_UNSPECIFIED", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_UNSPECIFIED", 0 },
   { "ACCOUNT_STATE_ACTIVE", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ACTIVE", 1 },
   { "ACCOUNT_STATE_ARCHIVED", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ARCHIVED", 2 },
   { "ACCOUNT_STATE_DELETING", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_DELETING", 3 },
+  { "ACCOUNT_STATE_ARCHIVING", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_ARCHIVING", 4 },
+  { "ACCOUNT_STATE_RESTORING", "UBIQUITY__V1__ACCOUNT_STATE__ACCOUNT_STATE_RESTORING", 5 },
 };
 static const ProtobufCIntRange ubiquity__v1__account_state__value_ranges[] = {
-{0, 0},{0, 4}
+{0, 0},{0, 6}
 };
-static const ProtobufCEnumValueIndex ubiquity__v1__account_state__enum_values_by_name[4] =
+static const ProtobufCEnumValueIndex ubiquity__v1__account_state__enum_values_by_name[6] =
 {
   { "ACCOUNT_STATE_ACTIVE", 1 },
   { "ACCOUNT_STATE_ARCHIVED", 2 },
+  { "ACCOUNT_STATE_ARCHIVING", 4 },
   { "ACCOUNT_STATE_DELETING", 3 },
+  { "ACCOUNT_STATE_RESTORING", 5 },
   { "ACCOUNT_STATE_UNSPECIFIED", 0 },
 };
 const ProtobufCEnumDescriptor ubiquity__v1__account_state__descriptor =
@@ -1686,9 +1986,9 @@ const ProtobufCEnumDescriptor ubiquity__v1__account_state__descriptor =
   "AccountState",
   "Ubiquity__V1__AccountState",
   "ubiquity.v1",
-  4,
+  6,
   ubiquity__v1__account_state__enum_values_by_number,
-  4,
+  6,
   ubiquity__v1__account_state__enum_values_by_name,
   1,
   ubiquity__v1__account_state__value_ranges,
@@ -1726,7 +2026,7 @@ const ProtobufCEnumDescriptor ubiquity__v1__api_key_scope__descriptor =
   ubiquity__v1__api_key_scope__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor ubiquity__v1__accounts__method_descriptors[7] =
+static const ProtobufCMethodDescriptor ubiquity__v1__accounts__method_descriptors[11] =
 {
   { "CreateAccount", &ubiquity__v1__create_account_request__descriptor, &ubiquity__v1__account__descriptor },
   { "GetAccount", &ubiquity__v1__get_account_request__descriptor, &ubiquity__v1__account__descriptor },
@@ -1735,15 +2035,23 @@ static const ProtobufCMethodDescriptor ubiquity__v1__accounts__method_descriptor
   { "RevokeApiKey", &ubiquity__v1__revoke_api_key_request__descriptor, &ubiquity__v1__revoke_api_key_response__descriptor },
   { "SignIn", &ubiquity__v1__sign_in_request__descriptor, &ubiquity__v1__sign_in_response__descriptor },
   { "SignOut", &ubiquity__v1__sign_out_request__descriptor, &ubiquity__v1__sign_out_response__descriptor },
+  { "ArchiveAccount", &ubiquity__v1__archive_account_request__descriptor, &ubiquity__v1__account__descriptor },
+  { "RestoreAccount", &ubiquity__v1__restore_account_request__descriptor, &ubiquity__v1__account__descriptor },
+  { "DeleteAccount", &ubiquity__v1__delete_account_request__descriptor, &ubiquity__v1__delete_account_response__descriptor },
+  { "StartLocalSession", &ubiquity__v1__start_local_session_request__descriptor, &ubiquity__v1__start_local_session_response__descriptor },
 };
 const unsigned ubiquity__v1__accounts__method_indices_by_name[] = {
+  7,        /* ArchiveAccount */
   0,        /* CreateAccount */
   3,        /* CreateApiKey */
+  9,        /* DeleteAccount */
   1,        /* GetAccount */
   2,        /* ListAccounts */
+  8,        /* RestoreAccount */
   4,        /* RevokeApiKey */
   5,        /* SignIn */
-  6         /* SignOut */
+  6,        /* SignOut */
+  10         /* StartLocalSession */
 };
 const ProtobufCServiceDescriptor ubiquity__v1__accounts__descriptor =
 {
@@ -1752,7 +2060,7 @@ const ProtobufCServiceDescriptor ubiquity__v1__accounts__descriptor =
   "Accounts",
   "Ubiquity__V1__Accounts",
   "ubiquity.v1",
-  7,
+  11,
   ubiquity__v1__accounts__method_descriptors,
   ubiquity__v1__accounts__method_indices_by_name
 };
@@ -1811,6 +2119,38 @@ void ubiquity__v1__accounts__sign_out(ProtobufCService *service,
 {
   assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
   service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__accounts__archive_account(ProtobufCService *service,
+                                             const Ubiquity__V1__ArchiveAccountRequest *input,
+                                             Ubiquity__V1__Account_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__accounts__restore_account(ProtobufCService *service,
+                                             const Ubiquity__V1__RestoreAccountRequest *input,
+                                             Ubiquity__V1__Account_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__accounts__delete_account(ProtobufCService *service,
+                                            const Ubiquity__V1__DeleteAccountRequest *input,
+                                            Ubiquity__V1__DeleteAccountResponse_Closure closure,
+                                            void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__accounts__start_local_session(ProtobufCService *service,
+                                                 const Ubiquity__V1__StartLocalSessionRequest *input,
+                                                 Ubiquity__V1__StartLocalSessionResponse_Closure closure,
+                                                 void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__accounts__descriptor);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void ubiquity__v1__accounts__init (Ubiquity__V1__Accounts_Service *service,
                                    Ubiquity__V1__Accounts_ServiceDestroy destroy)

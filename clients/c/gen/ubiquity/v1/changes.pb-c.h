@@ -99,7 +99,8 @@ typedef enum _Ubiquity__V1__StoreEvent__Phase {
  */
 typedef enum _Ubiquity__V1__StoreEvent__Transition {
   /*
-   * Never sent.
+   * No transition: the state as the subscription starts (a local session's first response says
+   * `using_local_storage: true` with it).
    */
   UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_UNSPECIFIED = 0,
   /*

@@ -1,3 +1,4 @@
+from ubiquity.v1 import changes_pb2 as _changes_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -13,6 +14,8 @@ class AccountState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACCOUNT_STATE_ACTIVE: _ClassVar[AccountState]
     ACCOUNT_STATE_ARCHIVED: _ClassVar[AccountState]
     ACCOUNT_STATE_DELETING: _ClassVar[AccountState]
+    ACCOUNT_STATE_ARCHIVING: _ClassVar[AccountState]
+    ACCOUNT_STATE_RESTORING: _ClassVar[AccountState]
 
 class ApiKeyScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -24,6 +27,8 @@ ACCOUNT_STATE_UNSPECIFIED: AccountState
 ACCOUNT_STATE_ACTIVE: AccountState
 ACCOUNT_STATE_ARCHIVED: AccountState
 ACCOUNT_STATE_DELETING: AccountState
+ACCOUNT_STATE_ARCHIVING: AccountState
+ACCOUNT_STATE_RESTORING: AccountState
 API_KEY_SCOPE_UNSPECIFIED: ApiKeyScope
 API_KEY_SCOPE_READ_WRITE: ApiKeyScope
 API_KEY_SCOPE_READ_ONLY: ApiKeyScope
@@ -114,24 +119,28 @@ class RevokeApiKeyResponse(_message.Message):
     def __init__(self, sessions_revoked: _Optional[int] = ...) -> None: ...
 
 class SignInRequest(_message.Message):
-    __slots__ = ("api_key", "device_id")
+    __slots__ = ("api_key", "device_id", "local_device_secret")
     API_KEY_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_DEVICE_SECRET_FIELD_NUMBER: _ClassVar[int]
     api_key: str
     device_id: str
-    def __init__(self, api_key: _Optional[str] = ..., device_id: _Optional[str] = ...) -> None: ...
+    local_device_secret: str
+    def __init__(self, api_key: _Optional[str] = ..., device_id: _Optional[str] = ..., local_device_secret: _Optional[str] = ...) -> None: ...
 
 class SignInResponse(_message.Message):
-    __slots__ = ("session_token", "expires_at_micros", "account_id", "scope")
+    __slots__ = ("session_token", "expires_at_micros", "account_id", "scope", "local_import")
     SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_MICROS_FIELD_NUMBER: _ClassVar[int]
     ACCOUNT_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_IMPORT_FIELD_NUMBER: _ClassVar[int]
     session_token: str
     expires_at_micros: int
     account_id: str
     scope: ApiKeyScope
-    def __init__(self, session_token: _Optional[str] = ..., expires_at_micros: _Optional[int] = ..., account_id: _Optional[str] = ..., scope: _Optional[_Union[ApiKeyScope, str]] = ...) -> None: ...
+    local_import: _changes_pb2.ImportCounts
+    def __init__(self, session_token: _Optional[str] = ..., expires_at_micros: _Optional[int] = ..., account_id: _Optional[str] = ..., scope: _Optional[_Union[ApiKeyScope, str]] = ..., local_import: _Optional[_Union[_changes_pb2.ImportCounts, _Mapping]] = ...) -> None: ...
 
 class SignOutRequest(_message.Message):
     __slots__ = ()
@@ -140,6 +149,24 @@ class SignOutRequest(_message.Message):
 class SignOutResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class StartLocalSessionRequest(_message.Message):
+    __slots__ = ("device_id", "device_secret")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_SECRET_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    device_secret: str
+    def __init__(self, device_id: _Optional[str] = ..., device_secret: _Optional[str] = ...) -> None: ...
+
+class StartLocalSessionResponse(_message.Message):
+    __slots__ = ("session_token", "expires_at_micros", "device_secret")
+    SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MICROS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_SECRET_FIELD_NUMBER: _ClassVar[int]
+    session_token: str
+    expires_at_micros: int
+    device_secret: str
+    def __init__(self, session_token: _Optional[str] = ..., expires_at_micros: _Optional[int] = ..., device_secret: _Optional[str] = ...) -> None: ...
 
 class ArchiveAccountRequest(_message.Message):
     __slots__ = ("account_id",)
@@ -160,7 +187,17 @@ class DeleteAccountRequest(_message.Message):
     def __init__(self, account_id: _Optional[str] = ...) -> None: ...
 
 class DeleteAccountResponse(_message.Message):
-    __slots__ = ("purge_at_micros",)
-    PURGE_AT_MICROS_FIELD_NUMBER: _ClassVar[int]
-    purge_at_micros: int
-    def __init__(self, purge_at_micros: _Optional[int] = ...) -> None: ...
+    __slots__ = ("stores_removed", "archived_stores_removed", "key_value_entries_removed", "api_keys_removed", "sessions_removed", "bytes_removed")
+    STORES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_STORES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    KEY_VALUE_ENTRIES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    API_KEYS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    stores_removed: int
+    archived_stores_removed: int
+    key_value_entries_removed: int
+    api_keys_removed: int
+    sessions_removed: int
+    bytes_removed: int
+    def __init__(self, stores_removed: _Optional[int] = ..., archived_stores_removed: _Optional[int] = ..., key_value_entries_removed: _Optional[int] = ..., api_keys_removed: _Optional[int] = ..., sessions_removed: _Optional[int] = ..., bytes_removed: _Optional[int] = ...) -> None: ...

@@ -27,7 +27,7 @@ if _version_not_supported:
 
 class AccountsStub:
     """Accounts, API keys and sessions. Operator methods (CreateAccount, GetAccount, ListAccounts,
-    CreateApiKey, RevokeApiKey) take `authorization: Bearer <operator key>` (the key ubiquityd
+    CreateApiKey, RevokeApiKey, ArchiveAccount, RestoreAccount, DeleteAccount) take `authorization: Bearer <operator key>` (the key ubiquityd
     writes to <data>/operator.key on first start). SignIn takes an API key in its request and no
     authorization; SignOut takes the session's own `authorization: Bearer <session token>`.
     """
@@ -73,11 +73,31 @@ class AccountsStub:
                 request_serializer=ubiquity_dot_v1_dot_accounts__pb2.SignOutRequest.SerializeToString,
                 response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.SignOutResponse.FromString,
                 _registered_method=True)
+        self.ArchiveAccount = channel.unary_unary(
+                '/ubiquity.v1.Accounts/ArchiveAccount',
+                request_serializer=ubiquity_dot_v1_dot_accounts__pb2.ArchiveAccountRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.Account.FromString,
+                _registered_method=True)
+        self.RestoreAccount = channel.unary_unary(
+                '/ubiquity.v1.Accounts/RestoreAccount',
+                request_serializer=ubiquity_dot_v1_dot_accounts__pb2.RestoreAccountRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.Account.FromString,
+                _registered_method=True)
+        self.DeleteAccount = channel.unary_unary(
+                '/ubiquity.v1.Accounts/DeleteAccount',
+                request_serializer=ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountResponse.FromString,
+                _registered_method=True)
+        self.StartLocalSession = channel.unary_unary(
+                '/ubiquity.v1.Accounts/StartLocalSession',
+                request_serializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.FromString,
+                _registered_method=True)
 
 
 class AccountsServicer:
     """Accounts, API keys and sessions. Operator methods (CreateAccount, GetAccount, ListAccounts,
-    CreateApiKey, RevokeApiKey) take `authorization: Bearer <operator key>` (the key ubiquityd
+    CreateApiKey, RevokeApiKey, ArchiveAccount, RestoreAccount, DeleteAccount) take `authorization: Bearer <operator key>` (the key ubiquityd
     writes to <data>/operator.key on first start). SignIn takes an API key in its request and no
     authorization; SignOut takes the session's own `authorization: Bearer <session token>`.
     """
@@ -126,10 +146,46 @@ class AccountsServicer:
 
     def SignOut(self, request, context):
         """Ends the calling session (its token stops working at once, its streams end).
-        Reserved for the account-lifecycle issue (not served yet: UNIMPLEMENTED):
-        rpc ArchiveAccount(ArchiveAccountRequest) returns (Account);
-        rpc RestoreAccount(RestoreAccountRequest) returns (Account);
-        rpc DeleteAccount(DeleteAccountRequest) returns (DeleteAccountResponse);
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ArchiveAccount(self, request, context):
+        """Ends the account's sessions, closes its stores and moves them into its archive: from then on
+        every call and sign-in for it answers as for an unknown account. Returns it ARCHIVED.
+        Operator only. FAILED_PRECONDITION ACCOUNT_ARCHIVED if archived already, ACCOUNT_BUSY while
+        another transition of it runs, DEFAULT_ACCOUNT for "default"; NOT_FOUND if there is none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreAccount(self, request, context):
+        """Moves an archived account's stores back unchanged; its API keys sign in again (sessions
+        ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
+        ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAccount(self, request, context):
+        """"Start over": removes every store (live and archived), key-value entry, history, API key and
+        session of the account, and the account. Crash-safe: a tombstone is written first (the
+        account is invisible from then on) and a restart finishes a deletion a crash interrupted.
+        Returns what was removed. Operator only. FAILED_PRECONDITION ACCOUNT_BUSY while another
+        transition runs, DEFAULT_ACCOUNT for "default".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartLocalSession(self, request, context):
+        """A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+        when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+        The first call for a device ID registers it and returns its device secret; later calls must
+        send that secret. No authorization.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -173,6 +229,26 @@ def add_AccountsServicer_to_server(servicer, server):
                     request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.SignOutRequest.FromString,
                     response_serializer=ubiquity_dot_v1_dot_accounts__pb2.SignOutResponse.SerializeToString,
             ),
+            'ArchiveAccount': grpc.unary_unary_rpc_method_handler(
+                    servicer.ArchiveAccount,
+                    request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.ArchiveAccountRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_accounts__pb2.Account.SerializeToString,
+            ),
+            'RestoreAccount': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreAccount,
+                    request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.RestoreAccountRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_accounts__pb2.Account.SerializeToString,
+            ),
+            'DeleteAccount': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAccount,
+                    request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountResponse.SerializeToString,
+            ),
+            'StartLocalSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartLocalSession,
+                    request_deserializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'ubiquity.v1.Accounts', rpc_method_handlers)
@@ -183,7 +259,7 @@ def add_AccountsServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Accounts:
     """Accounts, API keys and sessions. Operator methods (CreateAccount, GetAccount, ListAccounts,
-    CreateApiKey, RevokeApiKey) take `authorization: Bearer <operator key>` (the key ubiquityd
+    CreateApiKey, RevokeApiKey, ArchiveAccount, RestoreAccount, DeleteAccount) take `authorization: Bearer <operator key>` (the key ubiquityd
     writes to <data>/operator.key on first start). SignIn takes an API key in its request and no
     authorization; SignOut takes the session's own `authorization: Bearer <session token>`.
     """
@@ -367,6 +443,114 @@ class Accounts:
             '/ubiquity.v1.Accounts/SignOut',
             ubiquity_dot_v1_dot_accounts__pb2.SignOutRequest.SerializeToString,
             ubiquity_dot_v1_dot_accounts__pb2.SignOutResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ArchiveAccount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Accounts/ArchiveAccount',
+            ubiquity_dot_v1_dot_accounts__pb2.ArchiveAccountRequest.SerializeToString,
+            ubiquity_dot_v1_dot_accounts__pb2.Account.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreAccount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Accounts/RestoreAccount',
+            ubiquity_dot_v1_dot_accounts__pb2.RestoreAccountRequest.SerializeToString,
+            ubiquity_dot_v1_dot_accounts__pb2.Account.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAccount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Accounts/DeleteAccount',
+            ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountRequest.SerializeToString,
+            ubiquity_dot_v1_dot_accounts__pb2.DeleteAccountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartLocalSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Accounts/StartLocalSession',
+            ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionRequest.SerializeToString,
+            ubiquity_dot_v1_dot_accounts__pb2.StartLocalSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -113,6 +113,58 @@ public enum Ubiquity_V1_Accounts: Sendable {
                 type: .unary
             )
         }
+        /// Namespace for "ArchiveAccount" metadata.
+        public enum ArchiveAccount: Sendable {
+            /// Request type for "ArchiveAccount".
+            public typealias Input = Ubiquity_V1_ArchiveAccountRequest
+            /// Response type for "ArchiveAccount".
+            public typealias Output = Ubiquity_V1_Account
+            /// Descriptor for "ArchiveAccount".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "ubiquity.v1.Accounts"),
+                method: "ArchiveAccount",
+                type: .unary
+            )
+        }
+        /// Namespace for "RestoreAccount" metadata.
+        public enum RestoreAccount: Sendable {
+            /// Request type for "RestoreAccount".
+            public typealias Input = Ubiquity_V1_RestoreAccountRequest
+            /// Response type for "RestoreAccount".
+            public typealias Output = Ubiquity_V1_Account
+            /// Descriptor for "RestoreAccount".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "ubiquity.v1.Accounts"),
+                method: "RestoreAccount",
+                type: .unary
+            )
+        }
+        /// Namespace for "DeleteAccount" metadata.
+        public enum DeleteAccount: Sendable {
+            /// Request type for "DeleteAccount".
+            public typealias Input = Ubiquity_V1_DeleteAccountRequest
+            /// Response type for "DeleteAccount".
+            public typealias Output = Ubiquity_V1_DeleteAccountResponse
+            /// Descriptor for "DeleteAccount".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "ubiquity.v1.Accounts"),
+                method: "DeleteAccount",
+                type: .unary
+            )
+        }
+        /// Namespace for "StartLocalSession" metadata.
+        public enum StartLocalSession: Sendable {
+            /// Request type for "StartLocalSession".
+            public typealias Input = Ubiquity_V1_StartLocalSessionRequest
+            /// Response type for "StartLocalSession".
+            public typealias Output = Ubiquity_V1_StartLocalSessionResponse
+            /// Descriptor for "StartLocalSession".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "ubiquity.v1.Accounts"),
+                method: "StartLocalSession",
+                type: .unary
+            )
+        }
         /// Descriptors for all methods in the "ubiquity.v1.Accounts" service.
         public static let descriptors: [GRPCCore.MethodDescriptor] = [
             CreateAccount.descriptor,
@@ -121,7 +173,11 @@ public enum Ubiquity_V1_Accounts: Sendable {
             CreateApiKey.descriptor,
             RevokeApiKey.descriptor,
             SignIn.descriptor,
-            SignOut.descriptor
+            SignOut.descriptor,
+            ArchiveAccount.descriptor,
+            RestoreAccount.descriptor,
+            DeleteAccount.descriptor,
+            StartLocalSession.descriptor
         ]
     }
 }
@@ -144,7 +200,7 @@ extension Ubiquity_V1_Accounts {
     /// > Source IDL Documentation:
     /// >
     /// > Accounts, API keys and sessions. Operator methods (CreateAccount, GetAccount, ListAccounts,
-    /// > CreateApiKey, RevokeApiKey) take `authorization: Bearer <operator key>` (the key ubiquityd
+    /// > CreateApiKey, RevokeApiKey, ArchiveAccount, RestoreAccount, DeleteAccount) take `authorization: Bearer <operator key>` (the key ubiquityd
     /// > writes to <data>/operator.key on first start). SignIn takes an API key in its request and no
     /// > authorization; SignOut takes the session's own `authorization: Bearer <session token>`.
     public protocol ClientProtocol: Sendable {
@@ -308,6 +364,110 @@ extension Ubiquity_V1_Accounts {
             options: GRPCCore.CallOptions,
             onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_SignOutResponse>) async throws -> Result
         ) async throws -> Result where Result: Sendable
+
+        /// Call the "ArchiveAccount" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Ends the account's sessions, closes its stores and moves them into its archive: from then on
+        /// > every call and sign-in for it answers as for an unknown account. Returns it ARCHIVED.
+        /// > Operator only. FAILED_PRECONDITION ACCOUNT_ARCHIVED if archived already, ACCOUNT_BUSY while
+        /// > another transition of it runs, DEFAULT_ACCOUNT for "default"; NOT_FOUND if there is none.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_ArchiveAccountRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_ArchiveAccountRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_Account` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func archiveAccount<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_ArchiveAccountRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_ArchiveAccountRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_Account>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_Account>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
+
+        /// Call the "RestoreAccount" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Moves an archived account's stores back unchanged; its API keys sign in again (sessions
+        /// > ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
+        /// > ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_RestoreAccountRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_RestoreAccountRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_Account` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func restoreAccount<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_RestoreAccountRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_RestoreAccountRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_Account>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_Account>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
+
+        /// Call the "DeleteAccount" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > "Start over": removes every store (live and archived), key-value entry, history, API key and
+        /// > session of the account, and the account. Crash-safe: a tombstone is written first (the
+        /// > account is invisible from then on) and a restart finishes a deletion a crash interrupted.
+        /// > Returns what was removed. Operator only. FAILED_PRECONDITION ACCOUNT_BUSY while another
+        /// > transition runs, DEFAULT_ACCOUNT for "default".
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_DeleteAccountRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_DeleteAccountRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_DeleteAccountResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func deleteAccount<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_DeleteAccountRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_DeleteAccountRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_DeleteAccountResponse>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_DeleteAccountResponse>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
+
+        /// Call the "StartLocalSession" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+        /// > when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+        /// > The first call for a device ID registers it and returns its device secret; later calls must
+        /// > send that secret. No authorization.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_StartLocalSessionRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_StartLocalSessionRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_StartLocalSessionResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func startLocalSession<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_StartLocalSessionRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_StartLocalSessionRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_StartLocalSessionResponse>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_StartLocalSessionResponse>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
     }
 
     /// Generated client for the "ubiquity.v1.Accounts" service.
@@ -319,7 +479,7 @@ extension Ubiquity_V1_Accounts {
     /// > Source IDL Documentation:
     /// >
     /// > Accounts, API keys and sessions. Operator methods (CreateAccount, GetAccount, ListAccounts,
-    /// > CreateApiKey, RevokeApiKey) take `authorization: Bearer <operator key>` (the key ubiquityd
+    /// > CreateApiKey, RevokeApiKey, ArchiveAccount, RestoreAccount, DeleteAccount) take `authorization: Bearer <operator key>` (the key ubiquityd
     /// > writes to <data>/operator.key on first start). SignIn takes an API key in its request and no
     /// > authorization; SignOut takes the session's own `authorization: Bearer <session token>`.
     public struct Client<Transport>: ClientProtocol where Transport: GRPCCore.ClientTransport {
@@ -570,6 +730,154 @@ extension Ubiquity_V1_Accounts {
                 onResponse: handleResponse
             )
         }
+
+        /// Call the "ArchiveAccount" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Ends the account's sessions, closes its stores and moves them into its archive: from then on
+        /// > every call and sign-in for it answers as for an unknown account. Returns it ARCHIVED.
+        /// > Operator only. FAILED_PRECONDITION ACCOUNT_ARCHIVED if archived already, ACCOUNT_BUSY while
+        /// > another transition of it runs, DEFAULT_ACCOUNT for "default"; NOT_FOUND if there is none.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_ArchiveAccountRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_ArchiveAccountRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_Account` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func archiveAccount<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_ArchiveAccountRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_ArchiveAccountRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_Account>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_Account>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Ubiquity_V1_Accounts.Method.ArchiveAccount.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
+
+        /// Call the "RestoreAccount" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Moves an archived account's stores back unchanged; its API keys sign in again (sessions
+        /// > ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
+        /// > ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_RestoreAccountRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_RestoreAccountRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_Account` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func restoreAccount<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_RestoreAccountRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_RestoreAccountRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_Account>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_Account>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Ubiquity_V1_Accounts.Method.RestoreAccount.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
+
+        /// Call the "DeleteAccount" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > "Start over": removes every store (live and archived), key-value entry, history, API key and
+        /// > session of the account, and the account. Crash-safe: a tombstone is written first (the
+        /// > account is invisible from then on) and a restart finishes a deletion a crash interrupted.
+        /// > Returns what was removed. Operator only. FAILED_PRECONDITION ACCOUNT_BUSY while another
+        /// > transition runs, DEFAULT_ACCOUNT for "default".
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_DeleteAccountRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_DeleteAccountRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_DeleteAccountResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func deleteAccount<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_DeleteAccountRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_DeleteAccountRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_DeleteAccountResponse>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_DeleteAccountResponse>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Ubiquity_V1_Accounts.Method.DeleteAccount.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
+
+        /// Call the "StartLocalSession" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+        /// > when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+        /// > The first call for a device ID registers it and returns its device secret; later calls must
+        /// > send that secret. No authorization.
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_StartLocalSessionRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_StartLocalSessionRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_StartLocalSessionResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func startLocalSession<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_StartLocalSessionRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_StartLocalSessionRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_StartLocalSessionResponse>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_StartLocalSessionResponse>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Ubiquity_V1_Accounts.Method.StartLocalSession.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
     }
 }
 
@@ -774,6 +1082,134 @@ extension Ubiquity_V1_Accounts.ClientProtocol {
             request: request,
             serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_SignOutRequest>(),
             deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_SignOutResponse>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "ArchiveAccount" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Ends the account's sessions, closes its stores and moves them into its archive: from then on
+    /// > every call and sign-in for it answers as for an unknown account. Returns it ARCHIVED.
+    /// > Operator only. FAILED_PRECONDITION ACCOUNT_ARCHIVED if archived already, ACCOUNT_BUSY while
+    /// > another transition of it runs, DEFAULT_ACCOUNT for "default"; NOT_FOUND if there is none.
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Ubiquity_V1_ArchiveAccountRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func archiveAccount<Result>(
+        request: GRPCCore.ClientRequest<Ubiquity_V1_ArchiveAccountRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_Account>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.archiveAccount(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_ArchiveAccountRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_Account>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "RestoreAccount" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Moves an archived account's stores back unchanged; its API keys sign in again (sessions
+    /// > ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
+    /// > ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Ubiquity_V1_RestoreAccountRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func restoreAccount<Result>(
+        request: GRPCCore.ClientRequest<Ubiquity_V1_RestoreAccountRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_Account>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.restoreAccount(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_RestoreAccountRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_Account>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "DeleteAccount" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > "Start over": removes every store (live and archived), key-value entry, history, API key and
+    /// > session of the account, and the account. Crash-safe: a tombstone is written first (the
+    /// > account is invisible from then on) and a restart finishes a deletion a crash interrupted.
+    /// > Returns what was removed. Operator only. FAILED_PRECONDITION ACCOUNT_BUSY while another
+    /// > transition runs, DEFAULT_ACCOUNT for "default".
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Ubiquity_V1_DeleteAccountRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func deleteAccount<Result>(
+        request: GRPCCore.ClientRequest<Ubiquity_V1_DeleteAccountRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_DeleteAccountResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.deleteAccount(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_DeleteAccountRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_DeleteAccountResponse>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "StartLocalSession" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+    /// > when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+    /// > The first call for a device ID registers it and returns its device secret; later calls must
+    /// > send that secret. No authorization.
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Ubiquity_V1_StartLocalSessionRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func startLocalSession<Result>(
+        request: GRPCCore.ClientRequest<Ubiquity_V1_StartLocalSessionRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_StartLocalSessionResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.startLocalSession(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_StartLocalSessionRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_StartLocalSessionResponse>(),
             options: options,
             onResponse: handleResponse
         )
@@ -1008,6 +1444,150 @@ extension Ubiquity_V1_Accounts.ClientProtocol {
             metadata: metadata
         )
         return try await self.signOut(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "ArchiveAccount" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Ends the account's sessions, closes its stores and moves them into its archive: from then on
+    /// > every call and sign-in for it answers as for an unknown account. Returns it ARCHIVED.
+    /// > Operator only. FAILED_PRECONDITION ACCOUNT_ARCHIVED if archived already, ACCOUNT_BUSY while
+    /// > another transition of it runs, DEFAULT_ACCOUNT for "default"; NOT_FOUND if there is none.
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func archiveAccount<Result>(
+        _ message: Ubiquity_V1_ArchiveAccountRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_Account>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Ubiquity_V1_ArchiveAccountRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.archiveAccount(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "RestoreAccount" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Moves an archived account's stores back unchanged; its API keys sign in again (sessions
+    /// > ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
+    /// > ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func restoreAccount<Result>(
+        _ message: Ubiquity_V1_RestoreAccountRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_Account>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Ubiquity_V1_RestoreAccountRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.restoreAccount(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "DeleteAccount" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > "Start over": removes every store (live and archived), key-value entry, history, API key and
+    /// > session of the account, and the account. Crash-safe: a tombstone is written first (the
+    /// > account is invisible from then on) and a restart finishes a deletion a crash interrupted.
+    /// > Returns what was removed. Operator only. FAILED_PRECONDITION ACCOUNT_BUSY while another
+    /// > transition runs, DEFAULT_ACCOUNT for "default".
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func deleteAccount<Result>(
+        _ message: Ubiquity_V1_DeleteAccountRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_DeleteAccountResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Ubiquity_V1_DeleteAccountRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.deleteAccount(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "StartLocalSession" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > A session of a device not yet signed in, working in its own local stores (SPEC §4.6) — only
+    /// > when the server allows it (`--local-stores`; else FAILED_PRECONDITION LOCAL_STORES_DISABLED).
+    /// > The first call for a device ID registers it and returns its device secret; later calls must
+    /// > send that secret. No authorization.
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func startLocalSession<Result>(
+        _ message: Ubiquity_V1_StartLocalSessionRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_StartLocalSessionResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Ubiquity_V1_StartLocalSessionRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.startLocalSession(
             request: request,
             options: options,
             onResponse: handleResponse

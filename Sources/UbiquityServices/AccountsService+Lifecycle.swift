@@ -1,0 +1,107 @@
+import Foundation
+import UbiquityGRPC
+import UbiquityProtos
+import UbiquityStorage
+
+// Accounts.ArchiveAccount / RestoreAccount / DeleteAccount (operator calls; docs/accounts.md
+// "Archive, restore, delete"). Each: check the request, claim the account for this transition
+// (one at a time per account), write the in-between state with the sessions' removal
+// (`Credentials.beginTransition`), end those sessions' streams and contexts, then do the file
+// work (`AccountTransitions.perform…`).
+extension AccountsService {
+    func archiveAccount(_ req: Ubiquity_V1_ArchiveAccountRequest, _ call: ServerCall) async throws -> Ubiquity_V1_Account {
+        try auth.requireOperator(call.context.metadata)
+        let id = try lifecycleTarget(req.accountID)
+        return try await transition(.archive, id) {
+            try await transitions.performArchive(id)
+        }
+    }
+
+    func restoreAccount(_ req: Ubiquity_V1_RestoreAccountRequest, _ call: ServerCall) async throws -> Ubiquity_V1_Account {
+        try auth.requireOperator(call.context.metadata)
+        let id = try lifecycleTarget(req.accountID, allowDefault: true)
+        return try await transition(.restore, id) {
+            try await transitions.performRestore(id)
+        }
+    }
+
+    func deleteAccount(_ req: Ubiquity_V1_DeleteAccountRequest, _ call: ServerCall) async throws -> Ubiquity_V1_DeleteAccountResponse {
+        try auth.requireOperator(call.context.metadata)
+        let id = try lifecycleTarget(req.accountID)
+        var receipt = AccountTransitions.Receipt()
+        var sessions = 0
+        _ = try await transition(.delete, id, sessionsEnded: { sessions = $0 }) {
+            // the destructive step: everything of the account goes (see `transition` for where
+            // StoresWillChange(CONTENT_REMOVED) is announced)
+            receipt = try await transitions.performDelete(id)
+        }
+        var res = Ubiquity_V1_DeleteAccountResponse()
+        res.storesRemoved = UInt32(receipt.stores)
+        res.archivedStoresRemoved = UInt32(receipt.archivedStores)
+        res.keyValueEntriesRemoved = UInt32(receipt.keyValueEntries)
+        res.apiKeysRemoved = UInt32(receipt.apiKeys)
+        res.sessionsRemoved = UInt32(sessions + receipt.sessions)
+        res.bytesRemoved = UInt64(max(0, receipt.bytes))
+        return res
+    }
+
+    /// The account a lifecycle call names: NOT_FOUND for none (or one being deleted), and the
+    /// built-in account refused — every start re-creates it and `--auth off` serves it.
+    private func lifecycleTarget(_ id: String, allowDefault: Bool = false) throws -> String {
+        guard !id.isEmpty else { throw ServiceError.invalid("account_id", "an account_id is required", reason: .missingField) }
+        guard auth.credentials.account(id) != nil else { throw ServiceError.notFound("no account \(id.prefix(40))", reason: .notFound) }
+        if id == Account.defaultAccount.id && !allowDefault {
+            throw ServiceError.precondition("the built-in account \"default\" cannot be archived or deleted: use a created account", reason: .defaultAccount)
+        }
+        return id
+    }
+
+    /// Runs one transition of `id`: claimed in this process, begun on disk, its sessions ended,
+    /// then `work`. Returns the account as it ends (a deleted one: its last record).
+    @discardableResult
+    private func transition(_ t: AccountLifecycle.Transition, _ id: String, sessionsEnded: (Int) -> Void = { _ in },
+                            _ work: () async throws -> Void) async throws -> Ubiquity_V1_Account {
+        let record = auth.credentials.account(id)
+        let done: Void? = try await transitions.exclusively(id) {
+            // Store-transition events (issue 19, built separately): StoresWillChange and the
+            // contexts' chance to save belong here, before `beginTransition` — it removes the
+            // account's sessions, which ends their streams and contexts.
+            let removed: [Credentials.SessionRecord]
+            do { removed = try auth.credentials.beginTransition(t, account: id) } catch let r as AccountLifecycle.Refusal {
+                throw Self.refusal(r, id)
+            }
+            sessionsEnded(removed.count)
+            ended(Set(removed.filter { !$0.revoked }.map(\.id)))
+            CrashPoint.reach("\(t.rawValue).begun")
+            try await work()
+        }
+        guard done != nil else {
+            throw ServiceError.precondition("account \(id) has a transition running: wait for it (GetAccount shows its state)", reason: .accountBusy)
+        }
+        guard let a = auth.credentials.account(id) ?? record else { throw ServiceError.notFound("no account \(id.prefix(40))", reason: .notFound) }
+        return accountMessage(a)
+    }
+
+    private static func refusal(_ r: AccountLifecycle.Refusal, _ id: String) -> ServiceError {
+        switch r {
+        case .gone: .notFound("no account \(id.prefix(40))", reason: .notFound)
+        case .busy(let state):
+            .precondition("account \(id) is \(state.rawValue): that transition must finish first (retry it, or restart the server to resume it)", reason: .accountBusy)
+        case .alreadyArchived: .precondition("account \(id) is archived already: RestoreAccount brings it back", reason: .accountArchived)
+        case .notArchived: .precondition("account \(id) is active: only an archived account can be restored", reason: .accountNotArchived)
+        }
+    }
+
+    /// The account's message with its lifecycle state.
+    func accountMessage(_ a: Credentials.AccountRecord) -> Ubiquity_V1_Account {
+        var m = Self.message(a)
+        switch auth.credentials.accountState(a.id) ?? .active {
+        case .active: m.state = .active
+        case .archiving: m.state = .archiving
+        case .archived: m.state = .archived
+        case .restoring: m.state = .restoring
+        case .deleting, .deleted: m.state = .deleting
+        }
+        return m
+    }
+}
