@@ -27,6 +27,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // SHA-256 (credential hashes, backup checksums, model version hashes): docs/architecture.md "Dependencies".
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"4.0.0"),
     ],
     targets: [
         // C system libraries (Debian: libuv1-dev, libnghttp2-dev, libsqlite3-dev) with shims.
@@ -80,7 +82,10 @@ let package = Package(
         // Storage engine: SQLite only. No gRPC.
         .target(
             name: "UbiquityStorage",
-            dependencies: ["CSQLite", "CSQLiteWALBuffer", "UbiquityLock", .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "CSQLite", "CSQLiteWALBuffer", "UbiquityLock", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
         // Query layer: NSPredicate-format parser, SQL compiler, in-memory evaluator, fetch executor,
         // batch update/delete, deduplication. Storage only; no gRPC.
         .target(

@@ -1,4 +1,5 @@
 internal import CSQLite
+import Crypto
 import Foundation
 
 /// What a backup directory holds (docs/operations.md "Back up and restore"):
@@ -147,17 +148,17 @@ public enum BackupFiles {
     }
 
     private static func digest(fd: Int32, path: String) throws -> (sha256: String, size: Int64) {
-        var hasher = SHA256.Hasher()
+        var hasher = SHA256()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var size: Int64 = 0
         while true {
             let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(size)) }
             if n < 0 { if errno == EINTR { continue }; throw StorageError(.io, "cannot read \(path): errno \(errno)") }
             if n == 0 { break }
-            hasher.update(buffer[0..<n])
+            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             size += Int64(n)
         }
-        return (SHA256.hexString(hasher.finalize()), size)
+        return (hasher.finalize().hex, size)
     }
 
     /// Writes the manifest — the backup's commit point — atomically: a temporary file, synced,

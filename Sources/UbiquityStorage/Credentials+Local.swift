@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Devices that work in local (fallback) stores before they sign in, and the jobs that import
@@ -54,7 +55,7 @@ extension Credentials {
     /// True if `secret` is the registered device's (constant time).
     public func checkLocalSecret(_ deviceID: String, _ secret: String) -> Bool {
         guard let d = localDevice(deviceID) else { return false }
-        return Self.constantTimeEqual(SHA256.digest(Array(secret.utf8)), d.secretHash)
+        return Self.constantTimeEqual(SHA256.hash(data: Array(secret.utf8)).bytes, d.secretHash)
     }
 
     /// What `localSession` found.
@@ -76,11 +77,11 @@ extension Credentials {
             var newSecret: String?
             let device: LocalDevice
             if let d = s.localDevices[deviceID] {
-                guard !secret.isEmpty, Self.constantTimeEqual(SHA256.digest(Array(secret.utf8)), d.secretHash) else { return .badSecret }
+                guard !secret.isEmpty, Self.constantTimeEqual(SHA256.hash(data: Array(secret.utf8)).bytes, d.secretHash) else { return .badSecret }
                 device = d
             } else {
                 let fresh = "ubd_" + Self.randomText()
-                device = LocalDevice(deviceID: deviceID, account: "local-" + UUID().uuidString.lowercased(), secretHash: SHA256.digest(Array(fresh.utf8)))
+                device = LocalDevice(deviceID: deviceID, account: "local-" + UUID().uuidString.lowercased(), secretHash: SHA256.hash(data: Array(fresh.utf8)).bytes)
                 try c.run("INSERT INTO ubq_local_devices(device_id, account, secret_hash, created_at) VALUES (?, ?, ?, ?)",
                           [.text(deviceID), .text(device.account), .blob(device.secretHash), .real(now)])
                 s.localDevices[deviceID] = device
@@ -115,7 +116,7 @@ extension Credentials {
     /// transaction, revokes the device's local sessions: nothing writes to the local stores
     /// after the job exists, so the import reads them complete.
     public func beginImport(deviceID: String, secret: String, account: String) throws -> BeginImport {
-        let presented = SHA256.digest(Array(secret.utf8))
+        let presented = SHA256.hash(data: Array(secret.utf8)).bytes
         return try withConnection { c, s in
             if let job = try Self.jobs(c, "WHERE device_id = ? ORDER BY created_at DESC LIMIT 1", [.text(deviceID)]).first,
                !job.state.isDone || s.localDevices[deviceID] == nil {

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Accounts' API keys and device sessions, and the operator key (docs/accounts.md), in their own
@@ -76,7 +77,7 @@ public final class Credentials: Sendable {
     public init(root: String, purgeEverySignIns: Int = 1024) throws {
         self.purgeEverySignIns = purgeEverySignIns
         operatorKeyPath = root + "/operator.key"
-        operatorKeyHash = SHA256.digest(Array(try Self.operatorKey(at: operatorKeyPath).utf8))
+        operatorKeyHash = SHA256.hash(data: Array(try Self.operatorKey(at: operatorKeyPath).utf8)).bytes
         let c = try Connection(path: root + "/credentials.sqlite", readOnly: false, vfs: nil, busyTimeoutMS: 5000)
         var s = State(conn: c)
         do {
@@ -149,7 +150,7 @@ public final class Credentials: Sendable {
 
     /// True if `presented` is the operator key (compared as hashes, in constant time).
     public func isOperatorKey(_ presented: String) -> Bool {
-        Self.constantTimeEqual(SHA256.digest(Array(presented.utf8)), operatorKeyHash)
+        Self.constantTimeEqual(SHA256.hash(data: Array(presented.utf8)).bytes, operatorKeyHash)
     }
 
     /// Reads the operator key file, writing a new key (mode 0600) if there is none.
@@ -200,7 +201,7 @@ public final class Credentials: Sendable {
         let id = Self.randomHex(8)
         let secret = "ubk_\(id).\(Self.randomText())"
         let r = KeyRecord(id: id, account: account, scope: scope, label: label, createdAt: Date().timeIntervalSince1970,
-                          revoked: false, hash: SHA256.digest(Array(secret.utf8)))
+                          revoked: false, hash: SHA256.hash(data: Array(secret.utf8)).bytes)
         let (kind, store) = Self.columns(scope)
         try withConnection { c, s in
             try c.run("INSERT INTO ubq_api_keys(id, account, hash, scope, store_name, label, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -236,7 +237,7 @@ public final class Credentials: Sendable {
     /// key ID in the secret finds the record; the secret's hash is compared in constant time.
     public func verifyKey(_ secret: String) -> KeyRecord? {
         guard let id = Self.keyID(ofSecret: secret) else { return nil }
-        let presented = SHA256.digest(Array(secret.utf8))
+        let presented = SHA256.hash(data: Array(secret.utf8)).bytes
         return state.withLock { s in
             guard let k = s.keys[id], Self.constantTimeEqual(presented, k.hash), !k.revoked, s.inactive[k.account] == nil else { return nil }
             return k
@@ -309,28 +310,16 @@ public final class Credentials: Sendable {
     /// token's own bytes are hashed and the hex written into the string's storage.
     public static func sessionID(token: String) -> String {
         var t = token
-        return t.withUTF8 { SHA256.hexDigest(UnsafeRawBufferPointer($0)) }
+        var h = SHA256()
+        t.withUTF8 { h.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        return h.finalize().hex
     }
-
-    /// Lower-case hex of bytes (`SHA256.hex` hashes its input first).
-    /// Written into the string's own storage: the per-call session lookup makes one (callgrind,
-    /// W1: 2,227 instructions per call through an array of digits and `String(decoding:)`,
-    /// docs/benchmarks.md "What authentication costs").
-    static func hex(_ bytes: [UInt8]) -> String {
-        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            for (i, b) in bytes.enumerated() {
-                out[2 * i] = hexDigit(b >> 4)
-                out[2 * i + 1] = hexDigit(b & 0xf)
-            }
-            return bytes.count * 2
-        }
-    }
-
-    private static func hexDigit(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x57 + v }
 
     // MARK: helpers
 
     /// Compares two digests without an early exit, so timing tells nothing of where they differ.
+    /// The stored side is a BLOB read back from SQLite, so this compares bytes rather than relying
+    /// on `SHA256Digest`'s own constant-time `==`.
     public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         var d: UInt8 = 0
@@ -348,7 +337,7 @@ public final class Credentials: Sendable {
 
     static func randomHex(_ bytes: Int) -> String {
         var g = SystemRandomNumberGenerator()
-        return hex((0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &g) })
+        return (0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &g) }.withUnsafeBytes { lowerHex($0) }
     }
 
     static func real(_ v: SQLValue) -> Double { if case .real(let d) = v { d } else { 0 } }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 public enum AttributeType: String, Codable, Sendable, CaseIterable {
@@ -140,7 +141,7 @@ public struct ModelDefinition: Codable, Sendable, Equatable {
             for i in e.indexes.map({ $0.joined(separator: ",") }).sorted() { s += " I \(i)\n" }
             for u in e.uniquenessConstraints.map({ $0.joined(separator: ",") }).sorted() { s += " U \(u)\n" }
         }
-        return SHA256.hex(Array(s.utf8))
+        return SHA256.hash(data: Array(s.utf8)).hex
     }
 
     private func canon(_ v: StorageValue) -> String {

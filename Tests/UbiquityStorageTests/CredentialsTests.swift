@@ -22,6 +22,13 @@ final class CredentialsTests: XCTestCase {
         XCTAssertFalse(again.isOperatorKey(key + "x"))
     }
 
+    /// Session rows are keyed by the token's hex SHA-256: a changed hash would orphan every
+    /// stored session. The vector is the standard SHA-256 (Python's hashlib).
+    func testSessionIDIsTheTokensHexSHA256() {
+        XCTAssertEqual(Credentials.sessionID(token: "ubs_test-token"),
+                       "563ec2e573338e1b43cca4e6698942765aa120470b9d5fa2775637998d790aa4")
+    }
+
     func testKeysAndSessionsSurviveAReopenAndOnlyHashesAreStored() throws {
         var c = try Credentials(root: dir.path)
         _ = try c.addAccount(id: "a", displayName: "A")
