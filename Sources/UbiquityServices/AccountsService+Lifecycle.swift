@@ -95,9 +95,10 @@ extension AccountsService {
     /// stores byte for byte (an event is a history row). Throws the refusal `beginTransition`
     /// would give, before anything is announced.
     private func announcement(_ t: AccountLifecycle.Transition, _ id: String) throws -> StoreEventRecord.Transition? {
-        var lifecycle = AccountLifecycle(auth.credentials.accountState(id) ?? .active)
+        let state = auth.credentials.accountState(id) ?? .active
+        var lifecycle = AccountLifecycle(state)
         if case .failure(let r) = lifecycle.begin(t) { throw Self.refusal(r, id) }
-        return t == .delete && lifecycle.state == .deleting && auth.credentials.accountState(id) == .active ? .contentRemoved : nil
+        return t == .delete && state == .active ? .contentRemoved : nil
     }
 
     private static func refusal(_ r: AccountLifecycle.Refusal, _ id: String) -> ServiceError {

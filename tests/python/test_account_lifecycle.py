@@ -17,9 +17,10 @@ import grpc
 import pytest
 
 from test_accounts import Tenant, _call, _methods, _shape, bearer, failure, raw, reason_of  # noqa: F401 (raw: fixture)
+from test_lifecycle_transitions import WILL, _context_with_a_pending_insert, _ending, _event, _kv_stream, _subscribe
 from ubiq_client import cx, st
 from ubiq_harness import find_server_binary
-from ubiquity.v1 import accounts_pb2 as ac, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
+from ubiquity.v1 import accounts_pb2 as ac, changes_pb2 as ch, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
 
 UNKNOWN_TOKEN = "ubs_" + "Q" * 43
 
@@ -292,9 +293,6 @@ def test_ubiq_account_archive_restore_delete(start_server, raw):
 
 
 def test_delete_announces_content_removed_to_every_device_with_a_chance_to_save_then_ends_their_streams(start_server, raw):
-    from test_lifecycle_transitions import WILL, _context_with_a_pending_insert, _ending, _event, _kv_stream, _subscribe
-    from ubiquity.v1 import changes_pb2 as ch
-
     srv = start_server(name="lifecycle-delete-announced")
     c = raw(srv)
     ops = Lifecycle(srv, c)

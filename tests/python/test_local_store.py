@@ -13,7 +13,9 @@ import grpc
 import pytest
 
 from test_accounts import Tenant, bearer, failure, raw, reason_of  # noqa: F401  (raw is a fixture)
-from ubiq_client import md, ob, person_model, st, v
+from test_changes import Stream
+from test_lifecycle_transitions import DID, WILL, _ending, _event
+from ubiq_client import cx, md, ob, person_model, st, v
 from ubiquity.v1 import (
     accounts_pb2 as ac,
     accounts_pb2_grpc as acg,
@@ -185,10 +187,6 @@ def test_local_sessions_refused_when_the_server_does_not_allow_them(start_server
 
 
 def test_first_sign_in_announces_the_import_to_the_device_then_completes_it_on_the_accounts_store(start_server, raw):
-    from test_changes import Stream
-    from test_lifecycle_transitions import DID, WILL, _ending, _event
-    from ubiq_client import cx
-
     srv = start_server(args=["--local-stores"], name="local-import-events")
     channel = raw(srv)
     phone = LocalDevice(channel, "phone-1")
