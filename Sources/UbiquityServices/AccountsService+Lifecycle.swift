@@ -31,8 +31,9 @@ extension AccountsService {
         var receipt = AccountTransitions.Receipt()
         var sessions = 0
         _ = try await transition(.delete, id, sessionsEnded: { sessions = $0 }) {
-            // the destructive step: everything of the account goes (see `transition` for where
-            // StoresWillChange(CONTENT_REMOVED) is announced)
+            // the destructive step: everything of the account goes, after StoresWillChange
+            // (CONTENT_REMOVED) and the contexts' chance to save (`transition`); no DID_CHANGE
+            // follows, the stores it would go to are gone
             receipt = try await transitions.performDelete(id)
         }
         var res = Ubiquity_V1_DeleteAccountResponse()
@@ -63,23 +64,41 @@ extension AccountsService {
                             _ work: () async throws -> Void) async throws -> Ubiquity_V1_Account {
         let record = auth.credentials.account(id)
         let done: Void? = try await transitions.exclusively(id) {
-            // Store-transition events (issue 19, built separately): StoresWillChange and the
-            // contexts' chance to save belong here, before `beginTransition` — it removes the
-            // account's sessions, which ends their streams and contexts.
-            let removed: [Credentials.SessionRecord]
-            do { removed = try auth.credentials.beginTransition(t, account: id) } catch let r as AccountLifecycle.Refusal {
-                throw Self.refusal(r, id)
+            func begin() async throws {
+                let removed: [Credentials.SessionRecord]
+                do { removed = try auth.credentials.beginTransition(t, account: id) } catch let r as AccountLifecycle.Refusal {
+                    throw Self.refusal(r, id)
+                }
+                sessionsEnded(removed.count)
+                ended(Set(removed.filter { !$0.revoked }.map(\.id)))
+                CrashPoint.reach("\(t.rawValue).begun")
+                try await work()
             }
-            sessionsEnded(removed.count)
-            ended(Set(removed.filter { !$0.revoked }.map(\.id)))
-            CrashPoint.reach("\(t.rawValue).begun")
-            try await work()
+            // StoresWillChange and the contexts' chance to save come before `beginTransition`,
+            // which removes the account's sessions (ending their streams and contexts); so the
+            // refusals it would give are checked first, and nothing is announced for them.
+            if let announced = try announcement(t, id) {
+                _ = try await StoreTransitions(backend: backend, contexts: contexts).run(announced, scope: .account(id)) { try await begin() }
+            } else {
+                try await begin()
+            }
         }
         guard done != nil else {
             throw ServiceError.precondition("account \(id) has a transition running: wait for it (GetAccount shows its state)", reason: .accountBusy)
         }
         guard let a = auth.credentials.account(id) ?? record else { throw ServiceError.notFound("no account \(id.prefix(40))", reason: .notFound) }
         return accountMessage(a)
+    }
+
+    /// The store transition `t` announces to the account's devices, or nil. Only a delete of an
+    /// active account does: an archived one has no devices connected, and an archive keeps the
+    /// stores byte for byte (an event is a history row). Throws the refusal `beginTransition`
+    /// would give, before anything is announced.
+    private func announcement(_ t: AccountLifecycle.Transition, _ id: String) throws -> StoreEventRecord.Transition? {
+        let state = auth.credentials.accountState(id) ?? .active
+        var lifecycle = AccountLifecycle(state)
+        if case .failure(let r) = lifecycle.begin(t) { throw Self.refusal(r, id) }
+        return t == .delete && state == .active ? .contentRemoved : nil
     }
 
     private static func refusal(_ r: AccountLifecycle.Refusal, _ id: String) -> ServiceError {

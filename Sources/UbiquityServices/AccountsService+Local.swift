@@ -53,6 +53,27 @@ extension AccountsService {
                 try await importer.checkCompatible(localAccount: device.account, account: key.account)
             }
         }
+        guard let device = credentials.localDevice(deviceID), credentials.checkLocalSecret(deviceID, secret) else {
+            return try await beginImport(deviceID: deviceID, secret: secret, key: key)
+        }
+        // StoresWillChange(INITIAL_IMPORT_COMPLETED) and the contexts' chance to save come before
+        // `beginImport`, which revokes the device's local sessions (ending their streams and
+        // contexts). DID_CHANGE goes to the account's stores the import wrote into: the local
+        // ones are gone by then, and the device's new subscriptions replay it from there.
+        let names = backend.catalog.stores(account: device.account).map(\.name)
+        let catalog = backend.catalog, account = key.account
+        let done = try await StoreTransitions(backend: backend, contexts: contexts).run(
+            .initialImportCompleted, scope: .account(device.account), usingLocalStorage: (true, false),
+            importCounts: { $0.map { StoreEventRecord.ImportCounts(inserted: $0.inserted, merged: $0.merged, deduplicated: $0.deduplicated) } },
+            didChangeStores: { _ in (account, names.compactMap { (try? catalog.store(account: account, name: $0, create: false))?.0.id }) }
+        ) { try await beginImport(deviceID: deviceID, secret: secret, key: key) }
+        return done.value
+    }
+
+    /// Records the import job (revoking the device's local sessions) or finds the one recorded,
+    /// and runs it to its end.
+    private func beginImport(deviceID: String, secret: String, key: Credentials.KeyRecord) async throws -> ImportJobCounts? {
+        let credentials = auth.credentials
         switch try credentials.beginImport(deviceID: deviceID, secret: secret, account: key.account) {
         case .nothingToImport:
             return nil

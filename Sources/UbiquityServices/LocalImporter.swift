@@ -7,9 +7,10 @@ import UbiquityStorage
 /// uniqueness constraints with relationships kept, then removed. The job's states and why each
 /// step is safe to redo after a crash are in `ImportJobState`.
 ///
-/// `runImportJob` is the one call that does the whole import; the store-transition
-/// announcements (StoresWillChange INITIAL_IMPORT_COMPLETED / ACCOUNT_ADDED, the contexts'
-/// chance to save, StoresDidChange with the counts and `using_local_storage: false`) wrap it.
+/// `runImportJob` is the one call that does the whole import; `AccountsService.importLocalStores`
+/// wraps it (with the job's recording) in the store transition: StoresWillChange
+/// INITIAL_IMPORT_COMPLETED, the contexts' chance to save, StoresDidChange with the counts and
+/// `using_local_storage: false` (docs/lifecycle.md "First sign-in import").
 struct LocalImporter: Sendable {
     let backend: Backend
     let contexts: ContextRegistry

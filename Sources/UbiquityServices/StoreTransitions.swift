@@ -79,11 +79,15 @@ public struct StoreTransitions: Sendable {
 
     /// Announces `transition` to `scope` before and after running `body` (see the type's comment).
     /// `usingLocalStorage`: whether the devices concerned work in a local store before and after;
-    /// `importCounts`: what a DID_CHANGE of an initial import reports, from the body's value.
+    /// `importCounts`: what a DID_CHANGE of an initial import reports, from the body's value;
+    /// `didChangeStores`: where DID_CHANGE goes when not the stores WILL_CHANGE went to — an
+    /// import announces on the device's local stores, which it removes, and completes on the
+    /// account's stores it copied into (known once the body ran).
     public func run<T: Sendable>(_ transition: StoreEventRecord.Transition, scope: Scope,
                                  usingLocalStorage: (before: Bool, after: Bool) = (false, false),
                                  importCounts: @Sendable (T) -> StoreEventRecord.ImportCounts? = { _ in nil },
-                                 _ body: @Sendable () async throws -> T) async throws -> Completed<T> {
+                                 didChangeStores: (@Sendable (T) -> (account: String, stores: [UUID]))? = nil,
+                                 _ body: () async throws -> T) async throws -> Completed<T> {
         let id = try contexts.beginTransition(scope)
         defer { contexts.endTransition(id) }
         let account = Account(id: scope.accountID)
@@ -102,13 +106,14 @@ public struct StoreTransitions: Sendable {
         var didChange: [UUID: Int64] = [:]
         let did = StoreEventRecord(phase: .didChange, transition: transition, device: scope.device,
                                    usingLocalStorage: usingLocalStorage.after, importCounts: importCounts(value))
-        for s in stores {
+        let (didAccount, didStores) = didChangeStores?(value) ?? (scope.accountID, stores)
+        for s in didStores {
             // a store the body removed has no DID_CHANGE: its subscribers end with NOT_FOUND
-            if let t = try? await backend.withStore(s.uuidString, account: account, { try await $0.appendEvent(did) }) {
+            if let t = try? await backend.withStore(s.uuidString, account: Account(id: didAccount), { try await $0.appendEvent(did) }) {
                 didChange[s] = t.generation
             }
         }
-        backend.keyValueFeed.announce(did, account: scope.accountID)
+        backend.keyValueFeed.announce(did, account: didAccount)
         return Completed(value: value, didChange: didChange)
     }
 

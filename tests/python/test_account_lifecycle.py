@@ -17,9 +17,10 @@ import grpc
 import pytest
 
 from test_accounts import Tenant, _call, _methods, _shape, bearer, failure, raw, reason_of  # noqa: F401 (raw: fixture)
+from test_lifecycle_transitions import WILL, _context_with_a_pending_insert, _ending, _event, _kv_stream, _subscribe
 from ubiq_client import cx, st
 from ubiq_harness import find_server_binary
-from ubiquity.v1 import accounts_pb2 as ac, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
+from ubiquity.v1 import accounts_pb2 as ac, changes_pb2 as ch, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
 
 UNKNOWN_TOKEN = "ubs_" + "Q" * 43
 
@@ -289,3 +290,35 @@ def test_ubiq_account_archive_restore_delete(start_server, raw):
     out = ubiq("delete", a.account_id, "--yes")
     assert "1 stores" in out and "2 key-value entries" in out and "1 API keys" in out, out
     assert not (srv.data_dir / "accounts" / a.account_id).exists()
+
+
+def test_delete_announces_content_removed_to_every_device_with_a_chance_to_save_then_ends_their_streams(start_server, raw):
+    srv = start_server(name="lifecycle-delete-announced")
+    c = raw(srv)
+    ops = Lifecycle(srv, c)
+    a = Tenant(srv, c, "A")
+    sid, _ = a.store_with_data()
+    one, two = a.token, a.sign_in("device-2")
+    subs = [_subscribe(c, sid, one), _subscribe(c, sid, two)]
+    assert all(s.next().HasField("caught_up") for s in subs)
+    kv_stream, _ = _kv_stream(a, c, two)
+    ctx = _context_with_a_pending_insert(a, sid, one, "one")
+
+    deleting = ops.stub.DeleteAccount.future(ac.DeleteAccountRequest(account_id=a.account_id), metadata=ops.ops, timeout=60)
+    # every device hears it first, on its store subscriptions and its key-value stream
+    for s in subs:
+        assert _event(s.next()) == (WILL, ch.StoreEvent.TRANSITION_CONTENT_REMOVED)
+    assert _event(next(kv_stream)) == (WILL, ch.StoreEvent.TRANSITION_CONTENT_REMOVED)
+    # the chance to save: the context still answers with its session until it has nothing left
+    a.contexts.Save(cx.ContextSaveRequest(context_id=ctx), metadata=bearer(one), timeout=30)
+    assert deleting.result().stores_removed == 1
+
+    # then the streams end (no DID_CHANGE: its stores are gone) with their sessions removed
+    for s in subs:
+        e = _ending(s)
+        assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
+    e = failure(lambda: list(kv_stream))
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
+    e = failure(ops.get, a.account_id)
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+

@@ -13,7 +13,9 @@ import grpc
 import pytest
 
 from test_accounts import Tenant, bearer, failure, raw, reason_of  # noqa: F401  (raw is a fixture)
-from ubiq_client import md, ob, person_model, st, v
+from test_changes import Stream
+from test_lifecycle_transitions import DID, WILL, _ending, _event
+from ubiq_client import cx, md, ob, person_model, st, v
 from ubiquity.v1 import (
     accounts_pb2 as ac,
     accounts_pb2_grpc as acg,
@@ -182,3 +184,53 @@ def test_local_sessions_refused_when_the_server_does_not_allow_them(start_server
     srv2 = start_server(args=["--local-stores"], name="local-bad-id")
     e = failure(acg.AccountsStub(raw(srv2)).StartLocalSession, ac.StartLocalSessionRequest(device_id=""), timeout=30)
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_first_sign_in_announces_the_import_to_the_device_then_completes_it_on_the_accounts_store(start_server, raw):
+    srv = start_server(args=["--local-stores"], name="local-import-events")
+    channel = raw(srv)
+    phone = LocalDevice(channel, "phone-1")
+    local_sid = phone.open("notes")
+    phone.stores.Save(st.SaveRequest(store_id=local_sid, inserts=[person("ann", "Ann", "ann@x", 31)]), metadata=phone.md, timeout=30)
+    local_feed = Stream(channel, ch.SubscribeRequest(store_id=local_sid, **{"from": ch.StartPoint(now=True)}), metadata=phone.md)
+    assert local_feed.next().HasField("store_event")  # "you are in local storage", then caught up
+    assert local_feed.next().HasField("caught_up")
+    tenant = Tenant(srv, channel, "family")
+    account_sid = tenant.stores.OpenStore(st.OpenStoreRequest(name="notes"), metadata=tenant.md, timeout=30).store.store_id
+    tenant.models.RegisterModel(md.RegisterModelRequest(store_id=account_sid, model=person_model()), metadata=tenant.md, timeout=60)
+    tenant.stores.Save(st.SaveRequest(store_id=account_sid, inserts=[person("dan", "Dan", "dan@x", 60)]), metadata=tenant.md, timeout=30)
+    start = tenant.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=account_sid), metadata=tenant.md, timeout=30).token
+    account_feed = Stream(channel, ch.SubscribeRequest(store_id=account_sid, **{"from": ch.StartPoint(token=start)}), metadata=tenant.md)
+    assert account_feed.next().HasField("caught_up")
+
+    # a context of the device with unsaved work: its chance to save comes before the import
+    pending = tenant.contexts.CreateContext(cx.CreateContextRequest(store_id=local_sid, name="draft"), metadata=phone.md, timeout=30).context_id
+    tenant.contexts.Insert(cx.ContextInsertRequest(context_id=pending, inserts=[person("eve", "Eve", "eve@x", 28)]), metadata=phone.md, timeout=30)
+    signing_in = tenant.accounts.SignIn.future(
+        ac.SignInRequest(api_key=tenant.api_key, device_id="phone-1", local_device_secret=phone.secret), timeout=60)
+
+    # the device's local subscriber hears it first, while still in local storage
+    will = local_feed.next()
+    assert _event(will) == (WILL, ch.StoreEvent.TRANSITION_INITIAL_IMPORT_COMPLETED) and will.store_event.using_local_storage
+    tenant.contexts.Save(cx.ContextSaveRequest(context_id=pending), metadata=phone.md, timeout=30)  # saved in the window
+    counts = signing_in.result().local_import
+    assert (counts.inserted, counts.merged, counts.deduplicated) == (2, 0, 0)  # Ann, and Eve saved in the window
+    e = _ending(local_feed)
+    assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e
+
+    # the account's store: the imported transaction, then DID_CHANGE with the counts
+    imported = account_feed.next()
+    assert imported.HasField("transactions"), imported
+    did = account_feed.next()
+    assert _event(did) == (DID, ch.StoreEvent.TRANSITION_INITIAL_IMPORT_COMPLETED)
+    assert not did.store_event.using_local_storage
+    c = did.store_event.import_counts
+    assert (c.inserted, c.merged, c.deduplicated) == (2, 0, 0)
+    account_feed.cancel()
+    # durable: a subscription of the device made later replays it from the same token
+    replay = Stream(channel, ch.SubscribeRequest(store_id=account_sid, **{"from": ch.StartPoint(token=start)}),
+                    metadata=bearer(signing_in.result().session_token))
+    got = [replay.next(), replay.next()]
+    assert got[0].HasField("transactions") and _event(got[1]) == (DID, ch.StoreEvent.TRANSITION_INITIAL_IMPORT_COMPLETED)
+    assert got[1].resume_token == did.resume_token
+    replay.cancel()
