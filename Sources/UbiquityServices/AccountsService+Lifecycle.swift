@@ -107,7 +107,9 @@ extension AccountsService {
         case .busy(let state):
             .precondition("account \(id) is \(state.rawValue): that transition must finish first (retry it, or restart the server to resume it)", reason: .accountBusy)
         case .alreadyArchived: .precondition("account \(id) is archived already: RestoreAccount brings it back", reason: .accountArchived)
-        case .notArchived: .precondition("account \(id) is active: only an archived account can be restored", reason: .accountNotArchived)
+        // issue 19: restoring a live account is ALREADY_EXISTS (the live account is what a restore would create)
+        case .notArchived: ServiceError(code: .alreadyExists, reason: .accountNotArchived,
+                                        message: "account \(id) is active: only an archived account can be restored")
         }
     }
 

@@ -209,8 +209,8 @@ def test_bad_input_gets_a_clear_status_and_changes_nothing(start_server, raw):
         refused(call, a.account_id, grpc.StatusCode.UNAUTHENTICATED, "BAD_CREDENTIALS", md=a.md)  # a session is no operator
     refused(ops.archive, "default", grpc.StatusCode.FAILED_PRECONDITION, "DEFAULT_ACCOUNT")
     refused(ops.delete, "default", grpc.StatusCode.FAILED_PRECONDITION, "DEFAULT_ACCOUNT")
-    refused(ops.restore, "default", grpc.StatusCode.FAILED_PRECONDITION, "ACCOUNT_NOT_ARCHIVED")
-    e = refused(ops.restore, a.account_id, grpc.StatusCode.FAILED_PRECONDITION, "ACCOUNT_NOT_ARCHIVED")
+    refused(ops.restore, "default", grpc.StatusCode.ALREADY_EXISTS, "ACCOUNT_NOT_ARCHIVED")
+    e = refused(ops.restore, a.account_id, grpc.StatusCode.ALREADY_EXISTS, "ACCOUNT_NOT_ARCHIVED")
     assert "active" in e.details()
     # nothing changed: still active, still serving the same data to the same session
     assert ops.get(a.account_id).state == ac.ACCOUNT_STATE_ACTIVE

@@ -163,8 +163,9 @@ class AccountsServicer:
 
     def RestoreAccount(self, request, context):
         """Moves an archived account's stores back unchanged; its API keys sign in again (sessions
-        ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
-        ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+        ended at archive stay ended). Returns it ACTIVE. Operator only. ALREADY_EXISTS
+        ACCOUNT_NOT_ARCHIVED for an active account, FAILED_PRECONDITION ACCOUNT_BUSY while another
+        transition runs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

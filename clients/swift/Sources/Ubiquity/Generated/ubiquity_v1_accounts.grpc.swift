@@ -396,8 +396,9 @@ extension Ubiquity_V1_Accounts {
         /// > Source IDL Documentation:
         /// >
         /// > Moves an archived account's stores back unchanged; its API keys sign in again (sessions
-        /// > ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
-        /// > ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+        /// > ended at archive stay ended). Returns it ACTIVE. Operator only. ALREADY_EXISTS
+        /// > ACCOUNT_NOT_ARCHIVED for an active account, FAILED_PRECONDITION ACCOUNT_BUSY while another
+        /// > transition runs.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Ubiquity_V1_RestoreAccountRequest` message.
@@ -773,8 +774,9 @@ extension Ubiquity_V1_Accounts {
         /// > Source IDL Documentation:
         /// >
         /// > Moves an archived account's stores back unchanged; its API keys sign in again (sessions
-        /// > ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
-        /// > ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+        /// > ended at archive stay ended). Returns it ACTIVE. Operator only. ALREADY_EXISTS
+        /// > ACCOUNT_NOT_ARCHIVED for an active account, FAILED_PRECONDITION ACCOUNT_BUSY while another
+        /// > transition runs.
         ///
         /// - Parameters:
         ///   - request: A request containing a single `Ubiquity_V1_RestoreAccountRequest` message.
@@ -1124,8 +1126,9 @@ extension Ubiquity_V1_Accounts.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Moves an archived account's stores back unchanged; its API keys sign in again (sessions
-    /// > ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
-    /// > ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+    /// > ended at archive stay ended). Returns it ACTIVE. Operator only. ALREADY_EXISTS
+    /// > ACCOUNT_NOT_ARCHIVED for an active account, FAILED_PRECONDITION ACCOUNT_BUSY while another
+    /// > transition runs.
     ///
     /// - Parameters:
     ///   - request: A request containing a single `Ubiquity_V1_RestoreAccountRequest` message.
@@ -1491,8 +1494,9 @@ extension Ubiquity_V1_Accounts.ClientProtocol {
     /// > Source IDL Documentation:
     /// >
     /// > Moves an archived account's stores back unchanged; its API keys sign in again (sessions
-    /// > ended at archive stay ended). Returns it ACTIVE. Operator only. FAILED_PRECONDITION
-    /// > ACCOUNT_NOT_ARCHIVED for an active account, ACCOUNT_BUSY while another transition runs.
+    /// > ended at archive stay ended). Returns it ACTIVE. Operator only. ALREADY_EXISTS
+    /// > ACCOUNT_NOT_ARCHIVED for an active account, FAILED_PRECONDITION ACCOUNT_BUSY while another
+    /// > transition runs.
     ///
     /// - Parameters:
     ///   - message: request message to send.
