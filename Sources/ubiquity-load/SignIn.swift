@@ -10,7 +10,7 @@ enum LoadSignIn {
             throw LoadError(message: "cannot read the operator key file \(operatorKeyFile)")
         }
         let key = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        let channel = try await GRPCChannel(host: host, port: port)
+        let channel = try await GRPCChannel(host: host, port: port, tls: ClientTLS.context)
         defer { channel.close() }
         var create = Ubiquity_V1_CreateApiKeyRequest()
         create.accountID = "default"
