@@ -106,8 +106,14 @@ public struct StoreTransitions: Sendable {
         let value: T
         do {
             for s in stores {
-                _ = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
-                told.append(s)
+                do {
+                    _ = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
+                    told.append(s)
+                } catch {
+                    // destroyed since it was listed (DestroyStore runs beside a sign-out): nobody
+                    // follows it any more, so there is nothing to announce there
+                    if backend.catalog.store(id: s) != nil { throw error }
+                }
             }
             backend.keyValueFeed.announce(will, account: scope.accountID)
             let backend = self.backend
@@ -153,14 +159,20 @@ public struct StoreTransitions: Sendable {
     /// transition did not finish, or finished without saying so). Runs after
     /// `AccountTransitions.resumePending`, which completes the archives and restores it resumes —
     /// their stores' WILL_CHANGE events are closed as happened by then, or parked out of reach.
+    /// A store that cannot be written now keeps its row for the next start rather than keep
+    /// this one from serving; one whose file was never created has nothing to close.
     static func closeAbandoned(_ backend: Backend) async throws {
         for (id, stores) in try backend.catalog.pendingAnnouncements() {
+            var left = false
             for s in stores where backend.catalog.store(id: s) != nil && !backend.directory.isParked(s) {
-                try await backend.directory.withStore(s) { store in
-                    for e in try await store.announcementLog().cancelling(id) { _ = try await store.appendEvent(e) }
-                }
+                do {
+                    try await backend.directory.withStore(s) { store in
+                        for e in try await store.announcementLog().cancelling(id) { _ = try await store.appendEvent(e) }
+                    }
+                } catch let e as StorageError where e.reason == .notFound {
+                } catch { left = true }
             }
-            try backend.catalog.endAnnouncement(id)
+            if !left { try backend.catalog.endAnnouncement(id) }
         }
     }
 

@@ -331,17 +331,25 @@ def test_ubiq_account_archive_restore_delete(start_server, raw):
     assert not (srv.data_dir / "accounts" / a.account_id).exists()
 
 
-def test_delete_announces_content_removed_to_every_device_with_a_chance_to_save_then_ends_their_streams(start_server, raw):
-    srv = start_server(name="lifecycle-delete-announced")
-    c = raw(srv)
-    ops = Lifecycle(srv, c)
+def two_devices(srv, c):
+    """An account with a store of data and two devices (sessions), each subscribed to the store;
+    device 2 also follows the key-value store, device 1 has a context with a pending insert
+    (named "one"). Returns the tenant, the store, the sessions, the subscriptions, the key-value
+    stream and the context."""
     a = Tenant(srv, c, "A")
     sid, _ = a.store_with_data()
     one, two = a.token, a.sign_in("device-2")
     subs = [_subscribe(c, sid, one), _subscribe(c, sid, two)]
     assert all(s.next().HasField("caught_up") for s in subs)
     kv_stream, _ = _kv_stream(a, c, two)
-    ctx = _context_with_a_pending_insert(a, sid, one, "one")
+    return a, sid, (one, two), subs, kv_stream, _context_with_a_pending_insert(a, sid, one, "one")
+
+
+def test_delete_announces_content_removed_to_every_device_with_a_chance_to_save_then_ends_their_streams(start_server, raw):
+    srv = start_server(name="lifecycle-delete-announced")
+    c = raw(srv)
+    ops = Lifecycle(srv, c)
+    a, sid, (one, two), subs, kv_stream, ctx = two_devices(srv, c)
 
     deleting = ops.stub.DeleteAccount.future(ac.DeleteAccountRequest(account_id=a.account_id), metadata=ops.ops, timeout=60)
     # every device hears it first, on its store subscriptions and its key-value stream
@@ -362,18 +370,11 @@ def test_delete_announces_content_removed_to_every_device_with_a_chance_to_save_
     assert e.code() == grpc.StatusCode.NOT_FOUND
 
 
-
 def test_archive_announces_account_removed_to_every_device_and_restore_says_the_stores_are_back(start_server, raw):
     srv = start_server(name="lifecycle-archive-announced")
     c = raw(srv)
     ops = Lifecycle(srv, c)
-    a = Tenant(srv, c, "A")
-    sid, _ = a.store_with_data()
-    one, two = a.token, a.sign_in("device-2")
-    subs = [_subscribe(c, sid, one), _subscribe(c, sid, two)]
-    assert all(s.next().HasField("caught_up") for s in subs)
-    kv_stream, _ = _kv_stream(a, c, two)
-    ctx = _context_with_a_pending_insert(a, sid, one, "one")
+    a, sid, (one, two), subs, kv_stream, ctx = two_devices(srv, c)
 
     archiving = ops.stub.ArchiveAccount.future(ac.ArchiveAccountRequest(account_id=a.account_id), metadata=ops.ops, timeout=60)
     # every device hears it before the stores close, on its subscriptions and key-value stream
