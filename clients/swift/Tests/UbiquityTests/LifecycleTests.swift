@@ -71,7 +71,11 @@ func nextStoreEvent(
         #expect(will == StoreEvent(phase: .willChange, transition: .initialImportCompleted, usingLocalStorage: true))
         var ended: UbiquityError?
         do {
-            while try await localFeed.next() != nil {}
+            while true {
+                let (event, timedOut) = try await awaitNext(&localFeed)
+                if timedOut { throw ServerError("timed out waiting for the local feed to end") }
+                if event == nil { break }
+            }
         } catch let e as UbiquityError {
             ended = e
         }
