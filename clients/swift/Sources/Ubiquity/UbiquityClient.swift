@@ -27,6 +27,9 @@ public enum Credentials: Sendable, Hashable {
     /// that imports the local stores. The session is renewed like an API key's, but a feed whose
     /// local session was revoked ends (`.sessionRevoked`): the device's stores were imported
     /// into an account, and the account's store of the same name is the one to follow now.
+    /// Calls through this client after the import: the first fails `.sessionRevoked`; the next
+    /// starts the device afresh, as the server does for a device ID it no longer knows — new,
+    /// empty local stores and a new ``UbiquityClient/deviceSecret``.
     case localDevice(deviceID: String, secret: String? = nil)
 }
 

@@ -80,6 +80,11 @@ func nextStoreEvent(
             ended = e
         }
         #expect(ended?.kind == .sessionRevoked, "\(String(describing: ended))")
+        // The local client used again: refused once, then the device starts afresh.
+        let revoked = await #expect(throws: UbiquityError.self) { try await phone.listStores() }
+        #expect(revoked?.kind == .sessionRevoked)
+        #expect(try await phone.listStores().isEmpty)
+        #expect(await phone.deviceSecret != secret)
 
         // The account's store of the same name holds the objects, and its feed the import's DID.
         let store = try await account.openStore("notes", mustExist: true)
