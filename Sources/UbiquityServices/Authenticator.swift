@@ -55,8 +55,8 @@ public final class Authenticator: Sendable {
         let now = Date().timeIntervalSince1970
         let account: Account
         if let header, let connection, let box = connection.value as? SessionMemo.Box,
-           let memoised = box.memo.account(for: header, epoch: credentials.epoch, now: now) {
-            account = memoised
+           box.memo.matches(header, epoch: credentials.epoch, now: now) {
+            account = box.memo.account
         } else {
             // read before the lookup: a change after it leaves the memo stale, never wrong
             let epoch = credentials.epoch

@@ -14,25 +14,25 @@ final class SessionMemoTests: XCTestCase {
 
     func testAnswersTheSameValueAtTheSameEpochBeforeExpiry() {
         let memo = SessionMemo(header: header, account: account, epoch: 7)
-        XCTAssertEqual(memo.account(for: header, epoch: 7, now: 999), account)
-        XCTAssertEqual(memo.account(for: String(decoding: Array(header.utf8), as: UTF8.self), epoch: 7, now: 0), account,
-                       "equal bytes in another string's storage")
+        XCTAssertTrue(memo.matches(header, epoch: 7, now: 999))
+        XCTAssertTrue(memo.matches(String(decoding: Array(header.utf8), as: UTF8.self), epoch: 7, now: 0),
+                      "equal bytes in another string's storage")
     }
 
     func testAnythingElseResolvesInFull() {
         let memo = SessionMemo(header: header, account: account, epoch: 7)
-        XCTAssertNil(memo.account(for: header, epoch: 8, now: 0), "credentials changed since")
-        XCTAssertNil(memo.account(for: header, epoch: 6, now: 0))
-        XCTAssertNil(memo.account(for: header, epoch: 7, now: 1_000), "expired at expiresAt")
-        XCTAssertNil(memo.account(for: header, epoch: 7, now: 5_000))
+        XCTAssertFalse(memo.matches(header, epoch: 8, now: 0), "credentials changed since")
+        XCTAssertFalse(memo.matches(header, epoch: 6, now: 0))
+        XCTAssertFalse(memo.matches(header, epoch: 7, now: 1_000), "expired at expiresAt")
+        XCTAssertFalse(memo.matches(header, epoch: 7, now: 5_000))
         var bytes = Array(header.utf8)
         for i in bytes.indices {
             bytes[i] ^= 0x01
-            XCTAssertNil(memo.account(for: String(decoding: bytes, as: UTF8.self), epoch: 7, now: 0), "byte \(i) differs")
+            XCTAssertFalse(memo.matches(String(decoding: bytes, as: UTF8.self), epoch: 7, now: 0), "byte \(i) differs")
             bytes[i] ^= 0x01
         }
         for other in ["", String(header.dropLast()), header + "A", "bearer " + header.dropFirst(7)] {
-            XCTAssertNil(memo.account(for: other, epoch: 7, now: 0), other)
+            XCTAssertFalse(memo.matches(other, epoch: 7, now: 0), other)
         }
     }
 
@@ -42,6 +42,13 @@ final class SessionMemoTests: XCTestCase {
         XCTAssertFalse(SessionMemo.equal("abc", "abd"))
         XCTAssertFalse(SessionMemo.equal("abc", "ab"))
         XCTAssertFalse(SessionMemo.equal("e\u{301}", "\u{e9}"), "canonically equivalent, different bytes")
+        let long = String(repeating: "0123456789", count: 5) + "abc"  // words and a tail
+        XCTAssertTrue(SessionMemo.equal(long, String(long.utf8.map { Character(UnicodeScalar($0)) })))
+        for i in 0..<long.utf8.count {
+            var bytes = Array(long.utf8)
+            bytes[i] ^= 0x20
+            XCTAssertFalse(SessionMemo.equal(long, String(decoding: bytes, as: UTF8.self)), "byte \(i)")
+        }
     }
 
     // MARK: behind Authenticator.account
