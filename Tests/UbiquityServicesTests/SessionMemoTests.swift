@@ -92,35 +92,31 @@ final class SessionMemoTests: XCTestCase {
         XCTAssertEqual(try s.auth.account(metadata: s.metadata, access: .read, connection: connection), first)
     }
 
-    func testSignOutReachesTheNextCallOfTheSameConnection() throws {
+    /// A call leaves a memo; `end` ends the session some way; the connection's next call answers `reason`.
+    private func assertNextCall(_ reason: ErrorReason, after end: (Credentials, Signed) throws -> Void,
+                                _ message: String = "", line: UInt = #line) throws {
         let c = try Credentials(root: dir.path)
         defer { c.close() }
         let s = try signIn(c)
         let connection = ConnectionLocal()
         _ = try s.auth.account(metadata: s.metadata, access: .read, connection: connection)
-        _ = try c.revokeSession(id: s.session.id)
-        XCTAssertEqual(reason { try s.auth.account(metadata: s.metadata, access: .read, connection: connection) }, .sessionRevoked)
+        XCTAssertNotNil(memo(connection), line: line)
+        try end(c, s)
+        XCTAssertEqual(self.reason { try s.auth.account(metadata: s.metadata, access: .read, connection: connection) }, reason,
+                       message, line: line)
+    }
+
+    func testSignOutReachesTheNextCallOfTheSameConnection() throws {
+        try assertNextCall(.sessionRevoked) { c, s in _ = try c.revokeSession(id: s.session.id) }
     }
 
     func testKeyRevocationReachesTheNextCallOfTheSameConnection() throws {
-        let c = try Credentials(root: dir.path)
-        defer { c.close() }
-        let s = try signIn(c)
-        let connection = ConnectionLocal()
-        _ = try s.auth.account(metadata: s.metadata, access: .read, connection: connection)
-        _ = try c.revokeKey(s.key.id)
-        XCTAssertEqual(reason { try s.auth.account(metadata: s.metadata, access: .read, connection: connection) }, .sessionRevoked)
+        try assertNextCall(.sessionRevoked) { c, s in _ = try c.revokeKey(s.key.id) }
     }
 
     func testArchiveReachesTheNextCallOfTheSameConnection() throws {
-        let c = try Credentials(root: dir.path)
-        defer { c.close() }
-        let s = try signIn(c)
-        let connection = ConnectionLocal()
-        _ = try s.auth.account(metadata: s.metadata, access: .read, connection: connection)
-        _ = try c.beginTransition(.archive, account: "a")
-        XCTAssertEqual(reason { try s.auth.account(metadata: s.metadata, access: .read, connection: connection) }, .badCredentials,
-                       "an archived account's session answers as an unknown token")
+        try assertNextCall(.badCredentials, after: { c, _ in _ = try c.beginTransition(.archive, account: "a") },
+                           "an archived account's session answers as an unknown token")
     }
 
     func testExpiryReachesTheNextCallOfTheSameConnection() throws {
