@@ -23,8 +23,9 @@ import UbiquityGRPC
 ///
 /// Measured gain (callgrind, W1, `flock /tmp/ubiq-bench.lock scripts/auth-cost --callgrind`):
 /// `Authenticator.account` 8,160 → 841 instructions per call; a W1 call with authentication
-/// against one without, 1.189 → 1.074 (docs/benchmarks.md "What authentication costs"). A
-/// connection carrying several sessions in turn misses and resolves in full, as before.
+/// against one without, 1.189 → 1.061-1.074, of which the code now +721 instructions over the
+/// header's own transport cost (`--header-side`; docs/benchmarks.md "What authentication
+/// costs"). A connection carrying several sessions in turn misses and resolves in full, as before.
 struct SessionMemo: Sendable, Equatable {
     /// The `authorization` value exactly as the call carried it.
     let header: String
