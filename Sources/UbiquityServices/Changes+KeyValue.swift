@@ -108,13 +108,13 @@ struct KeyValueSubscriptionRunner: Sendable {
                 if let reason = feed.ending(id) { throw ending(reason, state.sent) }
                 try Task.checkCancellation()
                 // a wake-up without a new commit (the progress timer) reads nothing
-                if changed, case let floor = try store.trimFloor(account: account), state.expired(floor: floor) {
+                let (page, floor) = changed ? try store.changesAndFloor(account: account, after: state.position, limit: Self.pageSize) : ([], 0)
+                if state.expired(floor: floor) {
                     // a trim passed a subscriber that lagged behind it (a client that stopped
                     // reading for longer than the tombstone retention)
                     throw ChangesService.keyValueHistoryExpired(account: account, after: state.position, floor: floor,
                                                                 current: try store.position(account: account).seq)
                 }
-                let page = changed ? try store.changes(account: account, after: state.position, limit: Self.pageSize) : []
                 for e in page {
                     guard let reason = state.read(e) else { continue }
                     var r = response(at: e.seq)

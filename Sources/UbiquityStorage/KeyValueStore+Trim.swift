@@ -37,9 +37,22 @@ extension KeyValueStore {
     /// The account's trim floor: the highest seq of a tombstone trimmed (0: none ever was). A
     /// subscriber at a position below it may have missed a deletion.
     public func trimFloor(account: String) throws -> Int64 {
+        try reader.withConnection { c in try Self.floor(c, account) }
+    }
+
+    private static func floor(_ c: Connection, _ account: String) throws -> Int64 {
+        if case .integer(let v) = try c.scalar("SELECT trimmed FROM ubq_kv_accounts WHERE account = ?", [.text(account)]) { return v }
+        return 0
+    }
+
+    /// `changes(account:after:limit:)` and the trim floor from one snapshot: with the floor at
+    /// or below `seq`, no tombstone after `seq` had been trimmed when the page was read, so the
+    /// page misses nothing (two separate reads could let a trim fall between them).
+    public func changesAndFloor(account: String, after seq: Int64, limit: Int) throws -> (entries: [Entry], floor: Int64) {
         try reader.withConnection { c in
-            if case .integer(let v) = try c.scalar("SELECT trimmed FROM ubq_kv_accounts WHERE account = ?", [.text(account)]) { return v }
-            return 0
+            try c.run("BEGIN")
+            defer { try? c.run("COMMIT") }
+            return (try Self.changes(c, account: account, after: seq, limit: limit), try Self.floor(c, account))
         }
     }
 }

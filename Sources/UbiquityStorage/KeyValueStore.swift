@@ -184,6 +184,17 @@ public final class KeyValueStore: Sendable {
         try reader.withConnection { c in let r = try Self.account(c, account); return (r.seq, r.usage) }
     }
 
+    /// How many accounts hold more keys or bytes than the quotas allow (lowered since their
+    /// values were written): ubiquityd reports it at startup; their subscribers are told when they
+    /// subscribe (QUOTA_VIOLATION).
+    public func accountsOverQuota() throws -> Int {
+        try reader.withConnection { c in
+            if case .integer(let n) = try c.scalar("SELECT count(*) FROM ubq_kv_accounts WHERE keys > ? OR bytes > ?",
+                                                    [.integer(quotas.maxKeys), .integer(quotas.maxAccountBytes)]) { return Int(n) }
+            return 0
+        }
+    }
+
     /// Sets a key if `condition` holds and the quotas allow it.
     public func set(account: String, key: String, value: [UInt8], condition: Condition, author: String,
                     nowMS: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> WriteOutcome {
@@ -290,12 +301,14 @@ public final class KeyValueStore: Sendable {
     /// The account's keys changed after `seq` — each key's latest state, tombstones included — in
     /// change order, at most `limit`.
     public func changes(account: String, after seq: Int64, limit: Int) throws -> [Entry] {
-        try reader.withConnection { c in
-            var out: [Entry] = []
-            try c.query("SELECT \(Self.columns) FROM ubq_kv WHERE account = ? AND seq > ? ORDER BY seq LIMIT ?",
-                        [.text(account), .integer(seq), .integer(Int64(limit))]) { out.append(Self.entry($0)) }
-            return out
-        }
+        try reader.withConnection { c in try Self.changes(c, account: account, after: seq, limit: limit) }
+    }
+
+    static func changes(_ c: Connection, account: String, after seq: Int64, limit: Int) throws -> [Entry] {
+        var out: [Entry] = []
+        try c.query("SELECT \(columns) FROM ubq_kv WHERE account = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    [.text(account), .integer(seq), .integer(Int64(limit))]) { out.append(entry($0)) }
+        return out
     }
 
     /// Removes every entry of the account and its counters, in one transaction (DeleteAccount,

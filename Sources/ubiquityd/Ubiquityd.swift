@@ -245,6 +245,10 @@ struct Ubiquityd: ParsableCommand {
         if trimmed > 0 { logger.info("trimmed key-value tombstones", metadata: ["removed": "\(trimmed)"]) }
         let kvTrimming = kvTrim.start()
         defer { kvTrimming.cancel() }
+        if case let over = try backend.keyValues.accountsOverQuota(), over > 0 {
+            logger.notice("key-value accounts over a quota lowered since their values were written: they can shrink, not grow; their subscribers get QUOTA_VIOLATION",
+                          metadata: ["accounts": "\(over)"])
+        }
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         ChangesService(backend: backend).register(into: &router)

@@ -71,6 +71,7 @@ final class KeyValueMoveTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(m.written.count, 2)
         XCTAssertEqual(q.excess(m.usage)?.quota, .keys)
         XCTAssertNil(q.excess(KeyValueUsage(keys: 2, bytes: 0)))
+        XCTAssertEqual(try kv.accountsOverQuota(), 1)
     }
 
     func testAFileFromBeforeTheMoveGainsItsColumns() throws {
@@ -117,6 +118,9 @@ final class KeyValueTrimTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(try kv.get(account: "a", key: "kept")?.value, [1])
         XCTAssertEqual(try kv.trimTombstones(before: 35), 0, "nothing left to trim")
         XCTAssertEqual(try kv.trimFloor(account: "a"), 2, "the floor never goes back")
+        let read = try kv.changesAndFloor(account: "a", after: 0, limit: 10)
+        XCTAssertEqual(read.entries.map(\.key), ["new", "kept"])
+        XCTAssertEqual(read.floor, 2, "one snapshot: a reader below the floor knows it may have missed a deletion")
         guard case .written(let again) = try kv.set(account: "a", key: "old", value: [2], condition: .none, author: "") else { return XCTFail("set") }
         XCTAssertEqual(again.version, 3, "above the trimmed incarnation's versions")
         guard case .written(let fresh) = try kv.set(account: "a", key: "never-seen", value: [], condition: .none, author: "") else { return XCTFail("set") }

@@ -580,6 +580,7 @@ def test_an_account_over_a_lowered_quota_is_told_when_it_subscribes(start_server
     assert srv.stop() == 0
     srv.extra_args = srv.extra_args + ["--kv-max-keys", "2"]
     srv.start()
+    assert "key-value accounts over a quota" in srv.stderr_path.read_text()  # the operator is told at startup
     c = Client(make_channel(srv.address))
     try:
         s = KVStream(c)
