@@ -134,6 +134,23 @@ def test_delete_account_waits_for_both_devices(start_server, raw):
         assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
 
 
+def test_a_subscriber_that_disconnects_counts_as_acknowledged(start_server, raw):
+    srv = start_server(PATIENT, name="acks-disconnect")
+    c = raw(srv)
+    t = Tenant(srv, c, "t")
+    sid, _ = t.store_with_data()
+    # two sessions of one device: a sign-out names the device, so both get the event
+    one, again = t.token, t.sign_in("device-1")
+    stays, leaves = _subscribe(c, sid, one), _subscribe(c, sid, again)
+    signed_out = t.accounts.SignOut.future(ac.SignOutRequest(), metadata=bearer(one), timeout=60)
+    will, _ = _will(stays), _will(leaves)
+    assert _ack(t, one, will.store_event.acknowledgement.event_token) is True
+    assert not signed_out.done(), "the other session's subscriber has not acknowledged"
+    leaves.cancel()  # it holds no work any more: the transition goes on without its acknowledgement
+    signed_out.result()
+    assert stays.next().store_event.phase == DID
+
+
 def test_a_subscriber_that_never_acknowledges_holds_the_transition_only_until_the_deadline(start_server, raw):
     srv = start_server(["--transition-ack-seconds", "1"], name="acks-deadline")
     c = raw(srv)
