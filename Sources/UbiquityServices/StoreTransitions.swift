@@ -14,6 +14,9 @@ import UbiquityStorage
 /// 2. appends `StoresWillChange` to the history of every store the scope concerns — a durable
 ///    feed entry with a generation and a resume token of its own (`Store.appendEvent`), so live
 ///    subscribers get it in order with the transactions and an offline device replays it;
+/// 2a. waits until every subscriber that opted in (`acknowledges_store_events`) and received
+///    the WILL_CHANGE has acknowledged it or gone away, at most `--transition-ack-seconds`
+///    (`AcknowledgementBook`);
 /// 3. gives the scope's contexts their chance to save (`ContextRegistry.chanceToSave`, rules in
 ///    `ContextLifecycle`): until each has nothing left to save or `--transition-save-seconds`
 ///    passed; then each is reset and answers STORE_CHANGED;
@@ -103,12 +106,15 @@ public struct StoreTransitions: Sendable {
         // durable before the first WILL_CHANGE: a start after a kill knows where to close it
         try backend.catalog.beginAnnouncement(transitionID, stores: stores)
         var told: [UUID] = []
+        let acks = backend.subscriptions.awaitingAcknowledgement(of: stores, device: scope.device)
+        defer { acks.close() }
         let value: T
         do {
             for s in stores {
                 do {
-                    _ = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
+                    let t = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
                     told.append(s)
+                    acks.announced(s, generation: t.generation)
                 } catch {
                     // destroyed since it was listed (DestroyStore runs beside a sign-out): nobody
                     // follows it any more, so there is nothing to announce there
@@ -116,6 +122,8 @@ public struct StoreTransitions: Sendable {
                 }
             }
             backend.keyValueFeed.announce(will, account: scope.accountID)
+            // opted-in subscribers confirm they flushed their work (docs/lifecycle.md "Acknowledgements")
+            await acks.wait(seconds: backend.limits.transitionAckSeconds)
             let backend = self.backend
             await contexts.chanceToSave(contexts.boxes(where: scope.contains), transition: id, cause: .transition(Self.describe(transition)),
                                         seconds: backend.limits.transitionSaveSeconds) { box, pin in
