@@ -168,7 +168,10 @@ struct Ubiquityd: ParsableCommand {
         storage.readerSnapshotHoldMilliseconds = tuning.readerSnapshotHoldMs
         storage.readerIdleSeconds = tuning.readerIdleSeconds
         storage.writerNice = tuning.writerNice
-        storage.journalSizeLimitBytes = max(tuning.checkpointThresholdMib, tuning.checkpointThresholdUnreadMib) << 20
+        // Above the WAL a cycle reaches (the steps give way at 1.5x the threshold): a limit below it
+        // trims the file at the first commit after every restart, on that save's path, and makes the
+        // later commits grow the file again (issue 22).
+        storage.journalSizeLimitBytes = 2 * max(tuning.checkpointThresholdMib, tuning.checkpointThresholdUnreadMib) << 20
         storage.walHardLimitBytes = max(storage.walHardLimitBytes, 4 * storage.checkpointThresholdBytes)
         storage.minimumReadableWindowSeconds = tuning.minReadableWindowSeconds
         storage.historyRetentionGenerations = tuning.historyRetentionGenerations > 0 ? tuning.historyRetentionGenerations : nil
