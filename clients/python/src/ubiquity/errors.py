@@ -191,6 +191,12 @@ class UnauthenticatedError(UbiquityError):
     """No session, or a bad, expired or revoked one (`reason`: MISSING_CREDENTIALS,
     BAD_CREDENTIALS, SESSION_EXPIRED, SESSION_REVOKED); an operator call without the operator key."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        d = self._unpack(ch.ResumeDetails())
+        # A feed ended by its session's end (a sign-out: after the DID_CHANGE): resume from here.
+        self.resume_token: bytes | None = d.resume_token if d is not None else None
+
 
 class PermissionDeniedError(UbiquityError):
     """The credentials are valid but not allowed this (a read-only key's write: SCOPE_EXCEEDED;

@@ -13,12 +13,17 @@ from dataclasses import dataclass
 from ubiquity.v1 import changes_pb2 as ch
 
 
-class Phase(enum.Enum):
-    """Before or after a transition (Core Data's StoresWillChange / StoresDidChange)."""
+class _ProtoEnum(enum.Enum):
+    """An enum over a proto enum: a value a newer server sends and this client does not know
+    reads as the zero member ("unspecified"), not as an error in the middle of a feed."""
 
     @classmethod
-    def _missing_(cls, value: object) -> "Phase":
-        return cls.UNSPECIFIED  # a newer server's value: read as "not known here"
+    def _missing_(cls, value: object) -> "_ProtoEnum":
+        return cls(0)
+
+
+class Phase(_ProtoEnum):
+    """Before or after a transition (Core Data's StoresWillChange / StoresDidChange)."""
 
     # Never sent (read for a value this client does not know).
     UNSPECIFIED = ch.StoreEvent.PHASE_UNSPECIFIED
@@ -26,12 +31,8 @@ class Phase(enum.Enum):
     DID_CHANGE = ch.StoreEvent.PHASE_DID_CHANGE
 
 
-class Transition(enum.Enum):
+class Transition(_ProtoEnum):
     """Why the store changes (NSPersistentStoreUbiquitousTransitionType)."""
-
-    @classmethod
-    def _missing_(cls, value: object) -> "Transition":
-        return cls.NONE  # a newer server's value: read as "not known here"
 
     # No transition: the state as a subscription starts (a local session's first event is
     # DID_CHANGE / NONE with using_local_storage).
@@ -78,12 +79,8 @@ class StoreEvent:
         return StoreEvent(Phase(e.phase), Transition(e.transition), e.using_local_storage, counts, token, generation)
 
 
-class KeyValueChangeReason(enum.Enum):
+class KeyValueChangeReason(_ProtoEnum):
     """Why a key changed (NSUbiquitousKeyValueStoreChangeReasonKey)."""
-
-    @classmethod
-    def _missing_(cls, value: object) -> "KeyValueChangeReason":
-        return cls.UNSPECIFIED  # a newer server's value: read as "not known here"
 
     UNSPECIFIED = ch.KeyValueChange.REASON_UNSPECIFIED
     # A device set or deleted the key (live changes, and changes after a resume token).
