@@ -202,18 +202,6 @@ static void test_local_sessions_refused_when_the_server_has_none(ubq_client *unu
     ubq_error_free(e);
 }
 
-static char *operator_key(const test_server *t) {
-    char path[700];
-    static char key[256];
-    snprintf(path, sizeof path, "%s/operator.key", t->data_dir);
-    FILE *f = fopen(path, "r");
-    key[0] = 0;
-    if (f && !fgets(key, sizeof key, f)) key[0] = 0;
-    if (f) fclose(f);
-    key[strcspn(key, "\r\n")] = 0;
-    return key;
-}
-
 /* Ping, info and stats; a store backed up and restored by the operator (the later save undone);
  * a session's backup refused with nothing written. */
 static void test_admin_backs_up_and_restores_a_store(ubq_client *c) {
@@ -229,7 +217,9 @@ static void test_admin_backs_up_and_restores_a_store(ubq_client *c) {
     ubq__uuid(uuid);
     snprintf(dir, sizeof dir, "%s/backup-%s", workdir, uuid);
     snprintf(refused_dir, sizeof refused_dir, "%s/refused-%s", workdir, uuid);
-    OK(ubq_connect(shared_server->address, &(ubq_client_options){.bearer_token = operator_key(shared_server)}, &op));
+    char key[256];
+    CHECK(test_server_operator_key(shared_server, key, sizeof key) == 0);
+    OK(ubq_connect(shared_server->address, &(ubq_client_options){.bearer_token = key}, &op));
     OK(ubq_admin_ping(op, "hi", 2, &pong));
     CHECK(pong->payload.len == 2 && memcmp(pong->payload.data, "hi", 2) == 0 && pong->server_time_micros > 0);
     OK(ubq_admin_server_info(op, &info));
