@@ -48,6 +48,8 @@ struct ServerOptions: ParsableArguments {
     var sessionLifetimeSeconds = 86_400
     @Flag(help: "Let devices not yet signed in work in local stores of their own (Accounts.StartLocalSession), imported into an account on their first sign-in (docs/accounts.md \"Local stores\").")
     var localStores = false
+    @Flag(help: "Shut down gracefully (as on SIGTERM) when standard input reaches end of file: for a supervisor or test harness that holds a pipe to the server's stdin, so the server never outlives it.")
+    var exitOnStdinEof = false
     @Option(help: "Serve Prometheus metrics (GET /metrics) and a health check (GET /healthz) over HTTP/1.1 on host:port ([v6]:port for IPv6; port 0 picks one, printed). Off unless given; keep it on loopback or a private network.")
     var metricsAddress = ""
 }

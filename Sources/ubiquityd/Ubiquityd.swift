@@ -298,6 +298,7 @@ struct Ubiquityd: ParsableCommand {
             logger.critical("cannot listen", metadata: ["host": "\(options.host)", "port": "\(options.port)", "error": "\(error)"])
             throw ExitCode(2)
         }
+        if options.exitOnStdinEof { StdinWatch.start { server.beginShutdown() } }
         let address = options.host.contains(":") ? "[\(options.host)]:\(server.port)" : "\(options.host):\(server.port)"
         counters.listenAddress = address
         FileHandle.standardOutput.write(Data("ubiquityd listening on \(address)\n".utf8))

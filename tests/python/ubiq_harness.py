@@ -213,7 +213,10 @@ class Ubiquityd:
     @property
     def command(self) -> list[str]:
         cmd = [str(self.binary), "--host", "127.0.0.1", "--port", str(self.requested_port),
-               "--data-dir", str(self.data_dir), "--log-level", self.log_level]
+               "--data-dir", str(self.data_dir), "--log-level", self.log_level,
+               # stdin is a pipe this process holds and never writes: when the test run dies,
+               # however it dies, the server sees end of file and stops (docs/operations.md).
+               "--exit-on-stdin-eof"]
         if self.interop:
             cmd.append("--enable-interop-testing")
         # UBIQ_SERVER_ARGS (e.g. "--event-loops 2") applies to every server of the run,
@@ -227,7 +230,7 @@ class Ubiquityd:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._stderr_file = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
-            self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr_file, cwd=self.workdir, start_new_session=True,
         )
         line = self._read_first_line(timeout)
@@ -386,6 +389,8 @@ class Ubiquityd:
         if self._stderr_file is not None:
             self._stderr_file.close()
             self._stderr_file = None
+        if self.proc is not None and self.proc.stdin is not None and self.proc.poll() is not None:
+            self.proc.stdin.close()
 
     # -- observation -------------------------------------------------------
 

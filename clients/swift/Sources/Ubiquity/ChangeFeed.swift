@@ -47,7 +47,9 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> Iterator {
         let (stream, continuation) = AsyncThrowingStream<FeedEvent, any Error>.makeStream()
         let progress = FeedProgress(
-            FeedResumer(start: start, reconnectFor: reconnectFor, signsIn: client.keeper != nil))
+            FeedResumer(
+                start: start, reconnectFor: reconnectFor, signsIn: client.keeper != nil,
+                localSession: client.keeper?.isLocal ?? false))
         let task = client.feeds.start { [self] in
             await run(continuation, progress)
         }
@@ -168,6 +170,10 @@ struct FeedResumer: Sendable {
     let reconnectFor: Duration
     /// The client has an API key, so an ended session can be replaced.
     let signsIn: Bool
+    /// The session is a local device's: SESSION_REVOKED means its stores were imported into an
+    /// account (or it was revoked on purpose), and a new local session would follow a store that
+    /// is gone. Only an expired one is replaced.
+    let localSession: Bool
     private(set) var token: GenerationToken?
     private(set) var reconnects = 0
     /// Sessions ended since the last message: a fresh session ended again before the stream
@@ -176,10 +182,11 @@ struct FeedResumer: Sendable {
     private var failingSince: ContinuousClock.Instant?
     private var delay: Duration = .milliseconds(50)
 
-    init(start: ChangeFeed.Start, reconnectFor: Duration, signsIn: Bool = false) {
+    init(start: ChangeFeed.Start, reconnectFor: Duration, signsIn: Bool = false, localSession: Bool = false) {
         self.start = start
         self.reconnectFor = reconnectFor
         self.signsIn = signsIn
+        self.localSession = localSession
         if case .token(let t) = start { token = t }
     }
 
@@ -210,7 +217,8 @@ struct FeedResumer: Sendable {
 
     mutating func failed(_ error: UbiquityError, now: ContinuousClock.Instant) -> Action {
         if error.kind == .historyExpired { return .historyExpired(error) }
-        if signsIn, error.kind == .sessionExpired || error.kind == .sessionRevoked, renewals < 2 {
+        let renewable = error.kind == .sessionExpired || (error.kind == .sessionRevoked && !localSession)
+        if signsIn, renewable, renewals < 2 {
             if let t = error.resumeToken { token = t }
             renewals += 1
             reconnects += 1
@@ -245,8 +253,11 @@ public struct FeedEvent: Sendable {
     public var resumeGeneration: Int64
     /// Filled for `.transactions`.
     public var transactions: [Transaction]
-    /// The message itself, for the kinds this type does not decode (store events, key-value
-    /// changes, live queries).
+    /// Filled for `.storeEvent`: a store transition (sign-out, first-sign-in import, …) before or
+    /// after it happens, in order with the transactions (see ``StoreEvent``).
+    public var storeEvent: StoreEvent?
+    /// The message itself, for the kinds this type does not decode (key-value changes, live
+    /// queries).
     public var raw: Ubiquity_V1_SubscribeResponse
 
     init(proto m: Ubiquity_V1_SubscribeResponse) {
@@ -262,6 +273,7 @@ public struct FeedEvent: Sendable {
         resumeToken = GenerationToken(ifPresent: m.resumeToken)
         resumeGeneration = m.resumeGeneration
         transactions = m.transactions.transactions.map(Transaction.init(proto:))
+        storeEvent = kind == .storeEvent ? StoreEvent(proto: m.storeEvent) : nil
         raw = m
     }
 }

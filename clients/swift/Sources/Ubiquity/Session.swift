@@ -58,19 +58,39 @@ struct SessionState: Sendable {
     }
 }
 
-/// An API key's session on the client's channel: signs in on first use and before expiry, one
-/// sign-in at a time however many calls wait for it.
+/// How a ``SessionKeeper`` gets a session.
+enum SignInMethod: Sendable {
+    /// `Accounts.SignIn`; `localDeviceSecret` is sent with the first sign-in only, which imports
+    /// the device's local stores (a renewal must not ask for the import again).
+    case apiKey(String, deviceID: String, localDeviceSecret: String?)
+    /// `Accounts.StartLocalSession`: a device without an account, in its local stores.
+    case localDevice(deviceID: String, secret: String?)
+}
+
+/// A session on the client's channel, from an API key or a local device's secret: signs in on
+/// first use and before expiry, one sign-in at a time however many calls wait for it.
 actor SessionKeeper {
-    let apiKey: String
-    let deviceID: String
+    /// Local sessions end for good when the device's stores are imported (SESSION_REVOKED after
+    /// the import's StoresWillChange): a feed must not start a new local session then.
+    nonisolated let isLocal: Bool
+    private var method: SignInMethod
     private let accounts: Ubiquity_V1_Accounts.Client<UbiquityClient.Transport>
     private let options: CallOptions
     private var state = SessionState()
     private var signingIn: Task<String, any Error>?
+    /// A local device's secret: given, or returned by the StartLocalSession that registered it.
+    private(set) var deviceSecret: String?
+    /// What the first sign-in's import of local stores did.
+    private(set) var localImport: ImportCounts?
 
-    init(apiKey: String, deviceID: String, accounts: Ubiquity_V1_Accounts.Client<UbiquityClient.Transport>, options: CallOptions) {
-        self.apiKey = apiKey
-        self.deviceID = deviceID
+    init(method: SignInMethod, accounts: Ubiquity_V1_Accounts.Client<UbiquityClient.Transport>, options: CallOptions) {
+        self.method = method
+        if case .localDevice(_, let secret) = method {
+            isLocal = true
+            deviceSecret = secret
+        } else {
+            isLocal = false
+        }
         self.accounts = accounts
         self.options = options
     }
@@ -84,25 +104,42 @@ actor SessionKeeper {
         if !state.needsSignIn(now: Date()), let token = state.token { return token }
         if let signingIn { return try await signingIn.value }
         let signIn = Task { () throws -> String in
-            let response = try await self.signInCall()
+            let (token, expiresAtMicros, accountID) = try await self.signInCall()
             self.state.signedIn(
-                token: response.sessionToken,
-                expiresAt: Date(timeIntervalSince1970: Double(response.expiresAtMicros) / 1e6),
-                accountID: response.accountID, now: Date())
-            return response.sessionToken
+                token: token, expiresAt: Date(timeIntervalSince1970: Double(expiresAtMicros) / 1e6),
+                accountID: accountID, now: Date())
+            return token
         }
         signingIn = signIn
         defer { signingIn = nil }
         return try await signIn.value
     }
 
-    private func signInCall() async throws -> Ubiquity_V1_SignInResponse {
+    private func signInCall() async throws -> (token: String, expiresAtMicros: Int64, accountID: String) {
         do {
-            return try await accounts.signIn(
-                .with {
-                    $0.apiKey = apiKey
-                    $0.deviceID = deviceID
-                }, options: options)
+            switch method {
+            case .apiKey(let key, let deviceID, let localSecret):
+                let r = try await accounts.signIn(
+                    .with {
+                        $0.apiKey = key
+                        $0.deviceID = deviceID
+                        $0.localDeviceSecret = localSecret ?? ""
+                    }, options: options)
+                if localSecret != nil {
+                    if r.hasLocalImport { localImport = ImportCounts(proto: r.localImport) }
+                    method = .apiKey(key, deviceID: deviceID, localDeviceSecret: nil)
+                }
+                return (r.sessionToken, r.expiresAtMicros, r.accountID)
+            case .localDevice(let deviceID, _):
+                let r = try await accounts.startLocalSession(
+                    .with {
+                        $0.deviceID = deviceID
+                        $0.deviceSecret = deviceSecret ?? ""
+                    }, options: options)
+                // Shown once, by the call that registered the device: renewals must send it.
+                if !r.deviceSecret.isEmpty { deviceSecret = r.deviceSecret }
+                return (r.sessionToken, r.expiresAtMicros, "")
+            }
         } catch {
             throw UbiquityError.from(error)
         }

@@ -14,7 +14,23 @@ public enum Credentials: Sendable, Hashable {
     /// (`Accounts.SignIn`) before its first call, again before the session expires, and once more
     /// when a call is refused with SESSION_EXPIRED; a change feed whose session ended signs in
     /// again and resumes from its last token.
-    case apiKey(String, deviceID: String)
+    ///
+    /// `localDeviceSecret`: the secret of the device's local sessions (``localDevice(deviceID:secret:)``,
+    /// ``UbiquityClient/deviceSecret``), sent with the first sign-in only: the device's local
+    /// stores are imported into the account's stores of the same names, then removed
+    /// (``UbiquityClient/localImport`` has the counts; docs/accounts.md "Local stores").
+    case apiKey(String, deviceID: String, localDeviceSecret: String? = nil)
+    /// A device not signed in to any account, working in local stores of its own
+    /// (`Accounts.StartLocalSession`; the server runs with `--local-stores`). `secret`: nil the
+    /// first time, when the server registers the device and returns its secret
+    /// (``UbiquityClient/deviceSecret``) — keep it, for later local sessions and for the sign-in
+    /// that imports the local stores. The session is renewed like an API key's, but a feed whose
+    /// local session was revoked ends (`.sessionRevoked`): the device's stores were imported
+    /// into an account, and the account's store of the same name is the one to follow now.
+    /// Calls through this client after the import: the first fails `.sessionRevoked`; the next
+    /// starts the device afresh, as the server does for a device ID it no longer knows — new,
+    /// empty local stores and a new ``UbiquityClient/deviceSecret``.
+    case localDevice(deviceID: String, secret: String? = nil)
 }
 
 /// How the client's connection is secured (the server side: docs/tls.md in the repository).
@@ -61,6 +77,7 @@ public final class UbiquityClient: Sendable {
     let models: Ubiquity_V1_Models.Client<Transport>
     let accounts: Ubiquity_V1_Accounts.Client<Transport>
     let keyValue: Ubiquity_V1_KeyValue.Client<Transport>
+    let adminService: Ubiquity_V1_Admin.Client<Transport>
     /// The default deadline of a unary call (a feed's stream has none).
     public let timeout: Duration
     /// Attempts of a save whose outcome is unknown (see `SaveRetry`).
@@ -120,6 +137,7 @@ public final class UbiquityClient: Sendable {
         changes = .init(wrapping: grpc)
         models = .init(wrapping: grpc)
         keyValue = .init(wrapping: grpc)
+        adminService = .init(wrapping: grpc)
         let accounts = Ubiquity_V1_Accounts.Client(wrapping: grpc)
         self.accounts = accounts
         self.timeout = timeout
@@ -134,9 +152,15 @@ public final class UbiquityClient: Sendable {
         case .sessionToken(let token):
             session = Mutex(token)
             keeper = nil
-        case .apiKey(let key, let deviceID):
+        case .apiKey(let key, let deviceID, let localSecret):
             session = Mutex(nil)
-            keeper = SessionKeeper(apiKey: key, deviceID: deviceID, accounts: accounts, options: signInOptions)
+            keeper = SessionKeeper(
+                method: .apiKey(key, deviceID: deviceID, localDeviceSecret: localSecret), accounts: accounts,
+                options: signInOptions)
+        case .localDevice(let deviceID, let secret):
+            session = Mutex(nil)
+            keeper = SessionKeeper(
+                method: .localDevice(deviceID: deviceID, secret: secret), accounts: accounts, options: signInOptions)
         }
         connections = Task {
             // Returns when close() has shut the client down; an error here can only be a
@@ -180,6 +204,19 @@ public final class UbiquityClient: Sendable {
     /// How often the client has signed in with its API key (first sign-in and renewals).
     public var signIns: Int {
         get async { await keeper?.signIns ?? 0 }
+    }
+
+    /// With `.localDevice` credentials: the device's secret — the one given, or the one the
+    /// server returned when the first local session registered the device (nil before that).
+    /// Keep it: later local sessions and the sign-in that imports the local stores need it.
+    public var deviceSecret: String? {
+        get async { await keeper?.deviceSecret }
+    }
+
+    /// With `.apiKey(…, localDeviceSecret:)`: what importing the device's local stores did, once
+    /// the first sign-in has happened (nil before, or when the device had no local stores).
+    public var localImport: ImportCounts? {
+        get async { await keeper?.localImport }
     }
 
     /// Stops accepting calls, ends the client's change feeds (their `next()` returns nil), lets

@@ -61,6 +61,20 @@ import Testing
         #expect(r.request(storeID: "s", filter: .init()).from.token == Data("drain".utf8))
     }
 
+    @Test func aLocalSessionsFeedRenewsAnExpiryButEndsWhenRevoked() {
+        var expired = error(.unauthenticated)
+        expired.kind = .sessionExpired
+        var revoked = error(.unauthenticated)
+        revoked.kind = .sessionRevoked
+        var local = FeedResumer(start: .now, reconnectFor: .seconds(10), signsIn: true, localSession: true)
+        guard case .signInAgain = local.failed(expired, now: t0) else { Issue.record("expected sign-in"); return }
+        // Revoked: the device's stores were imported into an account; a new local session would
+        // follow a store that is gone.
+        guard case .fail = local.failed(revoked, now: t0) else { Issue.record("expected fail"); return }
+        var account = FeedResumer(start: .now, reconnectFor: .seconds(10), signsIn: true)
+        guard case .signInAgain = account.failed(revoked, now: t0) else { Issue.record("expected sign-in"); return }
+    }
+
     @Test func savesRetryOnlyUnknownOutcomesWithGrowingPauses() {
         var retry = SaveRetry(attempts: 4)
         #expect(retry.next(after: error(.aborted)) == nil)
