@@ -129,7 +129,7 @@ static ubq_feed_action local_events(ubq_feed *f, const Ubiquity__V1__SubscribeRe
 static void test_local_work_is_imported_at_first_sign_in(ubq_client *unused) {
     (void)unused;
     test_server srv = {0};
-    ubq_client *phone = NULL, *again = NULL;
+    ubq_client *phone = NULL, *again = NULL, *fresh = NULL;
     ubq_store *local = NULL, *notes = NULL;
     ubq_feed *local_feed = NULL, *feed = NULL;
     Ubiquity__V1__FetchResults *people = NULL;
@@ -179,6 +179,15 @@ static void test_local_work_is_imported_at_first_sign_in(ubq_client *unused) {
     CHECK(at.events[0].has_import_counts && at.events[0].import_counts.inserted == 2);
     CHECK(at.transaction_generation > 0 && at.transaction_generation < at.events[0].generation);
     CHECK(at.raw_store_events == 0);  /* the hook stopped the run at the DID_CHANGE: on_event never got it */
+
+    /* the local client's stores are gone; the device can start afresh, with a new secret */
+    Ubiquity__V1__ListStoresResponse *listed = NULL;
+    ubq_error *revoked = ubq_list_stores(phone, &listed);
+    CHECK(revoked && revoked->code == UBQ_UNAUTHENTICATED && ubq_error_is(revoked, "SESSION_REVOKED"));
+    ubq_error_free(revoked);
+    ubq_message_free(listed);
+    OK(ubq_start_local_session(srv.address, NULL, "phone-c", NULL, &fresh));
+    CHECK(ubq_device_secret(fresh) && strcmp(ubq_device_secret(fresh), secret) != 0);
 done:
     ubq_message_free(people);
     ubq_feed_free(feed);
@@ -186,6 +195,7 @@ done:
     ubq_store_free(notes);
     ubq_store_free(local);
     ubq_client_free(lw.account);
+    ubq_client_free(fresh);
     ubq_client_free(again);
     ubq_client_free(phone);
     free(secret);

@@ -165,6 +165,13 @@ def test_local_work_is_imported_at_first_sign_in_and_the_import_is_announced(loc
                 Phase.DID_CHANGE, Transition.INITIAL_IMPORT_COMPLETED, False)
             assert did.import_counts == signed.local_import
 
+        # the local client's stores are gone; the device can start afresh, with a new secret
+        with pytest.raises(ubiquity.UnauthenticatedError) as revoked:
+            phone.list_stores()
+        assert revoked.value.reason == "SESSION_REVOKED"
+        with ubiquity.Client.start_local_session(address, "phone-1") as fresh:
+            assert fresh.device_secret not in ("", secret) and fresh.list_stores() == []
+
 
 def test_local_sessions_are_refused_with_a_typed_error_when_the_server_has_none(
         server: ubiq_harness.Ubiquityd) -> None:

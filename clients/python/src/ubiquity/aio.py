@@ -318,7 +318,7 @@ class ChangeFeed:
                 if self._closed:
                     break
                 err = from_rpc_error(e)
-                if session_ended(err) and self._calls.session:
+                if session_ended(err) and self._calls.session and self._resume.renews_session:
                     self._calls.session.forget(self._sent)
                 try:
                     await asyncio.sleep(self._resume.failed(err, asyncio.get_running_loop().time()))

@@ -266,9 +266,11 @@ class ChangeFeed(Iterator[FeedEvent]):
 
 def sync_feed(calls: Caller, resume: Resumer, on_history_expired: Callable[[HistoryExpired], bytes | None] | None,
               on_store_event: StoreEventHook | None) -> ChangeFeed:
-    """A feed on a client's channel, with its session (renewed at each subscribe)."""
+    """A feed on a client's channel, with its session (renewed at each subscribe). A local
+    session is not forgotten when it ends: the client must not start the device afresh unasked."""
+    forget = calls.session.forget if calls.session and resume.renews_session else None
     return ChangeFeed(calls.stub("changes"), lambda: calls.metadata, resume, on_history_expired=on_history_expired,
-                      on_store_event=on_store_event, forget_session=calls.session.forget if calls.session else None)
+                      on_store_event=on_store_event, forget_session=forget)
 
 
 __all__ = ["ChangeFeed", "FeedEvent", "Transaction", "Change", "Start", "UbiquityError", "Resumer", "StoreEventHook"]
