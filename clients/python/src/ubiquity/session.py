@@ -53,26 +53,26 @@ class SessionState:
     def __init__(self, api_key: str, device_id: str, local_device_secret: str | None = None) -> None:
         if not api_key or not device_id:
             raise ValueError("api_key and device_id are both required to sign in")
-        self.request: Any = accounts_pb2.SignInRequest(api_key=api_key, device_id=device_id,
-                                                       local_device_secret=local_device_secret or "")
-        self.method = "SignIn"
-        self.token = ""
-        self.expires_at = 0.0
-        self.account_id = ""
-        self.device_secret = ""
-        self.local_import: ImportCounts | None = None
+        self._begin("SignIn", accounts_pb2.SignInRequest(api_key=api_key, device_id=device_id,
+                                                         local_device_secret=local_device_secret or ""), "")
 
     @classmethod
     def local(cls, device_id: str, device_secret: str | None = None) -> "SessionState":
         if not device_id:
             raise ValueError("a local session needs the device's ID")
-        state = cls.__new__(cls)
-        state.request = accounts_pb2.StartLocalSessionRequest(device_id=device_id, device_secret=device_secret or "")
-        state.method = "StartLocalSession"
-        state.token, state.expires_at, state.account_id = "", 0.0, ""
-        state.device_secret = device_secret or ""
-        state.local_import = None
+        state = cls.__new__(cls)  # not __init__: that one is the API key's
+        state._begin("StartLocalSession", accounts_pb2.StartLocalSessionRequest(
+            device_id=device_id, device_secret=device_secret or ""), device_secret or "")
         return state
+
+    def _begin(self, method: str, request: Any, device_secret: str) -> None:
+        self.method = method  # the Accounts call that starts (and renews) the session
+        self.request = request
+        self.token = ""
+        self.expires_at = 0.0
+        self.account_id = ""
+        self.device_secret = device_secret
+        self.local_import: ImportCounts | None = None
 
     @property
     def is_local(self) -> bool:
