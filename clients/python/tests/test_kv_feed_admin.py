@@ -57,6 +57,30 @@ def test_the_key_value_feed_syncs_follows_and_resumes_from_a_token(client: ubiqu
     now.close()
 
 
+def test_the_key_value_feed_resumes_after_a_server_restart(tmp_path: Path) -> None:
+    binary = ubiq_harness.find_server_binary()
+    first = ubiq_harness.Ubiquityd(binary, tmp_path, name="kv-restart", interop=False).start()
+    second = None
+    try:
+        with ubiquity.Client(first.address, api_key=first.api_key) as client:
+            feed = client.key_values.changes(reconnect_for=60)
+            client.key_values.set("restart.a", b"1")
+            before = next(feed.key_value_changes())
+            assert first.stop() == 0
+            # same data directory and port: the feed subscribes again from its last token
+            second = ubiq_harness.Ubiquityd(binary, tmp_path, name="kv-restart", interop=False,
+                                            port=first.port or 0).start()
+            written = client.key_values.set("restart.b", b"2")
+            after = next(feed.key_value_changes())  # exactly the next change: nothing lost or repeated
+            assert (before.key, after.key, after.version) == ("restart.a", "restart.b", written.version)
+            assert after.sequence == before.sequence + 1 and feed.reconnects >= 1
+            feed.close()
+    finally:
+        for d in (first, second):
+            if d is not None and d.alive():
+                d.kill()
+
+
 def test_the_asyncio_key_value_feed(server: ubiq_harness.Ubiquityd) -> None:
     async def scenario() -> None:
         async with ubiquity.aio.Client(server.address, api_key=server.api_key, device_id="pytest-aio") as c:
