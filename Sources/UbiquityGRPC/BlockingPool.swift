@@ -25,10 +25,11 @@ final class BlockingJob: Sendable {
     let metadata: Metadata
     let deadline: ContinuousClock.Instant?
     let peer: String
+    let connection: ConnectionLocal
     let loop: EventLoop
 
     init(handler: @escaping SyncUnaryHandler, request: [UInt8], path: String, metadata: Metadata,
-         deadline: ContinuousClock.Instant?, peer: String, loop: EventLoop,
+         deadline: ContinuousClock.Instant?, peer: String, connection: ConnectionLocal, loop: EventLoop,
          target: LoopBound<(HTTP2Connection, StreamState)>?) {
         self.handler = handler
         self.request = request
@@ -36,6 +37,7 @@ final class BlockingJob: Sendable {
         self.metadata = metadata
         self.deadline = deadline
         self.peer = peer
+        self.connection = connection
         self.loop = loop
         state = Lock(State(target: target))
     }
@@ -44,7 +46,8 @@ final class BlockingJob: Sendable {
 
     /// What the handler sees of its call (built on the worker; the job is its cancellation).
     var context: SyncCallContext {
-        SyncCallContext(path: path, metadata: metadata, deadline: deadline, peer: peer, cancellation: CallCancellation(job: self))
+        SyncCallContext(path: path, metadata: metadata, deadline: deadline, peer: peer, connection: connection,
+                        cancellation: CallCancellation(job: self))
     }
 
     /// Loop side: cancels unless the handler already completed. True if this call did it.

@@ -23,7 +23,7 @@ extension HTTP2Connection {
         if method.execution == .inline {
             // Rule 4's exception: pure, bounded CPU work, run right here on the loop thread.
             let context = SyncCallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: stream.deadline,
-                                          peer: tcp.peerDescription, cancellation: .never)
+                                          peer: tcp.peerDescription, connection: local, cancellation: .never)
             do {
                 completeSync(stream, .success(try handler(request, context)))
             } catch {
@@ -38,7 +38,7 @@ extension HTTP2Connection {
         // Queued here and handed to the pool once per read (submitPendingJobs): one lock of the
         // pool's queue for all the calls a read completed.
         let job = BlockingJob(handler: handler, request: request, path: stream.head.path, metadata: stream.head.metadata,
-                              deadline: stream.deadline, peer: tcp.peerDescription, loop: loop,
+                              deadline: stream.deadline, peer: tcp.peerDescription, connection: local, loop: loop,
                               target: LoopBound((self, stream), loop: loop))
         _ = stream.machine.event(.jobQueued(job))
         pendingJobs.append(job)

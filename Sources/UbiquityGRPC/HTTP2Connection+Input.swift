@@ -45,7 +45,7 @@ extension HTTP2Connection {
             let admitted: StreamStateMachine.Admitted
             if method.execution == .task {
                 let context = CallContext(path: stream.head.path, metadata: stream.head.metadata, deadline: deadline,
-                                          peer: tcp.peerDescription)
+                                          peer: tcp.peerDescription, connection: local)
                 admitted = .task(ServerCall(context: context, kind: method.kind, streamID: stream.id, loop: loop, owner: self,
                                             outboundHighWater: config.streamOutboundHighWater,
                                             inboundHighWater: config.streamInboundHighWater,

@@ -47,6 +47,8 @@ final class HTTP2Connection: CallOwner {
     @exclusivity(unchecked) var flushScheduled = false
     /// Interned header strings (`RequestHead`). Same invariant as `streams`.
     @exclusivity(unchecked) var headerStrings = HeaderStrings()
+    /// What the services keep for this connection (its calls' `connection`); freed with it.
+    let local = ConnectionLocal()
 
     private let onClosed: (HTTP2Connection) -> Void
     private var pausedForWrites = false

@@ -19,6 +19,8 @@ public struct CallContext: Sendable {
     public let deadline: ContinuousClock.Instant?
     /// The peer's address, "ip:port".
     public let peer: String
+    /// What the services keep for the call's connection (the transport never reads it).
+    public let connection: ConnectionLocal
 }
 
 /// Why the transport cancelled a call.

@@ -42,6 +42,8 @@ public struct SyncCallContext: Sendable {
     public let deadline: ContinuousClock.Instant?
     /// The peer's address, "ip:port".
     public let peer: String
+    /// What the services keep for the call's connection (the transport never reads it).
+    public let connection: ConnectionLocal
     /// Set by the transport when the call is cancelled (deadline, reset, connection closed).
     public let cancellation: CallCancellation
 
@@ -78,7 +80,7 @@ extension Router {
             let (bytes, _) = call.takeSingleRequest()
             let ctx = SyncCallContext(path: call.context.path, metadata: call.context.metadata,
                                       deadline: call.context.deadline, peer: call.context.peer,
-                                      cancellation: .never)
+                                      connection: call.context.connection, cancellation: .never)
             let reply = try handler(bytes ?? [], ctx)
             call.finish(message: reply.message, trailingMetadata: reply.trailingMetadata)
         }

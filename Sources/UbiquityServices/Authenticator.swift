@@ -29,8 +29,9 @@ enum Access: Sendable {
 }
 
 /// Who may call what (docs/accounts.md): resolves a call's session to its account, checks the
-/// operator key, and signs in with an API key under the failed-sign-in limits. Per call it costs
-/// one SHA-256 of the token and one dictionary lookup under a lock — no SQL.
+/// operator key, and signs in with an API key under the failed-sign-in limits. Per call: the
+/// connection's session memo when it still holds (`SessionMemo`), else one SHA-256 of the token
+/// and one dictionary lookup under a lock — no SQL either way.
 public final class Authenticator: Sendable {
     public let credentials: Credentials
     /// How long a session lasts from SignIn.
@@ -46,10 +47,34 @@ public final class Authenticator: Sendable {
     }
 
     /// The account a data call acts for: its session's, if the session is live and its scope
-    /// allows `access`.
-    func account(metadata: Metadata, access: Access) throws -> Account {
+    /// allows `access`. With the call's `connection`, the last session call of that connection
+    /// answers for a byte-identical `authorization` while nothing changed (`SessionMemo`); a call
+    /// resolved in full leaves its own memo there.
+    func account(metadata: Metadata, access: Access, connection: ConnectionLocal? = nil) throws -> Account {
+        let header = metadata[Self.header]
+        let now = Date().timeIntervalSince1970
+        let account: Account
+        if let header, let connection, let box = connection.value as? SessionMemo.Box,
+           box.memo.matches(header, epoch: credentials.epoch, now: now) {
+            account = box.memo.account
+        } else {
+            // read before the lookup: a change after it leaves the memo stale, never wrong
+            let epoch = credentials.epoch
+            account = try resolve(header, now: now)
+            if let header, let connection {
+                connection.set(SessionMemo.Box(SessionMemo(header: header, account: account, epoch: epoch)))
+            }
+        }
+        if access == .write, account.scope == .readOnly {
+            throw ServiceError(code: .permissionDenied, reason: .scopeExceeded, message: "this session's API key is read-only: use a read-write key for this call")
+        }
+        return account
+    }
+
+    /// The live session `header` names, as the account it acts for: parse, hash, lookup.
+    private func resolve(_ header: String?, now: Double) throws -> Account {
         let token: String
-        switch BearerToken.parse(metadata[Self.header]) {
+        switch BearerToken.parse(header) {
         case .failure(.missing):
             throw Self.unauthenticated(reason: .missingCredentials, "this call needs `authorization: Bearer <session token>`: sign in with Accounts.SignIn")
         case .success(.session(let t)): token = t
@@ -57,14 +82,11 @@ public final class Authenticator: Sendable {
             throw Self.unauthenticated(reason: .badCredentials, "the authorization value is not `Bearer <session token>` (a session token starts with ubs_): sign in with Accounts.SignIn")
         }
         let session: Credentials.SessionRecord
-        switch credentials.resolve(token: token, now: Date().timeIntervalSince1970) {
+        switch credentials.resolve(token: token, now: now) {
         case .valid(let s): session = s
         case .expired: throw Self.unauthenticated(reason: .sessionExpired, "the session expired: sign in again")
         case .revoked: throw Self.unauthenticated(reason: .sessionRevoked, "the session was signed out or its API key revoked: sign in again")
         case .unknown: throw Self.unauthenticated(reason: .badCredentials, "the session token is not valid: sign in again")
-        }
-        if access == .write, session.scope == .readOnly {
-            throw ServiceError(code: .permissionDenied, reason: .scopeExceeded, message: "this session's API key is read-only: use a read-write key for this call")
         }
         return Account(id: session.account, session: session.id, device: session.deviceID, scope: session.scope, expiresAt: session.expiresAt,
                        usingLocalStorage: session.isLocal)

@@ -120,8 +120,8 @@ public final class Backend: Sendable {
 
     /// The account a call acts for, from its `authorization` metadata (docs/accounts.md).
     /// `MethodTable` resolves it once per call, before the handler runs.
-    func account(metadata: Metadata, access: Access) throws -> Account {
-        authRequired ? try authenticator.account(metadata: metadata, access: access) : Account.defaultAccount
+    func account(metadata: Metadata, access: Access, connection: ConnectionLocal? = nil) throws -> Account {
+        authRequired ? try authenticator.account(metadata: metadata, access: access, connection: connection) : Account.defaultAccount
     }
 
     /// The store named by `id` if it belongs to `account`; NOT_FOUND otherwise (the same answer

@@ -101,7 +101,7 @@ struct MethodTable {
         let access = Access.of(path: prefix + name)
         router.unary(prefix + name) { (request: Req, call) in
             try await Self.converting(queryFields) {
-                try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata, access: access), call: call))
+                try await method(request, ServerContext(account: try backend.account(metadata: call.context.metadata, access: access, connection: call.context.connection), call: call))
             }
         }
     }
@@ -119,7 +119,7 @@ struct MethodTable {
             let bytes = try await call.receive() ?? []
             let response = try await Self.converting(queryFields) {
                 // credentials before the request: an unauthenticated caller learns nothing from validation
-                let account = try backend.account(metadata: call.context.metadata, access: access)
+                let account = try backend.account(metadata: call.context.metadata, access: access, connection: call.context.connection)
                 let request = try Decoder.decode(bytes)
                 return try await method(request, ServerContext(account: account, call: call))
             }
@@ -138,7 +138,7 @@ struct MethodTable {
         let access = Access.of(path: prefix + name)
         router.registerSync(prefix + name, execution: execution) { bytes, call in
             SyncUnaryReply(try Self.convertingSync(queryFields) {
-                let account = try backend.account(metadata: call.metadata, access: access)
+                let account = try backend.account(metadata: call.metadata, access: access, connection: call.connection)
                 return try method(try Decoder.decode(bytes), ServerContext(account: account, sync: call))
             }.bytes)
         }
@@ -154,7 +154,7 @@ struct MethodTable {
         let access = Access.of(path: prefix + name)
         router.registerSync(prefix + name, execution: .blocking) { bytes, call in
             SyncUnaryReply(try Self.convertingSync("") {
-                let account = try backend.account(metadata: call.metadata, access: access)
+                let account = try backend.account(metadata: call.metadata, access: access, connection: call.connection)
                 return try method(try Req(requestBytes: bytes), ServerContext(account: account, sync: call)).serializedBytes()
             })
         }
@@ -169,7 +169,7 @@ struct MethodTable {
         let access = Access.of(path: prefix + name)
         router.serverStreaming(prefix + name) { (request: Req, writer: ResponseWriter<Res>, call) in
             try await Self.converting(queryFields) {
-                try await method(request, writer, ServerContext(account: try backend.account(metadata: call.context.metadata, access: access), call: call))
+                try await method(request, writer, ServerContext(account: try backend.account(metadata: call.context.metadata, access: access, connection: call.context.connection), call: call))
             }
         }
     }
@@ -185,7 +185,7 @@ struct MethodTable {
             // The transport has checked there is exactly one request message.
             let bytes = try await call.receive() ?? []
             try await Self.converting("") {
-                let account = try backend.account(metadata: call.context.metadata, access: access)
+                let account = try backend.account(metadata: call.context.metadata, access: access, connection: call.context.connection)
                 let request = try Req(requestBytes: bytes)
                 try await method(request, EncodedWriter(call: call), ServerContext(account: account, call: call))
             }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 /// Accounts' API keys and device sessions, and the operator key (docs/accounts.md), in their own
 /// database `<root>/credentials.sqlite` — the catalog stays about stores — plus the operator key
@@ -52,17 +53,48 @@ public final class Credentials: Sendable {
 
     struct State {
         var conn: Connection?
+        /// `Credentials.epoch`: moved by every change of `inactive`, `keys` and `sessions` but
+        /// the insertion of a new session (`add(session:)`), so no change that could end a
+        /// token's session is missed, whichever code path makes it.
+        let epoch: Epoch
         var accounts: [String: AccountRecord] = [:]
         /// Accounts not `active` (Credentials+Lifecycle.swift): their keys do not verify and
         /// they get no session.
-        var inactive: [String: AccountState] = [:]
-        var keys: [String: KeyRecord] = [:]
-        var sessions: [String: SessionRecord] = [:]
+        var inactive: [String: AccountState] = [:] { didSet { epoch.advance() } }
+        var keys: [String: KeyRecord] = [:] { didSet { epoch.advance() } }
+        var sessions: [String: SessionRecord] = [:] { didSet { if !addingSession { epoch.advance() } } }
+        /// True only inside `add(session:)`.
+        var addingSession = false
         /// Devices working in local stores, by device ID (`Credentials+Local.swift`).
         var localDevices: [String: LocalDevice] = [:]
         var signInsSincePurge = 0
+
+        /// Records a new session without moving the epoch: a token that was not there before
+        /// resolves to no memo, so adding one changes no memo's answer (and sign-ins, frequent
+        /// on a busy server, would otherwise empty every connection's memo).
+        mutating func add(session r: SessionRecord) {
+            guard sessions[r.id] == nil else { sessions[r.id] = r; return }  // a replacement moves it
+            addingSession = true
+            defer { addingSession = false }
+            sessions[r.id] = r
+        }
     }
     let state: GuardedState<State>
+    private let epochCounter: Epoch
+
+    /// Counts the changes that can make a presented session token resolve differently: sign-out,
+    /// key revocation, archive and delete, the purge of ended sessions (any change of sessions,
+    /// keys or account states but a new session). It moves under the credentials lock, before the
+    /// call making the change answers; read without the lock, it tells a per-connection memo of
+    /// an earlier resolution (UbiquityServices' SessionMemo) whether it may still be trusted.
+    public var epoch: UInt64 { epochCounter.value }
+
+    /// An atomic counter (read on every call, without the lock).
+    final class Epoch: Sendable {
+        private let count = Atomic<UInt64>(0)
+        var value: UInt64 { count.load(ordering: .sequentiallyConsistent) }
+        func advance() { count.add(1, ordering: .sequentiallyConsistent) }
+    }
     private let operatorKeyHash: [UInt8]
     /// Where the operator key file is.
     public let operatorKeyPath: String
@@ -76,10 +108,12 @@ public final class Credentials: Sendable {
     /// Opens (creating if needed) the credentials database and the operator key file in `root`.
     public init(root: String, purgeEverySignIns: Int = 1024) throws {
         self.purgeEverySignIns = purgeEverySignIns
+        let epochCounter = Epoch()
+        self.epochCounter = epochCounter
         operatorKeyPath = root + "/operator.key"
         operatorKeyHash = SHA256.hash(data: Array(try Self.operatorKey(at: operatorKeyPath).utf8)).bytes
         let c = try Connection(path: root + "/credentials.sqlite", readOnly: false, vfs: nil, busyTimeoutMS: 5000)
-        var s = State(conn: c)
+        var s = State(conn: c, epoch: epochCounter)
         do {
             try c.exec("PRAGMA journal_mode=WAL")
             try c.exec("PRAGMA synchronous=FULL")
@@ -264,7 +298,7 @@ public final class Credentials: Sendable {
             if s.inactive[key.account] != nil { throw StorageError(.notFound, "the account of key \(key.id) is not active") }
             try c.run("INSERT INTO ubq_sessions(id, account, key_id, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
                       [.text(r.id), .text(r.account), .text(r.keyID), .text(deviceID), .real(r.expiresAt)])
-            s.sessions[r.id] = r
+            s.add(session: r)
             // every sign-in adds a session: forget long-ended ones now and then, so a server that
             // runs for months holds only the sessions of the last `endedSessionMemorySeconds`
             s.signInsSincePurge += 1

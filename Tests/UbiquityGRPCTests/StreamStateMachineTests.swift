@@ -17,14 +17,14 @@ final class StreamStateMachineTests: XCTestCase {
     }
 
     private func call() -> ServerCall {
-        ServerCall(context: CallContext(path: "/t.T/M", metadata: Metadata(), deadline: nil, peer: "test"), kind: .unary,
+        ServerCall(context: CallContext(path: "/t.T/M", metadata: Metadata(), deadline: nil, peer: "test", connection: ConnectionLocal()), kind: .unary,
                    streamID: 1, loop: loop, owner: owner, outboundHighWater: 1 << 16, inboundHighWater: 1 << 16,
                    maxSendMessageBytes: 1 << 20)
     }
 
     private func job() -> BlockingJob {
         BlockingJob(handler: { _, _ in SyncUnaryReply([]) }, request: [], path: "/t.T/M", metadata: Metadata(),
-                    deadline: nil, peer: "test", loop: loop, target: nil)
+                    deadline: nil, peer: "test", connection: ConnectionLocal(), loop: loop, target: nil)
     }
 
     private func news(pending: Int = 0, status: RPCError? = nil, wantsHeaders: Bool = false) -> Machine.Event {

@@ -1,0 +1,73 @@
+import UbiquityGRPC
+
+/// What the last session call of one connection resolved to (docs/accounts.md "Per call"): the
+/// exact `authorization` value, the account it acted for, and the credentials epoch it was
+/// resolved at. The next call of the connection that carries the byte-identical value, while the
+/// epoch is unchanged and before the session's expiry, acts for the same account without parsing,
+/// hashing or looking up anything; any other call resolves in full and leaves its own memo.
+///
+/// Why it keeps no secret the server did not hold already: the peer sends `authorization` on
+/// every call of the connection, and the transport already keeps it per connection (its
+/// `HeaderStrings` interns the 16 most recent metadata strings, so every call's metadata shares
+/// one copy).
+/// The memo is one value per connection, in the connection's `ConnectionLocal`, and goes with
+/// it: no token is kept for a connection that is gone, and none in a table that outlives
+/// connections (which a token → session cache would be). HPACK does not help here: nghttp2's
+/// encoder sends `authorization` never-indexed (RFC 7541 §7.1.3), so the value crosses the wire
+/// and is decoded on every call whatever the server does.
+///
+/// Why a revocation still applies to the very next call: `Credentials.epoch` changes under the
+/// credentials lock with every change that can make a token resolve differently (sign-out, key
+/// revocation, archive and delete, the purge of ended sessions) before the change's RPC answers;
+/// a memo from an older epoch is not used. Expiry is checked on every call against the wall clock.
+///
+/// Measured gain (callgrind, W1, `flock /tmp/ubiq-bench.lock scripts/auth-cost --callgrind`):
+/// `Authenticator.account` 8,160 → 841 instructions per call; a W1 call with authentication
+/// against one without, 1.189 → 1.061-1.074, of which the code now +721 instructions over the
+/// header's own transport cost (`--header-side`; docs/benchmarks.md "What authentication
+/// costs"). A connection carrying several sessions in turn misses and resolves in full, as before.
+struct SessionMemo: Sendable, Equatable {
+    /// The `authorization` value exactly as the call carried it.
+    let header: String
+    let account: Account
+    /// `Credentials.epoch` read before the lookup that resolved `header`.
+    let epoch: UInt64
+
+    /// Whether a call carrying `header`, at credentials epoch `epoch` and wall clock `now`, acts
+    /// for `account`; false when it must resolve in full. (A Bool, not the account itself: the
+    /// caller reads `account` in place from the box, so nothing of the memo is copied but that.)
+    func matches(_ header: String, epoch: UInt64, now: Double) -> Bool {
+        epoch == self.epoch && now < account.expiresAt && Self.equal(header, self.header)
+    }
+
+    /// Byte equality whose time depends on the lengths only, not on where the values differ: a
+    /// peer probing another token's bytes on its own connection learns nothing from timing.
+    /// Eight bytes at a time (a session's value is 54 bytes: 6 words and 6 bytes, not 54 steps).
+    static func equal(_ a: String, _ b: String) -> Bool {
+        a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in
+                guard x.count == y.count else { return false }
+                guard let px = x.baseAddress, let py = y.baseAddress else { return true }  // both empty
+                let n = x.count
+                var d: UInt64 = 0
+                var i = 0
+                while i + 8 <= n {
+                    d |= UnsafeRawPointer(px).loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                        ^ UnsafeRawPointer(py).loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                    i += 8
+                }
+                while i < n {
+                    d |= UInt64(px[i] ^ py[i])
+                    i += 1
+                }
+                return d == 0
+            } ?? false
+        } ?? false  // (not contiguous: never for the transport's strings; resolved in full)
+    }
+
+    /// Keeps a memo in a `ConnectionLocal` (which holds objects).
+    final class Box: Sendable {
+        let memo: SessionMemo
+        init(_ memo: SessionMemo) { self.memo = memo }
+    }
+}
