@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -121,12 +122,23 @@ def test_local_work_is_imported_at_first_sign_in_and_the_import_is_announced(loc
         assert phone.sign_in().local and phone.sign_in().account_id == ""
         local = phone.open_store("notes")
         local.register_model(person_model())
-        local_feed = local.changes()
+        local.save(inserts={"a": ("Person", {"name": "Ann", "email": "ann@x"}),
+                            "b": ("Person", {"name": "Bob", "email": "bob@x"})})
+        # unsaved work: the import waits for it (the context's chance to save, docs/lifecycle.md)
+        draft = local.context("draft")
+        draft.insert("Person", {"name": "Eve", "email": "eve@x"})
+
+        hooked: list[StoreEvent] = []
+
+        def save_before_the_import(e: StoreEvent) -> None:
+            hooked.append(e)
+            if e.phase is Phase.WILL_CHANGE:
+                draft.save()
+
+        local_feed = local.changes(on_store_event=save_before_the_import)
         first = next(local_feed)  # "you work in local storage", before anything else
         assert first.store_event == StoreEvent(Phase.DID_CHANGE, Transition.NONE, True, None,
                                                first.resume_token, first.resume_generation)
-        local.save(inserts={"a": ("Person", {"name": "Ann", "email": "ann@x"}),
-                            "b": ("Person", {"name": "Bob", "email": "bob@x"})})
 
         # the same device, a second local session with its secret, sees the same store
         with ubiquity.Client.start_local_session(address, "phone-1", secret) as again:
@@ -134,24 +146,22 @@ def test_local_work_is_imported_at_first_sign_in_and_the_import_is_announced(loc
             assert [s.name for s in again.list_stores()] == ["notes"]
 
         with ubiquity.Client(address, api_key=local_server.api_key, device_id="phone-1",
-                             local_device_secret=secret) as account:
-            signed = account.sign_in()
-            assert not signed.local and signed.account_id == "default"
-            assert signed.local_import == ImportCounts(inserted=2, merged=0, deduplicated=0)
-
-            # the local subscriber was told before its store went, then its stream ended
-            seen: list[ubiquity.FeedEvent] = []
+                             local_device_secret=secret) as account, ThreadPoolExecutor(1) as pool:
+            signing_in = pool.submit(account.sign_in)  # waits for the draft, which the hook saves
+            # the local subscriber is told before its store goes, saves, then its stream ends
             with pytest.raises(ubiquity.UnauthenticatedError):
-                for event in local_feed:
-                    seen.append(event)
-            events = [e.store_event for e in seen if e.store_event]
-            assert [(e.phase, e.transition, e.using_local_storage) for e in events] == [
+                for _ in local_feed:
+                    pass
+            signed = signing_in.result(timeout=60)
+            assert not signed.local and signed.account_id == "default"
+            assert signed.local_import == ImportCounts(inserted=3, merged=0, deduplicated=0)  # Eve too
+            assert [(e.phase, e.transition, e.using_local_storage) for e in hooked[1:]] == [
                 (Phase.WILL_CHANGE, Transition.INITIAL_IMPORT_COMPLETED, True)]
 
             # the account's store of the same name holds the local objects, and its feed replays
             # the import's transaction and then the DID_CHANGE with the counts
             notes = account.open_store("notes", must_exist=True)
-            assert sorted(p["name"] for p in notes.fetch("Person")) == ["Ann", "Bob"]
+            assert sorted(p["name"] for p in notes.fetch("Person")) == ["Ann", "Bob", "Eve"]
             kinds: list[str] = []
             did: StoreEvent | None = None
             for event in notes.changes(start="oldest"):
