@@ -1,6 +1,7 @@
 /* Store transitions on the feed, typed (docs/lifecycle.md); local sessions and the first-sign-in
  * import (docs/accounts.md "Local stores"); the Admin calls (admin.proto). */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -98,22 +99,33 @@ done:
     ubq_client_free(c);
 }
 
-/* The local feed's hook: on its first event ("you work locally") the device signs in with its
- * secret — while the local stream is open, so the import's WILL_CHANGE reaches it. */
+/* The local feed's side of the first sign-in. On its first event ("you work locally") the
+ * subscription is open: a thread signs in with the device secret (SignIn waits while the device's
+ * context has unsaved work). On WILL_CHANGE the hook saves that context, so the import goes on
+ * and takes the draft with it. */
 typedef struct {
     transitions t;
     const test_server *srv;
     const char *secret;
+    ubq_context *draft;
+    pthread_t signer;
+    bool signing_in;
     ubq_client *account;
-    ubq_error *err;
+    ubq_error *err, *save_err;
 } local_watch;
 
-static ubq_feed_action sign_in_on_first_event(ubq_feed *f, const ubq_store_event *e, void *user) {
+static void *sign_in_with_the_secret(void *user) {
+    local_watch *w = user;
+    w->err = ubq_connect(w->srv->address, &(ubq_client_options){.api_key = w->srv->api_key, .device_id = "phone-c",
+                                                               .local_device_secret = w->secret}, &w->account);
+    return NULL;
+}
+
+static ubq_feed_action save_before_the_import(ubq_feed *f, const ubq_store_event *e, void *user) {
     local_watch *w = user;
     on_transition(f, e, &w->t);
-    if (!w->account && !w->err)
-        w->err = ubq_connect(w->srv->address, &(ubq_client_options){.api_key = w->srv->api_key, .device_id = "phone-c",
-                                                                   .local_device_secret = w->secret}, &w->account);
+    if (!w->signing_in) w->signing_in = pthread_create(&w->signer, NULL, sign_in_with_the_secret, w) == 0;
+    if (e->phase == UBQ_PHASE_WILL_CHANGE && !w->save_err) w->save_err = ubq_context_save(w->draft, NULL, NULL);
     return UBQ_FEED_CONTINUE;
 }
 
@@ -123,24 +135,26 @@ static ubq_feed_action local_events(ubq_feed *f, const Ubiquity__V1__SubscribeRe
 }
 
 /* A device works locally, then signs in with its device secret: its local subscriber hears
- * WILL_CHANGE(INITIAL_IMPORT_COMPLETED) and then its stream ends; its objects are in the
- * account's store of the same name, the sign-in reports the counts, and that store's feed
- * replays the import's DID_CHANGE with the same counts. */
+ * WILL_CHANGE(INITIAL_IMPORT_COMPLETED), saves its draft, and then its stream ends; its objects
+ * (the draft too) are in the account's store of the same name, the sign-in reports the counts,
+ * and that store's feed replays the import's DID_CHANGE with the same counts. */
 static void test_local_work_is_imported_at_first_sign_in(ubq_client *unused) {
     (void)unused;
     test_server srv = {0};
     ubq_client *phone = NULL, *again = NULL, *fresh = NULL;
     ubq_store *local = NULL, *notes = NULL;
     ubq_feed *local_feed = NULL, *feed = NULL;
+    ubq_context *draft = NULL;
     Ubiquity__V1__FetchResults *people = NULL;
     char *secret = NULL;
     local_watch lw = {0};
     transitions at = {.stop_after_events = 1};
     ubq_import_counts counts = {0};
+    ubq_values *eve = ubq_values_string(ubq_values_string(ubq_values_new(), "name", "Eve"), "email", "eve@x");
     char dir[600];
     snprintf(dir, sizeof dir, "%s/local-stores", workdir);
     const char *flags[] = {"--local-stores", NULL};
-    if (test_server_start_with(&srv, dir, 0, flags) != 0) { failed_checks++; return; }
+    if (test_server_start_with(&srv, dir, 0, flags) != 0) { failed_checks++; ubq_values_free(eve); return; }
     OK(ubq_start_local_session(srv.address, NULL, "phone-c", NULL, &phone));
     CHECK(ubq_device_secret(phone) && strncmp(ubq_device_secret(phone), "ubd_", 4) == 0);
     secret = ubq__xstrdup(ubq_device_secret(phone));
@@ -148,6 +162,8 @@ static void test_local_work_is_imported_at_first_sign_in(ubq_client *unused) {
     OK(register_person_model(local));
     OK(add_person(local, "Ann", 30, "ann@x", -1, NULL));
     OK(add_person(local, "Bob", 40, "bob@x", -1, NULL));
+    OK(ubq_context_create(local, &(ubq_context_options){.name = "draft"}, &draft));
+    OK(ubq_context_insert(draft, "Person", eve, NULL));  /* unsaved: the import waits for it */
     /* the same device's next local session, with its secret */
     OK(ubq_start_local_session(srv.address, NULL, "phone-c", secret, &again));
     CHECK(ubq_device_secret(again) && strcmp(ubq_device_secret(again), secret) == 0);
@@ -155,10 +171,13 @@ static void test_local_work_is_imported_at_first_sign_in(ubq_client *unused) {
 
     lw.srv = &srv;
     lw.secret = secret;
-    OK(ubq_feed_new(local, &(ubq_feed_options){.on_store_event = sign_in_on_first_event}, &local_feed));
+    lw.draft = draft;
+    OK(ubq_feed_new(local, &(ubq_feed_options){.on_store_event = save_before_the_import}, &local_feed));
     ubq_error *ended = ubq_feed_run(local_feed, local_events, &lw);
     CHECK(ended && ended->code == UBQ_UNAUTHENTICATED);  /* the local store was imported and removed */
     ubq_error_free(ended);
+    if (lw.signing_in) pthread_join(lw.signer, NULL);
+    OK(lw.save_err);
     OK(lw.err);
     CHECK(lw.t.n_events == 2);
     CHECK(lw.t.events[0].using_local_storage && lw.t.events[0].transition == UBQ_TRANSITION_NONE);
@@ -166,17 +185,17 @@ static void test_local_work_is_imported_at_first_sign_in(ubq_client *unused) {
           lw.t.events[1].transition == UBQ_TRANSITION_INITIAL_IMPORT_COMPLETED && lw.t.events[1].using_local_storage);
 
     CHECK(lw.account && ubq_local_import(lw.account, &counts));
-    CHECK(counts.inserted == 2 && counts.merged == 0 && counts.deduplicated == 0);
+    CHECK(counts.inserted == 3 && counts.merged == 0 && counts.deduplicated == 0);  /* Eve too */
     CHECK(lw.account && ubq_device_secret(lw.account) == NULL);
     if (!lw.account) goto done;
     OK(ubq_open_store(lw.account, "notes", true, &notes));
     OK(ubq_fetch(notes, "Person", NULL, &people));
-    CHECK(people->n_objects == 2);
+    CHECK(people->n_objects == 3);
     OK(ubq_feed_new(notes, &(ubq_feed_options){.start_oldest = true, .on_store_event = on_transition}, &feed));
     OK(ubq_feed_run(feed, watch, &at));
     CHECK(at.n_events == 1 && at.events[0].phase == UBQ_PHASE_DID_CHANGE &&
           at.events[0].transition == UBQ_TRANSITION_INITIAL_IMPORT_COMPLETED && !at.events[0].using_local_storage);
-    CHECK(at.events[0].has_import_counts && at.events[0].import_counts.inserted == 2);
+    CHECK(at.events[0].has_import_counts && at.events[0].import_counts.inserted == 3);
     CHECK(at.transaction_generation > 0 && at.transaction_generation < at.events[0].generation);
     CHECK(at.raw_store_events == 0);  /* the hook stopped the run at the DID_CHANGE: on_event never got it */
 
@@ -192,12 +211,14 @@ done:
     ubq_message_free(people);
     ubq_feed_free(feed);
     ubq_feed_free(local_feed);
+    ubq_context_close(draft);
     ubq_store_free(notes);
     ubq_store_free(local);
     ubq_client_free(lw.account);
     ubq_client_free(fresh);
     ubq_client_free(again);
     ubq_client_free(phone);
+    ubq_values_free(eve);
     free(secret);
     if (srv.pid) test_server_stop(&srv);
 }
