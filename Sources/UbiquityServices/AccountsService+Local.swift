@@ -51,6 +51,7 @@ extension AccountsService {
             }
             if credentials.checkLocalSecret(deviceID, secret) {
                 try await importer.checkCompatible(localAccount: device.account, account: key.account)
+                try importer.checkKeyValueQuotas(localAccount: device.account, account: key.account)
             }
         }
         guard let device = credentials.localDevice(deviceID), credentials.checkLocalSecret(deviceID, secret) else {
@@ -58,14 +59,14 @@ extension AccountsService {
         }
         // StoresWillChange(INITIAL_IMPORT_COMPLETED) and the contexts' chance to save come before
         // `beginImport`, which revokes the device's local sessions (ending their streams and
-        // contexts). DID_CHANGE goes to the account's stores the import wrote into: the local
-        // ones are gone by then, and the device's new subscriptions replay it from there.
-        let names = backend.catalog.stores(account: device.account).map(\.name)
-        let catalog = backend.catalog, account = key.account
+        // contexts). DID_CHANGE on the account's stores the import wrote into is the job's last
+        // step (`LocalImporter.announce`: a restart that finishes the job sends it too, once), so
+        // the transition appends none itself; the account's key-value streams get it live here.
+        let account = key.account
         let done = try await StoreTransitions(backend: backend, contexts: contexts).run(
             .initialImportCompleted, scope: .account(device.account), usingLocalStorage: (true, false),
             importCounts: { $0.map { StoreEventRecord.ImportCounts(inserted: $0.inserted, merged: $0.merged, deduplicated: $0.deduplicated) } },
-            didChangeStores: { _ in (account, names.compactMap { (try? catalog.store(account: account, name: $0, create: false))?.0.id }) }
+            didChangeStores: { _ in (account, []) }
         ) { try await beginImport(deviceID: deviceID, secret: secret, key: key) }
         return done.value
     }

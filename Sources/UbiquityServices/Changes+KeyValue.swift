@@ -33,16 +33,35 @@ extension ChangesService {
         case .oldest(false)?, .now(false)?:
             throw ServiceError.invalid("from", "set token, now = true or oldest = true", reason: .invalidArgument)
         }
+        let state = KeyValueSubscriptionState(start: start, initialSyncThrough: initialSyncThrough, excluded: Set(req.keyValues.excludeAuthors))
+        let floor = try backend.keyValues.trimFloor(account: account)
+        if state.expired(floor: floor) { throw Self.keyValueHistoryExpired(account: account, after: start, floor: floor, current: current) }
         let feed = backend.keyValueFeed
         let id = try feed.admit(context.account)
         defer { feed.remove(id) }
         let runner = KeyValueSubscriptionRunner(store: backend.keyValues, feed: feed, id: id, account: account,
                                                 sessionExpiresAt: context.account.expiresAt, writer: writer,
                                                 progressSeconds: subscriptions.limits.progressIntervalSeconds)
-        let state = KeyValueSubscriptionState(start: start, initialSyncThrough: initialSyncThrough, excluded: Set(req.keyValues.excludeAuthors))
         let task = Task { try await runner.run(state) }
         feed.setTask(id, task)
         try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+    }
+}
+
+extension ChangesService {
+    /// FAILED_PRECONDITION HISTORY_EXPIRED for a key-value position below the account's trim
+    /// floor (docs/keyvalue.md "Tombstones"): deletions after it may have been trimmed, so the
+    /// changes from it would not converge. `HistoryExpiredDetails` carries key-value feed tokens:
+    /// the floor and the current position.
+    static func keyValueHistoryExpired(account: String, after seq: Int64, floor: Int64, current: Int64) -> ServiceError {
+        var d = Ubiquity_V1_HistoryExpiredDetails()
+        d.oldestRetainedToken = Data(KeyValueFeedToken(account: account, seq: floor).bytes)
+        d.currentToken = Data(KeyValueFeedToken(account: account, seq: current).bytes)
+        var e = ServiceError.precondition(
+            "key-value deletions after position \(seq) were trimmed (kept from position \(floor) on): replace your copy with a baseline — List every page, then subscribe from the first page's feed_token, or subscribe from oldest (an initial sync)",
+            reason: .historyExpired)
+        e.details = [d]
+        return e
     }
 }
 
@@ -75,15 +94,27 @@ struct KeyValueSubscriptionRunner: Sendable {
                 // it wakes at least every progress interval, so it ends within one of its expiry
                 if sessionExpiresAt <= Date().timeIntervalSince1970 { feed.end(only: id, .sessionExpired) }
                 // store transition events go first, also on the way out (a sign-out's DID_CHANGE)
-                for event in feed.takeEvents(id) {
+                for notice in feed.takeEvents(id) {
                     var r = response(at: state.sent)
-                    r.storeEvent = Convert.storeEvent(event)
+                    switch notice {
+                    case .storeEvent(let event):
+                        r.storeEvent = Convert.storeEvent(event)
+                    case .quotaViolation(let key, let author):
+                        guard state.wants(author: author) else { continue }
+                        r.keyValueChange = Self.quotaViolation(key: key, author: author)
+                    }
                     try await send(r, at: state.sent)
                 }
                 if let reason = feed.ending(id) { throw ending(reason, state.sent) }
                 try Task.checkCancellation()
                 // a wake-up without a new commit (the progress timer) reads nothing
-                let page = changed ? try store.changes(account: account, after: state.position, limit: Self.pageSize) : []
+                let (page, floor) = changed ? try store.changesAndFloor(account: account, after: state.position, limit: Self.pageSize) : ([], 0)
+                if state.expired(floor: floor) {
+                    // a trim passed a subscriber that lagged behind it (a client that stopped
+                    // reading for longer than the tombstone retention)
+                    throw ChangesService.keyValueHistoryExpired(account: account, after: state.position, floor: floor,
+                                                                current: try store.position(account: account).seq)
+                }
                 for e in page {
                     guard let reason = state.read(e) else { continue }
                     var r = response(at: e.seq)
@@ -94,6 +125,13 @@ struct KeyValueSubscriptionRunner: Sendable {
                 let due = ContinuousClock.now - lastSend >= .seconds(progressSeconds)
                 switch state.readAll(progressDue: due) {
                 case .caughtUp?:
+                    // an account over a quota (lowered since its values were written) says so
+                    // first: the client learns why its next write may be refused
+                    if store.quotas.excess(try store.position(account: account).usage) != nil {
+                        var q = response(at: state.sent)
+                        q.keyValueChange = Self.quotaViolation(key: "", author: "")
+                        try await send(q, at: state.sent)
+                    }
                     var r = response(at: state.position)
                     r.caughtUp = Ubiquity_V1_CaughtUp()
                     try await send(r, at: state.position)
@@ -127,6 +165,15 @@ struct KeyValueSubscriptionRunner: Sendable {
         c.version = e.version
         c.deleted = e.deleted
         c.author = e.author
+        return c
+    }
+
+    /// A QUOTA_VIOLATION change: nothing was written, so it carries no value or version.
+    static func quotaViolation(key: String, author: String) -> Ubiquity_V1_KeyValueChange {
+        var c = Ubiquity_V1_KeyValueChange()
+        c.reason = .quotaViolation
+        c.key = key
+        c.author = author
         return c
     }
 

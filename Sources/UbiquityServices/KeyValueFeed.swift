@@ -17,8 +17,9 @@ final class KeyValueFeed: Sendable {
         let account: String
         let session: String?
         let device: String?
-        /// Store transition events announced to it and not sent yet (live only: docs/lifecycle.md).
-        var events: [StoreEventRecord] = []
+        /// Store transition events and quota notices announced to it and not sent yet (live only:
+        /// docs/lifecycle.md, docs/keyvalue.md "Change feed").
+        var events: [KeyValueNotice] = []
     }
     private struct State {
         var next: UInt64 = 1
@@ -46,10 +47,20 @@ final class KeyValueFeed: Sendable {
     /// A store transition's event for `account`: each of its streams that it concerns sends it
     /// next (`takeEvents`), and an ending waits for it (`end`).
     func announce(_ event: StoreEventRecord, account: String) {
+        notify(.storeEvent(event), account: account) { event.concerns(device: $0.device) }
+    }
+
+    /// A write of `key` by `author` was refused for a quota, or (key empty) the account was found
+    /// over one: every stream of the account sends a QUOTA_VIOLATION change next.
+    func quotaViolation(account: String, key: String, author: String) {
+        notify(.quotaViolation(key: key, author: author), account: account) { _ in true }
+    }
+
+    private func notify(_ notice: KeyValueNotice, account: String, to concerned: (Running) -> Bool) {
         let woken = state.withLock { s -> [Waiter] in
             var woken: [Waiter] = []
-            for (id, r) in s.running where r.account == account && r.ending == nil && event.concerns(device: r.device) {
-                s.running[id]?.events.append(event)
+            for (id, r) in s.running where r.account == account && r.ending == nil && concerned(r) {
+                s.running[id]?.events.append(notice)
                 if let w = s.waiters.removeValue(forKey: id) { woken.append(w) }
             }
             return woken
@@ -58,7 +69,7 @@ final class KeyValueFeed: Sendable {
     }
 
     /// The events announced to the stream since it last asked, oldest first.
-    func takeEvents(_ id: UInt64) -> [StoreEventRecord] {
+    func takeEvents(_ id: UInt64) -> [KeyValueNotice] {
         state.withLock { s in
             defer { s.running[id]?.events = [] }
             return s.running[id]?.events ?? []
@@ -161,4 +172,13 @@ final class KeyValueFeed: Sendable {
 
     /// Running key-value subscriptions.
     var count: Int { state.withLock { $0.running.count } }
+}
+
+/// What a key-value stream sends live, outside the key-value feed (nothing of it is stored).
+enum KeyValueNotice: Sendable, Equatable {
+    /// A store transition's announcement (docs/lifecycle.md).
+    case storeEvent(StoreEventRecord)
+    /// A write of `key` by `author` was refused for a quota; key empty: the account is over a
+    /// quota (lowered since, or a first-sign-in import that raced other writes).
+    case quotaViolation(key: String, author: String)
 }

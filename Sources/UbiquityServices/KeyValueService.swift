@@ -35,7 +35,7 @@ public struct KeyValueService: Sendable {
         try KeyValueKeys.check(req.key, quotas: store.quotas)
         let condition = try Self.condition(req.hasPrecondition ? req.precondition : nil)
         let outcome = try store.set(account: context.account.id, key: req.key, value: Array(req.value), condition: condition, author: req.author)
-        return try respond(outcome, key: req.key, condition: condition, account: context.account)
+        return try respond(outcome, key: req.key, author: req.author, condition: condition, account: context.account)
     }
 
     func delete(_ req: Ubiquity_V1_KeyValueDeleteRequest, context: ServerContext) throws -> Ubiquity_V1_KeyValueWriteResponse {
@@ -45,7 +45,7 @@ public struct KeyValueService: Sendable {
             throw ServiceError.invalid("precondition.must_not_exist", "a delete that requires the key not to exist would do nothing: use expected_version, or no precondition", reason: .invalidArgument)
         }
         let outcome = try store.delete(account: context.account.id, key: req.key, condition: condition, author: req.author)
-        return try respond(outcome, key: req.key, condition: condition, account: context.account)
+        return try respond(outcome, key: req.key, author: req.author, condition: condition, account: context.account)
     }
 
     func list(_ req: Ubiquity_V1_KeyValueListRequest, context: ServerContext) throws -> Ubiquity_V1_KeyValueListResponse {
@@ -79,7 +79,7 @@ public struct KeyValueService: Sendable {
     }
 
     /// A write's response, or its refusal as an error; a committed write wakes the subscribers.
-    private func respond(_ outcome: KeyValueStore.WriteOutcome, key: String, condition: KeyValueStore.Condition,
+    private func respond(_ outcome: KeyValueStore.WriteOutcome, key: String, author: String, condition: KeyValueStore.Condition,
                          account: Account) throws -> Ubiquity_V1_KeyValueWriteResponse {
         var res = Ubiquity_V1_KeyValueWriteResponse()
         switch outcome {
@@ -94,6 +94,12 @@ public struct KeyValueService: Sendable {
         case .conflict(let exists, let version):
             throw KeyValueErrors.conflict(key: key, exists: exists, version: version, expected: condition)
         case .quota(let v):
+            // the account is full: its other devices hear it (QUOTA_VIOLATION), as they would from
+            // NSUbiquitousKeyValueStore; a key or value too long for any account is only the
+            // writer's business
+            if v.quota == .keys || v.quota == .accountBytes {
+                backend.keyValueFeed.quotaViolation(account: account.id, key: key, author: author)
+            }
             throw KeyValueErrors.quota(v, field: v.quota == .valueBytes ? "value" : "key")
         }
         return res

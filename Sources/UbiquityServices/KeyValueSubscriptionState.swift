@@ -24,14 +24,27 @@ struct KeyValueSubscriptionState: Equatable {
     }
 
     /// A change read after `position`: the reason to send it with, or nil to skip it. Either
-    /// way the position moves past it.
+    /// way the position moves past it. INITIAL_SYNC for the initial sync's keys (from `oldest`,
+    /// whatever their origin: the subscriber is making its first copy); ACCOUNT_CHANGE for a key
+    /// whose last change was a first-sign-in import (`KeyValueStore.Origin.accountChange`);
+    /// SERVER_CHANGE for a device's write.
     mutating func read(_ e: KeyValueStore.Entry) -> Ubiquity_V1_KeyValueChange.Reason? {
         precondition(e.seq > position, "changes are read in order")
         position = e.seq
         let initial = e.seq <= initialSyncThrough
         if (initial && e.deleted) || excluded.contains(e.author) { return nil }
-        return initial ? .initialSync : .serverChange
+        if initial { return .initialSync }
+        // a key a device's first sign-in brought in: the account changed under the subscriber
+        return e.origin == .accountChange ? .accountChange : .serverChange
     }
+
+    /// Whether tombstones trimmed up to `floor` (`KeyValueStore.trimFloor`) may be missing from
+    /// what it reads next: its position is below the floor — unless the floor lies within its
+    /// initial sync, which sends no tombstones anyway.
+    func expired(floor: Int64) -> Bool { floor > max(position, initialSyncThrough) }
+
+    /// Whether it sends what `author` did (a live notice has no position to skip past).
+    func wants(author: String) -> Bool { !excluded.contains(author) }
 
     /// A response carrying the token at `seq` was queued.
     mutating func didSend(at seq: Int64) { sent = seq }

@@ -20,13 +20,20 @@ struct LocalImporter: Sendable {
     func runImportJob(_ job: Credentials.ImportJob) async throws -> ImportJobCounts {
         var state = job.state
         if state.step == .copyLocalStores {
-            try state.copied(try await copyLocalStores(job))
+            let (counts, stores) = try await copyLocalStores(job)
+            try state.copied(counts, into: stores)
             try credentials.advance(job, to: state)
             Self.testStep()
         }
         if state.step == .removeLocalStores {
             try await removeLocalStores(job)
             try state.removed()
+            try credentials.advance(job, to: state)
+            Self.testStep()
+        }
+        if state.step == .announce {
+            try await announce(job, state)
+            try state.announced()
             try credentials.advance(job, to: state)
             Self.testStep()
         }
@@ -58,12 +65,15 @@ struct LocalImporter: Sendable {
     /// Step 1: each local store's objects into the account's store of the same name (created
     /// with the local store's model if it has none), one save per store under the job's client
     /// transaction ID — a save that committed before a crash is replayed, not applied again.
-    private func copyLocalStores(_ job: Credentials.ImportJob) async throws -> ImportJobCounts {
+    /// Returns the counts and the account's stores copied into.
+    private func copyLocalStores(_ job: Credentials.ImportJob) async throws -> (ImportJobCounts, [UUID]) {
         var total = ImportJobCounts()
+        var stores: [UUID] = []
         for local in backend.catalog.stores(account: job.localAccount) {
             try await waitUntilUnused(local.id)
             let (dump, model) = try await backend.directory.withStore(local.id, create: true) { s in (try await s.dump(), s.modelDefinition) }
             guard let (dest, _) = try backend.catalog.store(account: job.account, name: local.name, create: true) else { continue }
+            stores.append(dest.id)
             let counts = try await backend.directory.withStore(dest.id, create: true, model: model) { store in
                 if store.modelDefinition == nil, let model { _ = try await store.migrate(to: model) }
                 guard !dump.objects.isEmpty else { return ImportJobCounts() }
@@ -75,13 +85,38 @@ struct LocalImporter: Sendable {
             total = total + counts
             Self.testStep()
         }
-        return total
+        return (total, stores)
     }
 
-    /// Step 2: the local stores destroyed through the engine (pools closed first, SPEC §4.8) and
-    /// forgotten, then their folder (migration backups included). Each part is a no-op when
-    /// already done.
+    /// Refuses, before anything is recorded, an import whose local key-value entries would take
+    /// the account over a key-value quota (RESOURCE_EXHAUSTED KEY_VALUE_QUOTA): the local session
+    /// still works, so the device can delete local keys (or the account's) and sign in again.
+    func checkKeyValueQuotas(localAccount: String, account: String) throws {
+        let plan = try backend.keyValues.planMove(from: localAccount, to: account)
+        guard let v = backend.keyValues.quotas.check(from: plan.usageBefore, to: plan.usage) else { return }
+        var e = KeyValueErrors.quota(v, field: "local_device_secret")
+        e.message = "the device's local key-value entries (\(plan.written.count) keys the account does not have) do not fit the account: "
+            + e.message + "; or delete local keys with the local session, then sign in again"
+        throw e
+    }
+
+    /// Step 2: the device's local key-value entries moved into the account's
+    /// (`KeyValueStore.moveLocalEntries`: a key the account has set keeps the account's value;
+    /// one transaction, so a redo finds nothing left to move), the account's key-value
+    /// subscribers woken (the moved keys reach them with reason ACCOUNT_CHANGE); then the local
+    /// stores destroyed through the engine (pools closed first, SPEC §4.8) and forgotten, then
+    /// their folder (migration backups included). Each part is a no-op when already done.
     private func removeLocalStores(_ job: Credentials.ImportJob) async throws {
+        let moved = try backend.keyValues.moveLocalEntries(from: job.localAccount, to: job.account)
+        if !moved.written.isEmpty {
+            backend.keyValueFeed.committed(account: job.account, seq: moved.seq)
+            // other devices filled the account since the sign-in checked: the device's keys are
+            // kept all the same, and the account's devices told it is over its quota
+            if backend.keyValues.quotas.excess(moved.usage) != nil {
+                backend.keyValueFeed.quotaViolation(account: job.account, key: "", author: job.deviceID)
+            }
+        }
+        Self.testStep()
         for local in backend.catalog.stores(account: job.localAccount) {
             await contexts.storeWillChange(local.id)
             await backend.subscriptions.storeWillChange(local.id, .storeDestroyed)
@@ -92,6 +127,23 @@ struct LocalImporter: Sendable {
         }
         let folder = backend.directory.root + "/accounts/" + job.localAccount
         if FileManager.default.fileExists(atPath: folder) { try FileManager.default.removeItem(atPath: folder) }
+    }
+
+    /// Step 3: StoresDidChange(INITIAL_IMPORT_COMPLETED), `using_local_storage: false`, with the
+    /// counts, on each account store the copies went to — durable, so the device's new
+    /// subscriptions replay it after the imported transaction, whether the SignIn finished the job
+    /// or a restart did (nobody is connected then: the history is how they hear of it). Each append
+    /// is keyed by the job, so a redo after a kill never writes a second one.
+    private func announce(_ job: Credentials.ImportJob, _ state: ImportJobState) async throws {
+        let c = state.counts ?? ImportJobCounts()
+        let did = StoreEventRecord(phase: .didChange, transition: .initialImportCompleted, usingLocalStorage: false,
+                                   importCounts: .init(inserted: c.inserted, merged: c.merged, deduplicated: c.deduplicated))
+        let present = Set(backend.catalog.stores(account: job.account).map(\.id))
+        // a store destroyed since the copy has no subscribers left to tell
+        for id in state.stores where present.contains(id) {
+            _ = try await backend.directory.withStore(id, create: true) { try await $0.appendEvent(did, once: "import:" + job.id) }
+            Self.testStep()
+        }
     }
 
     /// The device's sessions were revoked when the job began, so no new call reaches its stores;

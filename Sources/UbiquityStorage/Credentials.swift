@@ -132,6 +132,7 @@ public final class Credentials: Sendable {
                     device_id TEXT NOT NULL, expires_at REAL NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
                 """ + Self.localTablesSQL)
             try Self.addStateColumn(c)
+            try Self.addImportStoresColumn(c)
             try c.run("DELETE FROM ubq_sessions WHERE expires_at < ?", [.real(Date().timeIntervalSince1970 - Self.endedSessionMemorySeconds)])
             try c.query("SELECT id, display_name, created_at, state FROM ubq_accounts") { st in
                 s.accounts[st.text(0)] = AccountRecord(id: st.text(0), displayName: st.text(1), createdAt: Self.real(st.value(2)))

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What a first-sign-in import did (changes.proto `ImportCounts`). Every local object is counted
 /// once: `inserted + merged + deduplicated` is the number of local objects.
 public struct ImportJobCounts: Sendable, Equatable {
@@ -44,18 +46,28 @@ public struct ImportJobCounts: Sendable, Equatable {
 ///    local store is copied into the account's store of the same name in one save whose client
 ///    transaction ID is the job's: a copy that committed before a crash is replayed (its stored
 ///    result), never applied twice.
-/// 2. `imported(counts)` — every copy committed; the counts are final. The local stores are
-///    destroyed (pools closed first) and forgotten; destroying a store already gone is a no-op.
-/// 3. `done(counts)` — the local files and the device's registration are gone.
+/// 2. `imported(counts, stores)` — every copy committed; the counts are final, and so is the list
+///    of the account's stores the copies went to (the DID_CHANGE goes there, and the local
+///    stores naming them are about to go). The local key-value entries are moved into the
+///    account's (one SQLite transaction: moved entirely or not at all, so a redo finds nothing
+///    left to move), then the local stores are destroyed (pools closed first) and forgotten;
+///    destroying a store already gone is a no-op.
+/// 3. `removed(counts, stores)` — nothing local is left. StoresDidChange(INITIAL_IMPORT_COMPLETED)
+///    with the counts is appended to each of `stores`, each append idempotent under the job's ID
+///    (`Store.appendEvent(_:once:)`): a redo after a kill between two appends writes only the
+///    missing ones, so every store gets exactly one, whether the SignIn or a restart finished it.
+/// 4. `done(counts)` — announced; the device's registration is gone.
 public enum ImportJobState: Sendable, Equatable {
     case importing
-    case imported(ImportJobCounts)
+    case imported(ImportJobCounts, stores: [UUID])
+    case removed(ImportJobCounts, stores: [UUID])
     case done(ImportJobCounts)
 
     /// The work to run from this state (at once, or after a restart).
     public enum Step: Sendable, Equatable {
         case copyLocalStores
         case removeLocalStores
+        case announce
         case none
     }
 
@@ -63,6 +75,7 @@ public enum ImportJobState: Sendable, Equatable {
         switch self {
         case .importing: .copyLocalStores
         case .imported: .removeLocalStores
+        case .removed: .announce
         case .done: .none
         }
     }
@@ -73,7 +86,16 @@ public enum ImportJobState: Sendable, Equatable {
     public var counts: ImportJobCounts? {
         switch self {
         case .importing: nil
-        case .imported(let c), .done(let c): c
+        case .imported(let c, _), .removed(let c, _), .done(let c): c
+        }
+    }
+
+    /// The account's stores the copies went to (where DID_CHANGE is announced); empty before the
+    /// copies committed and once announced.
+    public var stores: [UUID] {
+        switch self {
+        case .imported(_, let s), .removed(_, let s): s
+        case .importing, .done: []
         }
     }
 
@@ -82,15 +104,21 @@ public enum ImportJobState: Sendable, Equatable {
         public let event: String
     }
 
-    /// Every local store was copied, with these counts.
-    public mutating func copied(_ counts: ImportJobCounts) throws {
+    /// Every local store was copied, with these counts, into these stores of the account.
+    public mutating func copied(_ counts: ImportJobCounts, into stores: [UUID]) throws {
         guard case .importing = self else { throw InvalidTransition(from: self, event: "copied") }
-        self = .imported(counts)
+        self = .imported(counts, stores: stores)
     }
 
-    /// The local stores were removed.
+    /// The local key-value entries were moved and the local stores removed.
     public mutating func removed() throws {
-        guard case .imported(let c) = self else { throw InvalidTransition(from: self, event: "removed") }
+        guard case .imported(let c, let s) = self else { throw InvalidTransition(from: self, event: "removed") }
+        self = .removed(c, stores: s)
+    }
+
+    /// Every store of the account the import wrote into has its DID_CHANGE.
+    public mutating func announced() throws {
+        guard case .removed(let c, _) = self else { throw InvalidTransition(from: self, event: "announced") }
         self = .done(c)
     }
 
@@ -99,15 +127,21 @@ public enum ImportJobState: Sendable, Equatable {
         switch self {
         case .importing: "importing"
         case .imported: "imported"
+        case .removed: "removed"
         case .done: "done"
         }
     }
 
-    /// From its column and the counts columns; an unknown text (a newer server's) restarts the
-    /// copy, which is idempotent.
-    init(column: String, counts: ImportJobCounts) {
+    /// Its `ubq_import_jobs.stores` text: the store IDs, space-separated.
+    var storesColumn: String { stores.map(\.uuidString).joined(separator: " ") }
+
+    /// From its columns; an unknown state text (a newer server's) restarts the copy, which is
+    /// idempotent.
+    init(column: String, counts: ImportJobCounts, stores: String = "") {
+        let ids = stores.split(separator: " ").compactMap { UUID(uuidString: String($0)) }
         switch column {
-        case "imported": self = .imported(counts)
+        case "imported": self = .imported(counts, stores: ids)
+        case "removed": self = .removed(counts, stores: ids)
         case "done": self = .done(counts)
         default: self = .importing
         }

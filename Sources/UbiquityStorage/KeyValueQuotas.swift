@@ -37,12 +37,27 @@ public struct KeyValueQuotas: Sendable, Equatable {
         if Int64(valueBytes) > maxValueBytes {
             return Violation(quota: .valueBytes, limit: maxValueBytes, requested: Int64(valueBytes), used: 0)
         }
-        let after = usage.setting(keyBytes: keyBytes, oldValueBytes: oldValueBytes, valueBytes: valueBytes)
-        if after.keys > usage.keys && after.keys > maxKeys {
-            return Violation(quota: .keys, limit: maxKeys, requested: after.keys, used: usage.keys)
+        return check(from: usage, to: usage.setting(keyBytes: keyBytes, oldValueBytes: oldValueBytes, valueBytes: valueBytes))
+    }
+
+    /// Whether a change of the account's usage from `before` to `after` fits the per-account
+    /// quotas: what it grows must stay within them.
+    public func check(from before: KeyValueUsage, to after: KeyValueUsage) -> Violation? {
+        if after.keys > before.keys && after.keys > maxKeys {
+            return Violation(quota: .keys, limit: maxKeys, requested: after.keys, used: before.keys)
         }
-        if after.bytes > usage.bytes && after.bytes > maxAccountBytes {
-            return Violation(quota: .accountBytes, limit: maxAccountBytes, requested: after.bytes, used: usage.bytes)
+        if after.bytes > before.bytes && after.bytes > maxAccountBytes {
+            return Violation(quota: .accountBytes, limit: maxAccountBytes, requested: after.bytes, used: before.bytes)
+        }
+        return nil
+    }
+
+    /// The per-account quota `usage` is over, if any (a quota lowered since the values were
+    /// written, or a first-sign-in import that raced other writes: `KeyValueStore.moveLocalEntries`).
+    public func excess(_ usage: KeyValueUsage) -> Violation? {
+        if usage.keys > maxKeys { return Violation(quota: .keys, limit: maxKeys, requested: usage.keys, used: usage.keys) }
+        if usage.bytes > maxAccountBytes {
+            return Violation(quota: .accountBytes, limit: maxAccountBytes, requested: usage.bytes, used: usage.bytes)
         }
         return nil
     }

@@ -24,11 +24,23 @@ public final class KeyValueStore: Sendable {
         public var deleted: Bool
         public var author: String
         public var updatedMS: Int64
+        /// How its last change came about.
+        public var origin: Origin
 
-        public init(key: String, value: [UInt8], version: Int64, seq: Int64, deleted: Bool, author: String, updatedMS: Int64) {
+        public init(key: String, value: [UInt8], version: Int64, seq: Int64, deleted: Bool, author: String, updatedMS: Int64,
+                    origin: Origin = .write) {
             self.key = key; self.value = value; self.version = version; self.seq = seq
-            self.deleted = deleted; self.author = author; self.updatedMS = updatedMS
+            self.deleted = deleted; self.author = author; self.updatedMS = updatedMS; self.origin = origin
         }
+    }
+
+    /// How a key's last change came about (`ubq_kv.origin`): the feed's reason for it.
+    public enum Origin: Int64, Sendable, Equatable {
+        /// A device's Set or Delete.
+        case write = 0
+        /// Moved in from a device's local key-value entries at its first sign-in
+        /// (`moveLocalEntries`): the account changed under the device.
+        case accountChange = 1
     }
 
     /// A write's condition on the key's current state.
@@ -62,8 +74,8 @@ public final class KeyValueStore: Sendable {
     }
 
     public let quotas: KeyValueQuotas
-    private let writer: ConnectionLock
-    private let reader: ConnectionLock
+    let writer: ConnectionLock
+    let reader: ConnectionLock
 
     /// Copies every account's entries into a new file (VACUUM INTO, for a backup), on the
     /// writer connection: VACUUM INTO writes its target through the source connection, and the
@@ -74,7 +86,7 @@ public final class KeyValueStore: Sendable {
 
     /// The connection under an NSLock: it is not Sendable, and is adopted and released inside the
     /// lock (`ConnectionOwner`), so only the thread holding the lock uses it.
-    private final class ConnectionLock: @unchecked Sendable {
+    final class ConnectionLock: @unchecked Sendable {
         private let lock = NSLock()
         private var conn: Connection?
         init(_ c: Connection) { conn = c }
@@ -106,11 +118,19 @@ public final class KeyValueStore: Sendable {
             try c.exec("""
                 CREATE TABLE IF NOT EXISTS ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
                     version INTEGER NOT NULL, seq INTEGER NOT NULL, deleted INTEGER NOT NULL, author TEXT NOT NULL,
-                    updated_ms INTEGER NOT NULL, PRIMARY KEY(account, key)) WITHOUT ROWID;
+                    updated_ms INTEGER NOT NULL, origin INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(account, key)) WITHOUT ROWID;
                 CREATE INDEX IF NOT EXISTS ubq_kv_by_seq ON ubq_kv(account, seq);
                 CREATE TABLE IF NOT EXISTS ubq_kv_accounts(account TEXT PRIMARY KEY, seq INTEGER NOT NULL,
-                    keys INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID;
+                    keys INTEGER NOT NULL, bytes INTEGER NOT NULL, trimmed INTEGER NOT NULL DEFAULT 0,
+                    trimmed_version INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
                 """)
+            // columns a file from before the import and the tombstone trim lacks (the hardened
+            // connection's authorizer refuses pragma_table_info: probe each column instead)
+            for (table, column) in [("ubq_kv", "origin"), ("ubq_kv_accounts", "trimmed"), ("ubq_kv_accounts", "trimmed_version")] {
+                do { try c.query("SELECT \(column) FROM \(table) LIMIT 1") { _ in } } catch {
+                    try c.exec("ALTER TABLE \(table) ADD COLUMN \(column) INTEGER NOT NULL DEFAULT 0")
+                }
+            }
         } catch { c.close(); throw error }
         c.releaseThread()  // used by whichever thread holds the lock
         writer = ConnectionLock(c)
@@ -124,24 +144,32 @@ public final class KeyValueStore: Sendable {
 
     public func close() { reader.close(); writer.close() }
 
-    private static let columns = "key, value, version, seq, deleted, author, updated_ms"
+    static let columns = "key, value, version, seq, deleted, author, updated_ms, origin"
 
-    private static func entry(_ st: Statement) -> Entry {
+    static func entry(_ st: Statement) -> Entry {
         let value: [UInt8] = if case .blob(let b) = st.value(1) { b } else { [] }
         return Entry(key: st.text(0), value: value, version: st.int(2), seq: st.int(3), deleted: st.int(4) != 0,
-                     author: st.text(5), updatedMS: st.int(6))
+                     author: st.text(5), updatedMS: st.int(6), origin: Origin(rawValue: st.int(7)) ?? .write)
     }
 
-    private static func row(_ c: Connection, account: String, key: String) throws -> Entry? {
+    static func row(_ c: Connection, account: String, key: String) throws -> Entry? {
         var found: Entry?
         try c.query("SELECT \(columns) FROM ubq_kv WHERE account = ? AND key = ?", [.text(account), .text(key)]) { found = entry($0) }
         return found
     }
 
-    private static func account(_ c: Connection, _ account: String) throws -> (seq: Int64, usage: KeyValueUsage) {
-        var r: (Int64, KeyValueUsage) = (0, KeyValueUsage())
-        try c.query("SELECT seq, keys, bytes FROM ubq_kv_accounts WHERE account = ?", [.text(account)]) { st in
-            r = (st.int(0), KeyValueUsage(keys: st.int(1), bytes: st.int(2)))
+    /// An account's counters: its position, its usage, and the highest version a trimmed
+    /// tombstone had (a key set anew starts above it: `KeyValueStore+Trim.swift`).
+    struct AccountRow {
+        var seq: Int64 = 0
+        var usage = KeyValueUsage()
+        var trimmedVersion: Int64 = 0
+    }
+
+    static func account(_ c: Connection, _ account: String) throws -> AccountRow {
+        var r = AccountRow()
+        try c.query("SELECT seq, keys, bytes, trimmed_version FROM ubq_kv_accounts WHERE account = ?", [.text(account)]) { st in
+            r = AccountRow(seq: st.int(0), usage: KeyValueUsage(keys: st.int(1), bytes: st.int(2)), trimmedVersion: st.int(3))
         }
         return r
     }
@@ -153,7 +181,18 @@ public final class KeyValueStore: Sendable {
 
     /// The account's position (the seq of its last change; 0 if it never changed) and usage.
     public func position(account: String) throws -> (seq: Int64, usage: KeyValueUsage) {
-        try reader.withConnection { c in try Self.account(c, account) }
+        try reader.withConnection { c in let r = try Self.account(c, account); return (r.seq, r.usage) }
+    }
+
+    /// How many accounts hold more keys or bytes than the quotas allow (lowered since their
+    /// values were written): ubiquityd reports it at startup; their subscribers are told when they
+    /// subscribe (QUOTA_VIOLATION).
+    public func accountsOverQuota() throws -> Int {
+        try reader.withConnection { c in
+            if case .integer(let n) = try c.scalar("SELECT count(*) FROM ubq_kv_accounts WHERE keys > ? OR bytes > ?",
+                                                    [.integer(quotas.maxKeys), .integer(quotas.maxAccountBytes)]) { return Int(n) }
+            return 0
+        }
     }
 
     /// Sets a key if `condition` holds and the quotas allow it.
@@ -166,7 +205,7 @@ public final class KeyValueStore: Sendable {
             if let v = quotas.check(usage: acct.usage, keyBytes: keyBytes, oldValueBytes: live?.value.count, valueBytes: value.count) {
                 return (.quota(v), nil)
             }
-            let e = Entry(key: key, value: value, version: (current?.version ?? 0) + 1, seq: acct.seq + 1, deleted: false,
+            let e = Entry(key: key, value: value, version: (current?.version ?? acct.trimmedVersion) + 1, seq: acct.seq + 1, deleted: false,
                           author: author, updatedMS: nowMS)
             return (.written(e), acct.usage.setting(keyBytes: keyBytes, oldValueBytes: live?.value.count, valueBytes: value.count))
         }
@@ -198,23 +237,15 @@ public final class KeyValueStore: Sendable {
     /// and returns the outcome and, for a write, the usage after it; the row and the account's
     /// counters are then written and committed together.
     private func write(_ account: String, key: String,
-                       _ decide: (Entry?, (seq: Int64, usage: KeyValueUsage)) -> (WriteOutcome, KeyValueUsage?)) throws -> WriteOutcome {
+                       _ decide: (Entry?, AccountRow) -> (WriteOutcome, KeyValueUsage?)) throws -> WriteOutcome {
         try writer.withConnection { c in
             try c.run("BEGIN IMMEDIATE")
             do {
                 let acct = try Self.account(c, account)
                 let outcome = decide(try Self.row(c, account: account, key: key), acct)
                 if case .written(let e) = outcome.0, let usage = outcome.1 {
-                    try c.run("""
-                        INSERT INTO ubq_kv(account, key, value, version, seq, deleted, author, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT(account, key) DO UPDATE SET value = excluded.value, version = excluded.version, seq = excluded.seq,
-                            deleted = excluded.deleted, author = excluded.author, updated_ms = excluded.updated_ms
-                        """, [.text(account), .text(e.key), .blob(e.value), .integer(e.version), .integer(e.seq),
-                              .integer(e.deleted ? 1 : 0), .text(e.author), .integer(e.updatedMS)])
-                    try c.run("""
-                        INSERT INTO ubq_kv_accounts(account, seq, keys, bytes) VALUES (?, ?, ?, ?)
-                        ON CONFLICT(account) DO UPDATE SET seq = excluded.seq, keys = excluded.keys, bytes = excluded.bytes
-                        """, [.text(account), .integer(e.seq), .integer(usage.keys), .integer(usage.bytes)])
+                    try Self.put(c, account: account, e)
+                    try Self.putAccount(c, account: account, seq: e.seq, usage: usage)
                     try c.run("COMMIT")
                 } else {
                     try c.run("ROLLBACK")
@@ -222,6 +253,24 @@ public final class KeyValueStore: Sendable {
                 return outcome.0
             } catch { try? c.run("ROLLBACK"); throw error }
         }
+    }
+
+    /// Writes a key's row (inside the caller's transaction).
+    static func put(_ c: Connection, account: String, _ e: Entry) throws {
+        try c.run("""
+            INSERT INTO ubq_kv(account, key, value, version, seq, deleted, author, updated_ms, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(account, key) DO UPDATE SET value = excluded.value, version = excluded.version, seq = excluded.seq,
+                deleted = excluded.deleted, author = excluded.author, updated_ms = excluded.updated_ms, origin = excluded.origin
+            """, [.text(account), .text(e.key), .blob(e.value), .integer(e.version), .integer(e.seq),
+                  .integer(e.deleted ? 1 : 0), .text(e.author), .integer(e.updatedMS), .integer(e.origin.rawValue)])
+    }
+
+    /// Writes an account's position and usage (inside the caller's transaction).
+    static func putAccount(_ c: Connection, account: String, seq: Int64, usage: KeyValueUsage) throws {
+        try c.run("""
+            INSERT INTO ubq_kv_accounts(account, seq, keys, bytes) VALUES (?, ?, ?, ?)
+            ON CONFLICT(account) DO UPDATE SET seq = excluded.seq, keys = excluded.keys, bytes = excluded.bytes
+            """, [.text(account), .integer(seq), .integer(usage.keys), .integer(usage.bytes)])
     }
 
     /// Up to `limit` set keys starting with `prefix`, in key order (byte order of the UTF-8:
@@ -252,12 +301,14 @@ public final class KeyValueStore: Sendable {
     /// The account's keys changed after `seq` — each key's latest state, tombstones included — in
     /// change order, at most `limit`.
     public func changes(account: String, after seq: Int64, limit: Int) throws -> [Entry] {
-        try reader.withConnection { c in
-            var out: [Entry] = []
-            try c.query("SELECT \(Self.columns) FROM ubq_kv WHERE account = ? AND seq > ? ORDER BY seq LIMIT ?",
-                        [.text(account), .integer(seq), .integer(Int64(limit))]) { out.append(Self.entry($0)) }
-            return out
-        }
+        try reader.withConnection { c in try Self.changes(c, account: account, after: seq, limit: limit) }
+    }
+
+    static func changes(_ c: Connection, account: String, after seq: Int64, limit: Int) throws -> [Entry] {
+        var out: [Entry] = []
+        try c.query("SELECT \(columns) FROM ubq_kv WHERE account = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    [.text(account), .integer(seq), .integer(Int64(limit))]) { out.append(entry($0)) }
+        return out
     }
 
     /// Removes every entry of the account and its counters, in one transaction (DeleteAccount,

@@ -55,14 +55,23 @@ extension Store {
     /// Appends `event` to the store's history at the next generation, alone on the writer (not
     /// grouped with saves), and hands it to the change feed like a committed save. Returns its
     /// generation token.
-    public func appendEvent(_ event: StoreEventRecord) async throws -> GenerationToken {
+    ///
+    /// `once`: a key making the append idempotent — the event is written in the same transaction
+    /// as a note of the key (`ubq_meta` "event:<key>"), and an append whose key is already noted
+    /// writes nothing and returns the token it was written at. A job that announces and is killed
+    /// before recording so (the first-sign-in import's DID_CHANGE) redoes the append safely.
+    public func appendEvent(_ event: StoreEventRecord, once: String? = nil) async throws -> GenerationToken {
         let json = try event.encoded()
         return try await onWriter { conn, engine in
             let (gen, epoch) = engine.state.withLock { ($0.generation + 1, $0.epoch) }
+            if let once, case .integer(let at) = try Meta.get(conn, "event:" + once) {
+                return GenerationToken(storeID: engine.storeID, epoch: epoch, generation: at)
+            }
             let ms = Int64(Date().timeIntervalSince1970 * 1000)
             try conn.exec("BEGIN IMMEDIATE")
             do {
                 try Meta.set(conn, "generation", .integer(gen))
+                if let once { try Meta.set(conn, "event:" + once, .integer(gen)) }
                 try conn.run("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, NULL, ?)",
                              [.integer(gen), .integer(ms), .text(StoreEventRecord.author), .text(String(decoding: json, as: UTF8.self))])
                 try conn.exec("COMMIT")

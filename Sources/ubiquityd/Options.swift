@@ -135,6 +135,8 @@ struct TuningOptions: ParsableArguments {
     var kvMaxKeyBytes = KeyValueQuotas().maxKeyBytes
     @Option(help: "Key-value store: bytes of one value.")
     var kvMaxValueBytes = KeyValueQuotas().maxValueBytes
+    @Option(help: "Key-value store: deleted keys' tombstones older than this many seconds are trimmed (default 30 days, like history); a subscriber resuming from before a trimmed one gets HISTORY_EXPIRED. 0: keep them all.")
+    var kvTombstoneRetentionSeconds: Double = 30 * 24 * 3600
     @Option(help: "Change feed: open Subscribe calls per store.")
     var maxSubscribersPerStore = FeedLimits().maxSubscribersPerStore
     @Option(help: "Change feed: open Subscribe calls per connection.")

@@ -105,6 +105,7 @@ struct Ubiquityd: ParsableCommand {
         if tuning.historyRetentionSeconds > 0 && tuning.tombstoneRetentionSeconds > 0 && tuning.tombstoneRetentionSeconds < tuning.historyRetentionSeconds {
             throw ValidationError("--tombstone-retention-seconds must be at least --history-retention-seconds: the tombstone index outlives the history")
         }
+        guard tuning.kvTombstoneRetentionSeconds >= 0 else { throw ValidationError("--kv-tombstone-retention-seconds must be at least 0 (0: keep every tombstone)") }
         guard tuning.maxSubscribersPerStore >= 1, tuning.maxSubscribersPerConnection >= 1 else { throw ValidationError("--max-subscribers-per-store and --max-subscribers-per-connection must be at least 1") }
         guard tuning.maxSubscriberLag >= 1 else { throw ValidationError("--max-subscriber-lag must be at least 1") }
         guard tuning.feedProgressIntervalMs >= 10 else { throw ValidationError("--feed-progress-interval-ms must be at least 10") }
@@ -239,6 +240,15 @@ struct Ubiquityd: ParsableCommand {
         accounts.register(into: &router)
         let finished = try accounts.finishLocalImports()
         if finished > 0 { logger.notice("finished local-store imports a stopped server left", metadata: ["jobs": "\(finished)"]) }
+        let kvTrim = KeyValueTombstoneTrim(backend: backend, retentionSeconds: tuning.kvTombstoneRetentionSeconds)
+        let trimmed = try kvTrim.trimNow()
+        if trimmed > 0 { logger.info("trimmed key-value tombstones", metadata: ["removed": "\(trimmed)"]) }
+        let kvTrimming = kvTrim.start()
+        defer { kvTrimming.cancel() }
+        if case let over = try backend.keyValues.accountsOverQuota(), over > 0 {
+            logger.notice("key-value accounts over a quota lowered since their values were written: they can shrink, not grow; their subscribers get QUOTA_VIOLATION",
+                          metadata: ["accounts": "\(over)"])
+        }
         let contextsService = ContextsService(backend: backend, registry: contexts)
         contextsService.register(into: &router)
         ChangesService(backend: backend).register(into: &router)

@@ -4,8 +4,8 @@ import UbiquityStorage
 
 /// The key-value subscription's decisions, driven without a server.
 final class KeyValueSubscriptionStateTests: XCTestCase {
-    private func entry(_ seq: Int64, deleted: Bool = false, author: String = "") -> KeyValueStore.Entry {
-        KeyValueStore.Entry(key: "k\(seq)", value: [], version: 1, seq: seq, deleted: deleted, author: author, updatedMS: 0)
+    private func entry(_ seq: Int64, deleted: Bool = false, author: String = "", origin: KeyValueStore.Origin = .write) -> KeyValueStore.Entry {
+        KeyValueStore.Entry(key: "k\(seq)", value: [], version: 1, seq: seq, deleted: deleted, author: author, updatedMS: 0, origin: origin)
     }
 
     func testInitialSyncSendsLiveKeysAndSkipsOldTombstones() {
@@ -36,5 +36,31 @@ final class KeyValueSubscriptionStateTests: XCTestCase {
         XCTAssertEqual(s.sent, 6)
         XCTAssertNil(s.readAll(progressDue: true))
         XCTAssertEqual(s.read(entry(7, author: "them")), .serverChange)
+    }
+
+    func testAKeyAFirstSignInBroughtIsAnAccountChangeExceptInAnInitialSync() {
+        var s = KeyValueSubscriptionState(start: 0, initialSyncThrough: 1)
+        XCTAssertEqual(s.read(entry(1, origin: .accountChange)), .initialSync, "a first copy is a first copy, whatever the origin")
+        XCTAssertEqual(s.read(entry(2, origin: .accountChange)), .accountChange)
+        XCTAssertEqual(s.read(entry(3)), .serverChange)
+    }
+
+    func testQuotaNoticesFollowTheAuthorFilter() {
+        let s = KeyValueSubscriptionState(start: 0, excluded: ["me"])
+        XCTAssertFalse(s.wants(author: "me"))
+        XCTAssertTrue(s.wants(author: "them"))
+        XCTAssertTrue(s.wants(author: ""))
+    }
+
+    func testAPositionBelowTheTrimFloorIsExpiredUnlessTheFloorIsInsideTheInitialSync() {
+        var s = KeyValueSubscriptionState(start: 4)
+        XCTAssertFalse(s.expired(floor: 0))
+        XCTAssertFalse(s.expired(floor: 4), "the trimmed tombstone at 4 was already read")
+        XCTAssertTrue(s.expired(floor: 5))
+        _ = s.read(entry(6))
+        XCTAssertFalse(s.expired(floor: 5))
+        let sync = KeyValueSubscriptionState(start: 0, initialSyncThrough: 9)
+        XCTAssertFalse(sync.expired(floor: 9), "an initial sync sends no tombstones: none can be missing")
+        XCTAssertTrue(sync.expired(floor: 10))
     }
 }

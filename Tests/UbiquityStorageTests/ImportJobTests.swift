@@ -18,24 +18,37 @@ final class ImportJobTests: XCTestCase {
         XCTAssertEqual(s.step, .copyLocalStores)
         XCTAssertNil(s.counts)
         XCTAssertThrowsError(try s.removed())  // nothing is removed before every copy committed
+        XCTAssertThrowsError(try s.announced())  // nor announced
         let counts = ImportJobCounts(inserted: 3, merged: 1, deduplicated: 2)
-        try s.copied(counts)
-        XCTAssertEqual(s, .imported(counts))
+        let stores = [UUID(), UUID()]
+        try s.copied(counts, into: stores)
+        XCTAssertEqual(s, .imported(counts, stores: stores))
         XCTAssertEqual(s.step, .removeLocalStores)
-        XCTAssertThrowsError(try s.copied(counts))  // never copied twice
+        XCTAssertEqual(s.stores, stores)
+        XCTAssertThrowsError(try s.copied(counts, into: stores))  // never copied twice
+        XCTAssertThrowsError(try s.announced())  // DID_CHANGE only once nothing local is left
         try s.removed()
+        XCTAssertEqual(s, .removed(counts, stores: stores))
+        XCTAssertEqual(s.step, .announce)
+        XCTAssertEqual(s.stores, stores, "where the DID_CHANGE goes outlives the local stores")
+        XCTAssertFalse(s.isDone)
+        XCTAssertThrowsError(try s.removed())
+        try s.announced()
         XCTAssertEqual(s, .done(counts))
         XCTAssertEqual(s.step, .none)
         XCTAssertTrue(s.isDone)
         XCTAssertEqual(s.counts, counts)
-        XCTAssertThrowsError(try s.copied(counts))
+        XCTAssertEqual(s.stores, [])
+        XCTAssertThrowsError(try s.copied(counts, into: stores))
         XCTAssertThrowsError(try s.removed())
+        XCTAssertThrowsError(try s.announced())
     }
 
-    func testStatesRoundTripThroughTheirColumnAndAnUnknownOneRedoesTheCopy() {
+    func testStatesRoundTripThroughTheirColumnsAndAnUnknownOneRedoesTheCopy() {
         let c = ImportJobCounts(inserted: 5, merged: 0, deduplicated: 1)
-        for s in [ImportJobState.importing, .imported(c), .done(c)] {
-            XCTAssertEqual(ImportJobState(column: s.column, counts: s.counts ?? ImportJobCounts()), s)
+        let stores = [UUID(), UUID()]
+        for s in [ImportJobState.importing, .imported(c, stores: stores), .removed(c, stores: stores), .removed(c, stores: []), .done(c)] {
+            XCTAssertEqual(ImportJobState(column: s.column, counts: s.counts ?? ImportJobCounts(), stores: s.storesColumn), s)
         }
         XCTAssertEqual(ImportJobState(column: "from-a-newer-server", counts: c), .importing)
     }
@@ -102,13 +115,19 @@ final class ImportJobTests: XCTestCase {
         XCTAssertEqual(try c.beginImport(deviceID: "phone", secret: secret, account: "acct"), .existing(job))
 
         let counts = ImportJobCounts(inserted: 2, merged: 1, deduplicated: 0)
-        try c.advance(job, to: .imported(counts))
+        let stores = [UUID()]
+        try c.advance(job, to: .imported(counts, stores: stores))
+        c.close()
+        c = try Credentials(root: dir.path)
+        let pending = try c.pendingImports()
+        XCTAssertEqual(pending.map(\.id), [job.id])
+        XCTAssertEqual(pending.first?.state, .imported(counts, stores: stores))
+        try c.advance(job, to: .removed(counts, stores: stores))
         c.close()
         c = try Credentials(root: dir.path)
         defer { c.close() }
-        let pending = try c.pendingImports()
-        XCTAssertEqual(pending.map(\.id), [job.id])
-        XCTAssertEqual(pending.first?.state, .imported(counts))
+        XCTAssertEqual(try c.pendingImports().first?.state, .removed(counts, stores: stores), "a restart announces to the stores recorded")
+        XCTAssertNotNil(c.localDevice("phone"), "registered until the job is done")
 
         try c.advance(job, to: .done(counts))
         XCTAssertEqual(try c.pendingImports(), [])

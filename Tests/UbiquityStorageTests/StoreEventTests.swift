@@ -33,6 +33,26 @@ final class StoreEventTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(again.currentToken.generation, d.generation)
     }
 
+    func testAnEventAppendedOnceUnderAKeyIsWrittenOnlyOnceEvenAfterAReopen() async throws {
+        let id = UUID()
+        let s = try open("once", id: id)
+        let start = s.currentToken
+        let did = StoreEventRecord(phase: .didChange, transition: .initialImportCompleted,
+                                   importCounts: .init(inserted: 2, merged: 0, deduplicated: 0))
+        let first = try await s.appendEvent(did, once: "import:job-1")
+        let redo = try await s.appendEvent(did, once: "import:job-1")
+        XCTAssertEqual(redo, first, "a redo returns the first append's token")
+        _ = try await insert(s, "Person", ["name": "later"])
+        s.close()
+        let again = try open("once", id: id)
+        let afterReopen = try await again.appendEvent(did, once: "import:job-1")
+        XCTAssertEqual(afterReopen.generation, first.generation, "durable")
+        let other = try await again.appendEvent(did, once: "import:job-2")
+        XCTAssertEqual(other.generation, first.generation + 2, "another key is another event")
+        let events = try await again.history(after: start, limit: 10).transactions.compactMap(\.event)
+        XCTAssertEqual(events, [did, did])
+    }
+
     func testAnEventConcernsItsDeviceOrEveryDevice() {
         let one = StoreEventRecord(phase: .willChange, transition: .accountRemoved, device: "d1")
         XCTAssertTrue(one.concerns(device: "d1"))

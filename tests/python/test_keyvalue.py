@@ -19,10 +19,13 @@ from grpc_status import rpc_status
 
 import ubiq_harness
 from conftest import make_channel, ping_ok
+from test_accounts import Tenant, bearer, raw  # noqa: F401  (raw is a fixture)
 from test_changes import Stream
 from ubiq_client import Client, error_of
+from ubiquity.v1 import accounts_pb2 as ac
 from ubiquity.v1 import changes_pb2 as ch
 from ubiquity.v1 import keyvalue_pb2 as kv
+from ubiquity.v1 import keyvalue_pb2_grpc as kvg
 
 TIMEOUT = 30
 SERVER_CHANGE = ch.KeyValueChange.REASON_SERVER_CHANGE
@@ -519,5 +522,202 @@ def test_kill_9_loses_no_acknowledged_set_and_subscribers_resume(start_server):
         finally:
             s.cancel()
         assert seen == stored, "the subscriber's copy, resumed from its last token, differs from the store"
+    finally:
+        c.channel.close()
+
+
+# -- reasons: QUOTA_VIOLATION and ACCOUNT_CHANGE ----------------------------------------------
+
+QUOTA_VIOLATION = ch.KeyValueChange.REASON_QUOTA_VIOLATION
+ACCOUNT_CHANGE = ch.KeyValueChange.REASON_ACCOUNT_CHANGE
+
+
+def test_a_write_refused_for_an_account_quota_tells_the_accounts_subscribers(start_server):
+    srv = start_server(args=["--kv-max-keys", "1", "--kv-max-value-bytes", "8"])
+    c = Client(make_channel(srv.address))
+    other = Client(make_channel(srv.address))
+    try:
+        s = KVStream(other)
+        try:
+            s.caught_up()
+            token = kv_set(c, "a", b"1", author="dev-a").feed_token
+            assert error_of(refused(kv_set, c, "b", b"2", author="dev-a"))[2] == "KEY_VALUE_QUOTA"
+            got = [s.next(), s.next()]
+            assert [(r.key_value_change.key, r.key_value_change.reason) for r in got] == [("a", SERVER_CHANGE), ("b", QUOTA_VIOLATION)]
+            violation = got[1]
+            assert violation.key_value_change.author == "dev-a" and violation.key_value_change.version == 0
+            assert violation.resume_token == token, "nothing was written: the token stays where it was"
+            # a value too long for any account is the writer's business only; the next thing the
+            # subscriber sees is the following write
+            assert error_of(refused(kv_set, c, "a", b"x" * 9))[2] == "KEY_VALUE_QUOTA"
+            kv_set(c, "a", b"3")
+            nxt = s.next()
+            assert (nxt.key_value_change.key, nxt.key_value_change.reason, nxt.key_value_change.value) == ("a", SERVER_CHANGE, b"3")
+        finally:
+            s.cancel()
+        # nothing of the refused write is stored: resuming from before it replays only "a"
+        r = KVStream(other, from_token(token))
+        try:
+            assert [x.WhichOneof("event") for x in r.caught_up()] == ["key_value_change", "caught_up"]
+        finally:
+            r.cancel()
+    finally:
+        c.channel.close()
+        other.channel.close()
+
+
+def test_an_account_over_a_lowered_quota_is_told_when_it_subscribes(start_server):
+    srv = start_server(name="kvlowered")
+    c = Client(make_channel(srv.address))
+    for k in ("a", "b", "c"):
+        kv_set(c, k, b"1")
+    s = KVStream(c)
+    try:
+        assert [r.WhichOneof("event") for r in s.caught_up()] == ["caught_up"]  # within its quotas: no notice
+    finally:
+        s.cancel()
+    c.channel.close()
+    assert srv.stop() == 0
+    srv.extra_args = srv.extra_args + ["--kv-max-keys", "2"]
+    srv.start()
+    assert "key-value accounts over a quota" in srv.stderr_path.read_text()  # the operator is told at startup
+    c = Client(make_channel(srv.address))
+    try:
+        s = KVStream(c)
+        try:
+            first = s.caught_up()
+            assert [r.WhichOneof("event") for r in first] == ["key_value_change", "caught_up"]
+            assert (first[0].key_value_change.key, first[0].key_value_change.reason) == ("", QUOTA_VIOLATION)
+        finally:
+            s.cancel()
+        # over it, the account may still shrink; once within, a new subscriber hears nothing
+        kv_delete(c, "c")
+        s = KVStream(c)
+        try:
+            assert [r.WhichOneof("event") for r in s.caught_up()] == ["caught_up"]
+        finally:
+            s.cancel()
+    finally:
+        c.channel.close()
+
+
+def _local_device_with_keys(srv, channel, device: str, keys: dict[str, bytes]):
+    from test_local_store import LocalDevice
+    phone = LocalDevice(channel, device)
+    stub = kvg.KeyValueStub(channel)
+    for k, value in keys.items():
+        stub.Set(kv.KeyValueSetRequest(key=k, value=value, author=device), metadata=phone.md, timeout=TIMEOUT)
+    return phone, stub
+
+
+def test_first_sign_in_moves_the_devices_local_keys_into_the_account_as_an_account_change(start_server, raw):
+    srv = start_server(args=["--local-stores"], name="kvimport")
+    channel = raw(srv)
+    tenant = Tenant(srv, channel, "family")
+    stub = kvg.KeyValueStub(channel)
+    stub.Set(kv.KeyValueSetRequest(key="theme", value=b"dark", author="tablet"), metadata=tenant.md, timeout=TIMEOUT)
+    phone, _ = _local_device_with_keys(srv, channel, "phone", {"theme": b"light", "seeded": b"1"})
+    # the local keys are the device's own: the account does not see them before the sign-in
+    assert [e.key for e in stub.List(kv.KeyValueListRequest(), metadata=tenant.md, timeout=TIMEOUT).entries] == ["theme"]
+    live = Stream(channel, ch.SubscribeRequest(key_values=ch.KeyValueSubscription()), metadata=tenant.md)
+    try:
+        assert live.caught_up()[-1].HasField("caught_up")
+        signed = tenant.accounts.SignIn(ac.SignInRequest(api_key=tenant.api_key, device_id="phone", local_device_secret=phone.secret), timeout=60)
+        change = live.until(lambda r: r.HasField("key_value_change"))[-1].key_value_change
+        # the account's value wins for a key both have; the device's other keys move in
+        assert (change.key, change.value, change.reason, change.author, change.version) == ("seeded", b"1", ACCOUNT_CHANGE, "phone", 1)
+    finally:
+        live.cancel()
+    session = bearer(signed.session_token)
+    listed = stub.List(kv.KeyValueListRequest(), metadata=session, timeout=TIMEOUT)
+    assert {e.key: e.value for e in listed.entries} == {"theme": b"dark", "seeded": b"1"}
+    assert (listed.usage.keys, listed.usage.bytes) == (2, 5 + 4 + 6 + 1)
+    # a device subscribing from oldest makes its first copy: INITIAL_SYNC, whatever the origin
+    sync = Stream(channel, ch.SubscribeRequest(key_values=ch.KeyValueSubscription(), **{"from": ch.StartPoint(oldest=True)}), metadata=session)
+    try:
+        got = [r.key_value_change for r in sync.caught_up() if r.HasField("key_value_change")]
+        assert sorted((x.key, x.reason) for x in got) == [("seeded", INITIAL_SYNC), ("theme", INITIAL_SYNC)]
+    finally:
+        sync.cancel()
+    # moved, not copied: the local session is gone and a retried SignIn moves nothing again
+    retried = tenant.accounts.SignIn(ac.SignInRequest(api_key=tenant.api_key, device_id="phone", local_device_secret=phone.secret), timeout=60)
+    again = stub.List(kv.KeyValueListRequest(), metadata=bearer(retried.session_token), timeout=TIMEOUT)
+    assert again.feed_token == listed.feed_token
+
+
+def test_first_sign_in_whose_local_keys_would_exceed_the_accounts_quota_is_refused_and_changes_nothing(start_server, raw):
+    srv = start_server(args=["--local-stores", "--kv-max-keys", "2"], name="kvimport-quota")
+    channel = raw(srv)
+    tenant = Tenant(srv, channel, "family")
+    stub = kvg.KeyValueStub(channel)
+    for k in ("a", "b"):
+        stub.Set(kv.KeyValueSetRequest(key=k, value=b"1"), metadata=tenant.md, timeout=TIMEOUT)
+    phone, _ = _local_device_with_keys(srv, channel, "phone", {"a": b"phone", "c": b"phone"})
+    err = refused(tenant.accounts.SignIn, ac.SignInRequest(api_key=tenant.api_key, device_id="phone", local_device_secret=phone.secret), timeout=60)
+    code, msg, reason, _, _ = error_of(err)
+    assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "KEY_VALUE_QUOTA")
+    q = details_of(err, kv.KeyValueQuotaDetails)
+    assert (q.quota, q.limit, q.used, q.requested) == (kv.KeyValueQuotaDetails.QUOTA_KEYS, 2, 2, 3)  # "a" is kept, "c" would be a third
+    assert "local key-value entries" in msg and "sign in again" in msg
+    # nothing changed: the account as it was, the device still working locally with its keys
+    assert {e.key: e.value for e in stub.List(kv.KeyValueListRequest(), metadata=tenant.md, timeout=TIMEOUT).entries} == {"a": b"1", "b": b"1"}
+    local = stub.List(kv.KeyValueListRequest(), metadata=phone.md, timeout=TIMEOUT)
+    assert {e.key: e.value for e in local.entries} == {"a": b"phone", "c": b"phone"}
+    # room made: the sign-in goes through
+    stub.Delete(kv.KeyValueDeleteRequest(key="b"), metadata=tenant.md, timeout=TIMEOUT)
+    signed = tenant.accounts.SignIn(ac.SignInRequest(api_key=tenant.api_key, device_id="phone", local_device_secret=phone.secret), timeout=60)
+    after = stub.List(kv.KeyValueListRequest(), metadata=bearer(signed.session_token), timeout=TIMEOUT)
+    assert {e.key: e.value for e in after.entries} == {"a": b"1", "c": b"phone"}
+
+
+# -- tombstone trimming ----------------------------------------------------------------------
+
+def test_trimmed_tombstones_expire_older_tokens_and_a_baseline_recovers(start_server):
+    srv = start_server(name="kvtrim")
+    c = Client(make_channel(srv.address))
+    before = kv_set(c, "a", b"1").feed_token
+    kv_set(c, "b", b"2")
+    deleted = kv_delete(c, "a")
+    assert deleted.version == 2
+    current = kv_set(c, "c", b"3").feed_token
+    c.channel.close()
+    assert srv.stop() == 0
+    # a retention shorter than the restart: the startup pass trims the tombstone of "a"
+    srv.extra_args = srv.extra_args + ["--kv-tombstone-retention-seconds", "0.001"]
+    srv.start()
+    c = Client(make_channel(srv.address))
+    try:
+        # a token from before the trimmed deletion cannot be served gap-free
+        with pytest.raises(grpc.RpcError) as e:
+            list(c.changes.Subscribe(ch.SubscribeRequest(key_values=ch.KeyValueSubscription(), **{"from": from_token(before)}),
+                                     timeout=TIMEOUT, metadata=c.md))
+        code, msg, reason, _, _ = error_of(e.value)
+        assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "HISTORY_EXPIRED")
+        assert "List" in msg and "oldest" in msg
+        d = details_of(e.value, ch.HistoryExpiredDetails)
+        assert d.oldest_retained_token == deleted.feed_token and d.current_token == current
+        assert not d.deletions_available
+        # from the floor on it is served: nothing after it was trimmed
+        s = KVStream(c, from_token(deleted.feed_token))
+        try:
+            got = [r.key_value_change.key for r in s.caught_up() if r.HasField("key_value_change")]
+            assert got == ["c"]
+        finally:
+            s.cancel()
+        # the recovery: a baseline (List), then changes from its feed token
+        listed = kv_list(c)
+        assert {x.key: x.value for x in listed.entries} == {"b": b"2", "c": b"3"} and listed.feed_token == current
+        s = KVStream(c, from_token(listed.feed_token))
+        try:
+            s.caught_up()
+            kv_set(c, "d", b"4")
+            # a key new to an account that trimmed starts above every version the trim removed
+            assert s.changes(1, "d")[0].key_value_change.version == 3
+        finally:
+            s.cancel()
+        # so the trimmed key set anew starts above its old versions: an expected_version of the
+        # deleted incarnation never matches the new one (no ABA)
+        assert kv_set(c, "a", b"again").version == 3
+        assert error_of(refused(kv_set, c, "a", b"x", precondition=kv.KeyValuePrecondition(expected_version=1)))[2] == "KEY_VERSION_CONFLICT"
     finally:
         c.channel.close()

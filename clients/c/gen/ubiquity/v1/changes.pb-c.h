@@ -134,17 +134,21 @@ typedef enum _Ubiquity__V1__KeyValueChange__Reason {
    */
   UBIQUITY__V1__KEY_VALUE_CHANGE__REASON__REASON_SERVER_CHANGE = 1,
   /*
-   * The first sync of the account's values to this device.
+   * The first sync of the account's values to this device: every key set, from `oldest`.
    */
   UBIQUITY__V1__KEY_VALUE_CHANGE__REASON__REASON_INITIAL_SYNC = 2,
   /*
-   * A write was refused because the account is over its key-value quota. Not sent: quotas are
-   * enforced when a write is made (RESOURCE_EXHAUSTED to the writer), so the stored values never
-   * exceed them.
+   * A notice, not a change (nothing is stored, the resume token does not move): a Set of `key`
+   * by `author` was refused for the account's keys or bytes quota (the writer got
+   * RESOURCE_EXHAUSTED KEY_VALUE_QUOTA), sent live to the account's subscribers; or, with `key`
+   * empty, the account is over a quota (lowered since its values were written), sent once before
+   * `caught_up`. `value`, `version` and `deleted` are unset.
    */
   UBIQUITY__V1__KEY_VALUE_CHANGE__REASON__REASON_QUOTA_VIOLATION = 3,
   /*
-   * The account changed (sign-in, sign-out, switch). Reserved for the accounts work; not sent yet.
+   * The account changed under the device: the key was moved in from a device's local key-value
+   * entries at its first sign-in (docs/keyvalue.md "First sign-in"; the account's value wins
+   * for a key both had). Live and when resuming from a token before the import.
    */
   UBIQUITY__V1__KEY_VALUE_CHANGE__REASON__REASON_ACCOUNT_CHANGE = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(UBIQUITY__V1__KEY_VALUE_CHANGE__REASON)

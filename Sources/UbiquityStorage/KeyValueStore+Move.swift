@@ -1,0 +1,80 @@
+import Foundation
+
+// A device's local key-value entries moved into its account at first sign-in (docs/keyvalue.md
+// "First sign-in"). One SQLite transaction copies them and removes them from the device's local
+// pseudo-account, so a kill leaves them either all still local or all moved: the import job redoes
+// the move after a restart and finds nothing left to move — never twice, never lost.
+extension KeyValueStore {
+    /// What moving a device's local entries into its account does (or would do).
+    public struct Move: Sendable, Equatable {
+        /// The account's rows written: local keys the account did not have set, now set to the
+        /// local value (origin `.accountChange`), in key order.
+        public var written: [Entry] = []
+        /// Local keys the account already had set: the account's value was kept.
+        public var kept: [String] = []
+        /// The account's usage before and after.
+        public var usageBefore = KeyValueUsage()
+        public var usage = KeyValueUsage()
+        /// The account's position after (its last write's seq; unchanged if nothing was written).
+        public var seq: Int64 = 0
+    }
+
+    /// The rule for a key in both (NSUbiquitousKeyValueStore's: on an account's initial sync the
+    /// account's values are the truth): a key the account has set keeps the account's value; a
+    /// local key the account does not have set (never written, or deleted) takes the local value
+    /// with the next version. Pure: the local keys' entries, the account's rows for those keys,
+    /// and its position and usage in; the rows to write out.
+    static func plan(local: [Entry], account rows: [String: Entry], seq: Int64, usage: KeyValueUsage, trimmedVersion: Int64 = 0,
+                     nowMS: Int64) -> Move {
+        var m = Move(usageBefore: usage, usage: usage, seq: seq)
+        for e in local.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) where !e.deleted {
+            let current = rows[e.key]
+            if let c = current, !c.deleted { m.kept.append(e.key); continue }
+            m.seq += 1
+            m.written.append(Entry(key: e.key, value: e.value, version: (current?.version ?? trimmedVersion) + 1, seq: m.seq, deleted: false,
+                                   author: e.author, updatedMS: nowMS, origin: .accountChange))
+            m.usage = m.usage.setting(keyBytes: e.key.utf8.count, oldValueBytes: nil, valueBytes: e.value.count)
+        }
+        return m
+    }
+
+    private static func plan(_ c: Connection, from local: String, to account: String, nowMS: Int64) throws -> Move {
+        var entries: [Entry] = []
+        try c.query("SELECT \(columns) FROM ubq_kv WHERE account = ? AND deleted = 0", [.text(local)]) { entries.append(entry($0)) }
+        var rows: [String: Entry] = [:]
+        for e in entries { rows[e.key] = try row(c, account: account, key: e.key) }
+        let acct = try Self.account(c, account)
+        return plan(local: entries, account: rows, seq: acct.seq, usage: acct.usage, trimmedVersion: acct.trimmedVersion, nowMS: nowMS)
+    }
+
+    /// What `moveLocalEntries` would do now (a first sign-in checks the quotas with it before the
+    /// import job is recorded).
+    public func planMove(from local: String, to account: String) throws -> Move {
+        try reader.withConnection { c in
+            try c.run("BEGIN")
+            defer { try? c.run("COMMIT") }
+            return try Self.plan(c, from: local, to: account, nowMS: Int64(Date().timeIntervalSince1970 * 1000))
+        }
+    }
+
+    /// Moves `local`'s set keys into `account` by the rule of `plan`, and removes `local`'s
+    /// entries and counters, in one transaction. Quotas are not enforced here: the sign-in checked
+    /// them before the job began, and an account that other devices filled meanwhile takes the
+    /// device's keys anyway and is left over its quota (like one over a lowered quota: it can
+    /// shrink) rather than lose them; the caller tells its subscribers (QUOTA_VIOLATION).
+    public func moveLocalEntries(from local: String, to account: String,
+                                 nowMS: Int64 = Int64(Date().timeIntervalSince1970 * 1000)) throws -> Move {
+        try writer.withConnection { c in
+            try c.run("BEGIN IMMEDIATE")
+            do {
+                let m = try Self.plan(c, from: local, to: account, nowMS: nowMS)
+                for e in m.written { try Self.put(c, account: account, e) }
+                if !m.written.isEmpty { try Self.putAccount(c, account: account, seq: m.seq, usage: m.usage) }
+                try c.run("DELETE FROM ubq_kv WHERE account = ?", [.text(local)])
+                try c.run("DELETE FROM ubq_kv_accounts WHERE account = ?", [.text(local)])
+                try c.run("COMMIT")
+                return m
+            } catch { try? c.run("ROLLBACK"); throw error }
+        }
+    }
+}
