@@ -81,6 +81,27 @@ def test_the_key_value_feed_resumes_after_a_server_restart(tmp_path: Path) -> No
                 d.kill()
 
 
+def test_a_write_refused_for_a_quota_reaches_the_feed_as_a_quota_violation_notice(tmp_path: Path) -> None:
+    d = ubiq_harness.Ubiquityd(ubiq_harness.find_server_binary(), tmp_path, name="kv-quota",
+                               args=["--kv-max-keys", "1"], interop=False).start()
+    try:
+        with ubiquity.Client(d.address, api_key=d.api_key) as client:
+            feed = client.key_values.changes()
+            client.key_values.set("quota.a", b"1", author="laptop")
+            live = feed.key_value_changes()
+            stored = next(live)  # subscribed now: notices are live only
+            with pytest.raises(ubiquity.KeyValueQuotaError):
+                client.key_values.set("quota.b", b"2", author="laptop")
+            notice = next(live)
+            assert (stored.key, stored.reason) == ("quota.a", Reason.SERVER_CHANGE)
+            assert (notice.key, notice.reason, notice.author, notice.version, notice.value) == (
+                "quota.b", Reason.QUOTA_VIOLATION, "laptop", 0, b"")
+            assert notice.token == stored.token  # a notice, not a change: the position did not move
+            feed.close()
+    finally:
+        d.kill() if d.alive() else None
+
+
 def test_the_asyncio_key_value_feed(server: ubiq_harness.Ubiquityd) -> None:
     async def scenario() -> None:
         async with ubiquity.aio.Client(server.address, api_key=server.api_key, device_id="pytest-aio") as c:

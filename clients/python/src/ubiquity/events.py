@@ -87,9 +87,11 @@ class KeyValueChangeReason(_ProtoEnum):
     SERVER_CHANGE = ch.KeyValueChange.REASON_SERVER_CHANGE
     # The first sync of the account's values (a feed started at "oldest").
     INITIAL_SYNC = ch.KeyValueChange.REASON_INITIAL_SYNC
-    # Reserved by the protocol: quotas are enforced on the write (KeyValueQuotaError).
+    # A notice, not a change (nothing stored, the token does not move): a Set of `key` by
+    # `author` was refused for a quota (the writer got KeyValueQuotaError); with `key` empty, the
+    # account is over a quota (sent once before caught_up). value/version/deleted are unset.
     QUOTA_VIOLATION = ch.KeyValueChange.REASON_QUOTA_VIOLATION
-    # Reserved by the protocol for account changes.
+    # The key was moved in from a device's local key-value entries at its first sign-in.
     ACCOUNT_CHANGE = ch.KeyValueChange.REASON_ACCOUNT_CHANGE
 
 
