@@ -13,7 +13,7 @@ enum Access: Sendable {
     static let readMethods: Set<String> = [
         "Stores/OpenStore", "Stores/ListStores", "Stores/CurrentGeneration", "Stores/Fetch", "Stores/GetObjects",
         "Stores/FetchStream", "Stores/ExportBaseline",
-        "Changes/Subscribe", "Changes/FetchHistory", "Changes/FetchDeletions",
+        "Changes/Subscribe", "Changes/FetchHistory", "Changes/FetchDeletions", "Changes/AcknowledgeStoreEvent",
         "Models/GetModel",
         "KeyValue/Get", "KeyValue/List",
         "Contexts/CreateContext", "Contexts/Fetch", "Contexts/Insert", "Contexts/Update", "Contexts/Delete",

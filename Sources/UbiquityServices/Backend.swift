@@ -19,6 +19,9 @@ public struct ServiceLimits: Sendable {
     /// A store transition's chance to save (SPEC §4.4): how long it waits for the contexts
     /// concerned to save before it resets them (docs/lifecycle.md).
     public var transitionSaveSeconds: Double = 30
+    /// How long a store transition waits, after its WILL_CHANGE, for the subscribers that opted in
+    /// to acknowledge it (docs/lifecycle.md "Acknowledgements"); 0: it does not wait.
+    public var transitionAckSeconds: Double = 10
     /// Predicate length, depth, node count and IN-list size.
     public var query = QueryLimits()
     public init() {}

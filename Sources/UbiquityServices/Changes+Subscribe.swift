@@ -11,7 +11,13 @@ extension ChangesService {
     static let maxCoalesceWindowMS: UInt32 = 10_000
 
     func subscribe(_ req: Ubiquity_V1_SubscribeRequest, writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>, context: ServerContext) async throws {
-        if req.hasKeyValues { return try await subscribeKeyValues(req, writer: writer, context: context) }
+        if req.hasKeyValues {
+            if req.acknowledgesStoreEvents {
+                throw ServiceError.invalid("acknowledges_store_events", "store subscriptions only: acknowledge a transition's WILL_CHANGE on a subscription to the store (docs/lifecycle.md \"Acknowledgements\")",
+                                           reason: .invalidArgument)
+            }
+            return try await subscribeKeyValues(req, writer: writer, context: context)
+        }
         if req.hasLiveQuery && !req.filter.entities.isEmpty {
             throw ServiceError.invalid("filter.entities", "a live query names its entity in live_query.entity: leave filter.entities empty", reason: .invalidArgument)
         }
@@ -34,7 +40,8 @@ extension ChangesService {
             }
             let selection = try ChangeSelection(filter, model: model, field: "filter")
             let start = try Self.start(req.hasFrom ? req.from : nil, defaultsToNow: true, store: store, field: "from")
-            let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed, account: context.account)
+            let sub = try subscriptions.admit(storeID: store.id, peer: context.peer, feed: store.feed, account: context.account,
+                                              acknowledgesStoreEvents: req.acknowledgesStoreEvents)
             admitted.withLock { $0 = sub }
             if context.account.usingLocalStorage {
                 let t = store.currentToken
@@ -43,6 +50,8 @@ extension ChangesService {
             let runner = SubscriptionRunner(store: store, model: model, selection: selection, live: live, device: context.account.device,
                                             subscription: sub, writer: writer,
                                             limits: subscriptions.limits, coalesceNanos: UInt64(req.coalesceWindowMs) * 1_000_000,
+                                            acknowledging: req.acknowledgesStoreEvents && backend.limits.transitionAckSeconds > 0
+                                                ? .init(acks: subscriptions.acknowledgements, seconds: backend.limits.transitionAckSeconds) : nil,
                                             state: SubscriptionState(start: start, storeGeneration: store.currentToken.generation))
             // The loop runs in its own task so the registry can cancel it out of a blocked send
             // (a client that stopped reading) and end the call with its resume token.
@@ -67,10 +76,19 @@ struct SubscriptionRunner: Sendable {
     let writer: EncodedWriter<Ubiquity_V1_SubscribeResponse>
     let limits: FeedLimits
     let coalesceNanos: UInt64
+    /// Set when the subscriber acknowledges WILL_CHANGE events.
+    let acknowledging: Acknowledging?
     let state: SubscriptionState
 
     /// Transactions read per step from disk or the feed.
     static let pageSize = 256
+
+    /// What serving a subscriber that acknowledges WILL_CHANGE events takes: the transitions
+    /// that may wait for it, and `--transition-ack-seconds` for the deadline it is told.
+    struct Acknowledging: Sendable {
+        let acks: StoreEventAcks
+        let seconds: Double
+    }
 
     /// What the loop carries between steps besides the state machine.
     private struct Progress {
@@ -159,7 +177,7 @@ struct SubscriptionRunner: Sendable {
                 guard event.concerns(device: device) else { continue }
                 // in order: the transactions before it go first, each response its own token
                 if !batch.isEmpty { try await send(SubscribeEncoding.batch(batch, resume: token(batchEnd)), at: batchEnd, &p); batch = []; batchBytes = 0 }
-                try await sendEvent(event, at: tx.token.generation, &p)
+                try await sendEvent(event, of: tx, &p)
                 batchEnd = tx.token.generation
                 continue
             }
@@ -191,7 +209,7 @@ struct SubscriptionRunner: Sendable {
     private func deliverLive(_ live: LiveQueryView, _ txs: [HistoryTransaction], through: Int64, _ p: inout Progress) async throws {
         for tx in txs {
             if let event = tx.event {
-                if event.concerns(device: device) { try await sendEvent(event, at: tx.token.generation, &p) }
+                if event.concerns(device: device) { try await sendEvent(event, of: tx, &p) }
                 continue
             }
             guard let changes = selection.changes(of: tx), let update = try await live.update(tx, changes: changes, store: store) else { continue }
@@ -255,13 +273,22 @@ struct SubscriptionRunner: Sendable {
         }
     }
 
-    /// A store event (SPEC §4.6) with the resume token of its own generation.
-    private func sendEvent(_ event: StoreEventRecord, at generation: Int64, _ p: inout Progress) async throws {
+    /// A store event (SPEC §4.6) with the resume token of its own generation; a WILL_CHANGE to a
+    /// subscriber that acknowledges carries how to (docs/lifecycle.md "Acknowledgements").
+    private func sendEvent(_ event: StoreEventRecord, of tx: HistoryTransaction, _ p: inout Progress) async throws {
         var r = Ubiquity_V1_SubscribeResponse()
+        let generation = tx.token.generation
         let t = token(generation)
         r.resumeToken = Data(t.bytes)
         r.resumeGeneration = generation
         r.storeEvent = Convert.storeEvent(event)
+        if let acknowledging, event.phase == .willChange {
+            r.storeEvent.acknowledgement.eventToken = Data(t.bytes)
+            (r.storeEvent.acknowledgement.deadline.seconds, r.storeEvent.acknowledgement.deadline.nanos) =
+                Convert.timestamp(tx.timestamp.timeIntervalSince1970 + acknowledging.seconds)
+            // before it goes out: a transition waiting for this event waits for this subscriber too
+            acknowledging.acks.received(subscription.acknowledger, generation: generation)
+        }
         try await send((try? r.serializedBytes()) ?? [], at: generation, &p)
     }
 

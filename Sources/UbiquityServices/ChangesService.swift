@@ -19,6 +19,7 @@ public struct ChangesService: Sendable {
             t.unary("FetchHistory", fetchHistory)
             t.unary("DeleteHistory", deleteHistory)
             t.unary("FetchDeletions", fetchDeletions)
+            t.unary("AcknowledgeStoreEvent", acknowledgeStoreEvent)
         }
     }
 

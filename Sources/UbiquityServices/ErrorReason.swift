@@ -31,6 +31,7 @@ enum ErrorReason: String, CaseIterable, Sendable {
     case objectNotFound = "OBJECT_NOT_FOUND"
     case notFound = "NOT_FOUND"
     case keyNotFound = "KEY_NOT_FOUND"
+    case storeEventNotFound = "STORE_EVENT_NOT_FOUND"
     // UNAUTHENTICATED
     case missingCredentials = "MISSING_CREDENTIALS"
     case badCredentials = "BAD_CREDENTIALS"

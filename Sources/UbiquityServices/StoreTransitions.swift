@@ -14,6 +14,9 @@ import UbiquityStorage
 /// 2. appends `StoresWillChange` to the history of every store the scope concerns — a durable
 ///    feed entry with a generation and a resume token of its own (`Store.appendEvent`), so live
 ///    subscribers get it in order with the transactions and an offline device replays it;
+/// 2a. waits until every subscriber that opted in (`acknowledges_store_events`) and received
+///    the WILL_CHANGE has acknowledged it or gone away, at most `--transition-ack-seconds`
+///    (`AcknowledgementBook`);
 /// 3. gives the scope's contexts their chance to save (`ContextRegistry.chanceToSave`, rules in
 ///    `ContextLifecycle`): until each has nothing left to save or `--transition-save-seconds`
 ///    passed; then each is reset and answers STORE_CHANGED;
@@ -93,10 +96,15 @@ public struct StoreTransitions: Sendable {
         let account = Account(id: scope.accountID)
         let stores = affectedStores(scope)
         let will = StoreEventRecord(phase: .willChange, transition: transition, device: scope.device, usingLocalStorage: usingLocalStorage.before)
+        let acks = backend.subscriptions.awaitingAcknowledgement(of: stores, device: scope.device)
+        defer { acks.close() }
         for s in stores {
-            _ = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
+            let t = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
+            acks.announced(s, generation: t.generation)
         }
         backend.keyValueFeed.announce(will, account: scope.accountID)
+        // opted-in subscribers confirm they flushed their work (docs/lifecycle.md "Acknowledgements")
+        await acks.wait(seconds: backend.limits.transitionAckSeconds)
         let backend = self.backend
         await contexts.chanceToSave(contexts.boxes(where: scope.contains), transition: id, cause: .transition(Self.describe(transition)),
                                     seconds: backend.limits.transitionSaveSeconds) { box, pin in

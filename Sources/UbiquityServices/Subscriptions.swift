@@ -31,6 +31,10 @@ final class Subscription: Sendable {
     /// The session it runs for (nil with authentication off) and when that session expires.
     let session: String?
     let expiresAt: Double
+    /// Its session's device (the store events it gets are the ones that concern it), and whether
+    /// it acknowledges WILL_CHANGE events (`SubscribeRequest.acknowledges_store_events`).
+    let device: String?
+    let acknowledgesStoreEvents: Bool
     private struct State {
         var ending: SubscriptionState.EndReason?
         /// End once the position reaches this generation (a transition's DID_CHANGE, sent first).
@@ -46,9 +50,11 @@ final class Subscription: Sendable {
     }
     private let state = Lock(State())
 
-    init(id: UInt64, storeID: UUID, peer: String, feed: ChangeFeed, session: String? = nil, expiresAt: Double = .infinity) {
+    init(id: UInt64, storeID: UUID, peer: String, feed: ChangeFeed, session: String? = nil, expiresAt: Double = .infinity,
+         device: String? = nil, acknowledgesStoreEvents: Bool = false) {
         self.id = id; self.storeID = storeID; self.peer = peer; self.feed = feed
         self.session = session; self.expiresAt = expiresAt
+        self.device = device; self.acknowledgesStoreEvents = acknowledgesStoreEvents
     }
 
     var ending: SubscriptionState.EndReason? { state.withLock { $0.ending } }
@@ -115,6 +121,8 @@ final class Subscription: Sendable {
 /// subscribers too far behind (so a client that never reads is ended without any work per save).
 public final class Subscriptions: Sendable {
     let limits: FeedLimits
+    /// Transitions waiting for subscribers to acknowledge a WILL_CHANGE (docs/lifecycle.md).
+    let acknowledgements = StoreEventAcks()
     private struct State {
         var next: UInt64 = 1
         var byID: [UInt64: Subscription] = [:]
@@ -127,7 +135,7 @@ public final class Subscriptions: Sendable {
 
     public init(limits: FeedLimits = FeedLimits()) { self.limits = limits }
 
-    func admit(storeID: UUID, peer: String, feed: ChangeFeed, account: Account = .defaultAccount) throws -> Subscription {
+    func admit(storeID: UUID, peer: String, feed: ChangeFeed, account: Account = .defaultAccount, acknowledgesStoreEvents: Bool = false) throws -> Subscription {
         try state.withLock { s in
             if s.shutDown { throw ServiceError(code: .unavailable, reason: .shuttingDown, message: "the server is shutting down: subscribe again once it is back") }
             if s.perStore[storeID, default: 0] >= limits.maxSubscribersPerStore {
@@ -137,7 +145,8 @@ public final class Subscriptions: Sendable {
                 throw ServiceError.exhausted("this connection has \(limits.maxSubscribersPerConnection) subscriptions, the most allowed (--max-subscribers-per-connection): use another connection",
                                              reason: .limitExceeded)
             }
-            let sub = Subscription(id: s.next, storeID: storeID, peer: peer, feed: feed, session: account.session, expiresAt: account.expiresAt)
+            let sub = Subscription(id: s.next, storeID: storeID, peer: peer, feed: feed, session: account.session, expiresAt: account.expiresAt,
+                                   device: account.device, acknowledgesStoreEvents: acknowledgesStoreEvents)
             s.next += 1
             s.byID[sub.id] = sub
             s.perStore[storeID, default: 0] += 1
@@ -155,6 +164,7 @@ public final class Subscriptions: Sendable {
             if s.perPeer[sub.peer] == 0 { s.perPeer[sub.peer] = nil }
         }
         sub.feed.forget(sub.id)
+        if sub.acknowledgesStoreEvents { acknowledgements.ended(sub.id) }
     }
 
     /// Open subscriptions (of one store).
@@ -188,6 +198,11 @@ public final class Subscriptions: Sendable {
         for sub in subs {
             if let g = after[sub.storeID] { sub.end(reason, after: g) } else { sub.end(reason) }
         }
+    }
+
+    /// The open subscriptions on these stores.
+    func all(on stores: Set<UUID>) -> [Subscription] {
+        state.withLock { s in s.byID.values.filter { stores.contains($0.storeID) } }
     }
 
     /// The stores a session has subscriptions on.

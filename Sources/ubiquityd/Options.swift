@@ -113,6 +113,8 @@ struct TuningOptions: ParsableArguments {
     var contextIdleSeconds = 600.0
     @Option(help: "Seconds a store transition (sign-out, …) waits for the contexts concerned to save before it resets them.")
     var transitionSaveSeconds = 30.0
+    @Option(help: "Seconds a store transition waits, after StoresWillChange, for the subscribers that asked to acknowledge it (acknowledges_store_events) before it goes on; 0: it does not wait.")
+    var transitionAckSeconds = 10.0
     @Option(help: "Longest predicate accepted, in characters.")
     var maxPredicateLength = 16_384
     @Option(help: "Seconds every generation stays readable after it stops being current (a token read a moment ago still works under write load); 0: only pins and reads in flight keep old generations.")

@@ -97,6 +97,7 @@ struct Ubiquityd: ParsableCommand {
         }
         guard tuning.contextIdleSeconds >= 1 else { throw ValidationError("--context-idle-seconds must be at least 1") }
         guard (0...3600).contains(tuning.transitionSaveSeconds) else { throw ValidationError("--transition-save-seconds must be 0-3600") }
+        guard (0...3600).contains(tuning.transitionAckSeconds) else { throw ValidationError("--transition-ack-seconds must be 0-3600") }
         guard tuning.maxPredicateLength >= 16 else { throw ValidationError("--max-predicate-length must be at least 16") }
         guard (0...86_400).contains(tuning.minReadableWindowSeconds) else { throw ValidationError("--min-readable-window-seconds must be 0...86400") }
         guard tuning.historyRetentionGenerations >= 0, tuning.historyRetentionSeconds >= 0, tuning.historyRetentionBytes >= 0, tuning.tombstoneRetentionSeconds >= 0 else {
@@ -185,6 +186,7 @@ struct Ubiquityd: ParsableCommand {
         serviceLimits.maxPendingChangesPerContext = tuning.maxPendingChanges
         serviceLimits.contextIdleSeconds = tuning.contextIdleSeconds
         serviceLimits.transitionSaveSeconds = tuning.transitionSaveSeconds
+        serviceLimits.transitionAckSeconds = tuning.transitionAckSeconds
         serviceLimits.query.maxPredicateLength = tuning.maxPredicateLength
         storage.changeFeedWindowTransactions = tuning.feedWindowTransactions
         var feedLimits = FeedLimits()

@@ -661,6 +661,51 @@ void   ubiquity__v1__store_event__free_unpacked
   assert(message->base.descriptor == &ubiquity__v1__store_event__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   ubiquity__v1__store_event_acknowledgement__init
+                     (Ubiquity__V1__StoreEventAcknowledgement         *message)
+{
+  static const Ubiquity__V1__StoreEventAcknowledgement init_value = UBIQUITY__V1__STORE_EVENT_ACKNOWLEDGEMENT__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__store_event_acknowledgement__get_packed_size
+                     (const Ubiquity__V1__StoreEventAcknowledgement *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__store_event_acknowledgement__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__store_event_acknowledgement__pack
+                     (const Ubiquity__V1__StoreEventAcknowledgement *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__store_event_acknowledgement__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__store_event_acknowledgement__pack_to_buffer
+                     (const Ubiquity__V1__StoreEventAcknowledgement *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__store_event_acknowledgement__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__StoreEventAcknowledgement *
+       ubiquity__v1__store_event_acknowledgement__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__StoreEventAcknowledgement *)
+     protobuf_c_message_unpack (&ubiquity__v1__store_event_acknowledgement__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__store_event_acknowledgement__free_unpacked
+                     (Ubiquity__V1__StoreEventAcknowledgement *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__store_event_acknowledgement__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   ubiquity__v1__import_counts__init
                      (Ubiquity__V1__ImportCounts         *message)
 {
@@ -1156,6 +1201,96 @@ void   ubiquity__v1__deleted_object__free_unpacked
   assert(message->base.descriptor == &ubiquity__v1__deleted_object__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   ubiquity__v1__acknowledge_store_event_request__init
+                     (Ubiquity__V1__AcknowledgeStoreEventRequest         *message)
+{
+  static const Ubiquity__V1__AcknowledgeStoreEventRequest init_value = UBIQUITY__V1__ACKNOWLEDGE_STORE_EVENT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__acknowledge_store_event_request__get_packed_size
+                     (const Ubiquity__V1__AcknowledgeStoreEventRequest *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__acknowledge_store_event_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__acknowledge_store_event_request__pack
+                     (const Ubiquity__V1__AcknowledgeStoreEventRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__acknowledge_store_event_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__acknowledge_store_event_request__pack_to_buffer
+                     (const Ubiquity__V1__AcknowledgeStoreEventRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__acknowledge_store_event_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__AcknowledgeStoreEventRequest *
+       ubiquity__v1__acknowledge_store_event_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__AcknowledgeStoreEventRequest *)
+     protobuf_c_message_unpack (&ubiquity__v1__acknowledge_store_event_request__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__acknowledge_store_event_request__free_unpacked
+                     (Ubiquity__V1__AcknowledgeStoreEventRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__acknowledge_store_event_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   ubiquity__v1__acknowledge_store_event_response__init
+                     (Ubiquity__V1__AcknowledgeStoreEventResponse         *message)
+{
+  static const Ubiquity__V1__AcknowledgeStoreEventResponse init_value = UBIQUITY__V1__ACKNOWLEDGE_STORE_EVENT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t ubiquity__v1__acknowledge_store_event_response__get_packed_size
+                     (const Ubiquity__V1__AcknowledgeStoreEventResponse *message)
+{
+  assert(message->base.descriptor == &ubiquity__v1__acknowledge_store_event_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t ubiquity__v1__acknowledge_store_event_response__pack
+                     (const Ubiquity__V1__AcknowledgeStoreEventResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &ubiquity__v1__acknowledge_store_event_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t ubiquity__v1__acknowledge_store_event_response__pack_to_buffer
+                     (const Ubiquity__V1__AcknowledgeStoreEventResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &ubiquity__v1__acknowledge_store_event_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Ubiquity__V1__AcknowledgeStoreEventResponse *
+       ubiquity__v1__acknowledge_store_event_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Ubiquity__V1__AcknowledgeStoreEventResponse *)
+     protobuf_c_message_unpack (&ubiquity__v1__acknowledge_store_event_response__descriptor,
+                                allocator, len, data);
+}
+void   ubiquity__v1__acknowledge_store_event_response__free_unpacked
+                     (Ubiquity__V1__AcknowledgeStoreEventResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &ubiquity__v1__acknowledge_store_event_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   ubiquity__v1__history_expired_details__init
                      (Ubiquity__V1__HistoryExpiredDetails         *message)
 {
@@ -1502,7 +1637,7 @@ const ProtobufCMessageDescriptor ubiquity__v1__live_query__descriptor =
   (ProtobufCMessageInit) ubiquity__v1__live_query__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__subscribe_request__field_descriptors[6] =
+static const ProtobufCFieldDescriptor ubiquity__v1__subscribe_request__field_descriptors[7] =
 {
   {
     "store_id",
@@ -1576,8 +1711,21 @@ static const ProtobufCFieldDescriptor ubiquity__v1__subscribe_request__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "acknowledges_store_events",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__SubscribeRequest, acknowledges_store_events),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned ubiquity__v1__subscribe_request__field_indices_by_name[] = {
+  6,   /* field[6] = acknowledges_store_events */
   3,   /* field[3] = coalesce_window_ms */
   2,   /* field[2] = filter */
   1,   /* field[1] = from */
@@ -1588,7 +1736,7 @@ static const unsigned ubiquity__v1__subscribe_request__field_indices_by_name[] =
 static const ProtobufCIntRange ubiquity__v1__subscribe_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__subscribe_request__descriptor =
 {
@@ -1598,7 +1746,7 @@ const ProtobufCMessageDescriptor ubiquity__v1__subscribe_request__descriptor =
   "Ubiquity__V1__SubscribeRequest",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__SubscribeRequest),
-  6,
+  7,
   ubiquity__v1__subscribe_request__field_descriptors,
   ubiquity__v1__subscribe_request__field_indices_by_name,
   1,  ubiquity__v1__subscribe_request__number_ranges,
@@ -2455,7 +2603,7 @@ const ProtobufCEnumDescriptor ubiquity__v1__store_event__transition__descriptor 
   ubiquity__v1__store_event__transition__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__store_event__field_descriptors[4] =
+static const ProtobufCFieldDescriptor ubiquity__v1__store_event__field_descriptors[5] =
 {
   {
     "phase",
@@ -2505,17 +2653,31 @@ static const ProtobufCFieldDescriptor ubiquity__v1__store_event__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "acknowledgement",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StoreEvent, acknowledgement),
+    &ubiquity__v1__store_event_acknowledgement__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned ubiquity__v1__store_event__field_indices_by_name[] = {
+  4,   /* field[4] = acknowledgement */
   3,   /* field[3] = import_counts */
   0,   /* field[0] = phase */
   1,   /* field[1] = transition */
   2,   /* field[2] = using_local_storage */
 };
-static const ProtobufCIntRange ubiquity__v1__store_event__number_ranges[1 + 1] =
+static const ProtobufCIntRange ubiquity__v1__store_event__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 8, 4 },
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__store_event__descriptor =
 {
@@ -2525,11 +2687,62 @@ const ProtobufCMessageDescriptor ubiquity__v1__store_event__descriptor =
   "Ubiquity__V1__StoreEvent",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__StoreEvent),
-  4,
+  5,
   ubiquity__v1__store_event__field_descriptors,
   ubiquity__v1__store_event__field_indices_by_name,
-  1,  ubiquity__v1__store_event__number_ranges,
+  2,  ubiquity__v1__store_event__number_ranges,
   (ProtobufCMessageInit) ubiquity__v1__store_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__store_event_acknowledgement__field_descriptors[2] =
+{
+  {
+    "event_token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StoreEventAcknowledgement, event_token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "deadline",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StoreEventAcknowledgement, deadline),
+    &google__protobuf__timestamp__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__store_event_acknowledgement__field_indices_by_name[] = {
+  1,   /* field[1] = deadline */
+  0,   /* field[0] = event_token */
+};
+static const ProtobufCIntRange ubiquity__v1__store_event_acknowledgement__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__store_event_acknowledgement__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.StoreEventAcknowledgement",
+  "StoreEventAcknowledgement",
+  "Ubiquity__V1__StoreEventAcknowledgement",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__StoreEventAcknowledgement),
+  2,
+  ubiquity__v1__store_event_acknowledgement__field_descriptors,
+  ubiquity__v1__store_event_acknowledgement__field_indices_by_name,
+  1,  ubiquity__v1__store_event_acknowledgement__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__store_event_acknowledgement__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor ubiquity__v1__import_counts__field_descriptors[3] =
@@ -3335,6 +3548,82 @@ const ProtobufCMessageDescriptor ubiquity__v1__deleted_object__descriptor =
   (ProtobufCMessageInit) ubiquity__v1__deleted_object__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor ubiquity__v1__acknowledge_store_event_request__field_descriptors[1] =
+{
+  {
+    "event_token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__AcknowledgeStoreEventRequest, event_token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__acknowledge_store_event_request__field_indices_by_name[] = {
+  0,   /* field[0] = event_token */
+};
+static const ProtobufCIntRange ubiquity__v1__acknowledge_store_event_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__acknowledge_store_event_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.AcknowledgeStoreEventRequest",
+  "AcknowledgeStoreEventRequest",
+  "Ubiquity__V1__AcknowledgeStoreEventRequest",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__AcknowledgeStoreEventRequest),
+  1,
+  ubiquity__v1__acknowledge_store_event_request__field_descriptors,
+  ubiquity__v1__acknowledge_store_event_request__field_indices_by_name,
+  1,  ubiquity__v1__acknowledge_store_event_request__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__acknowledge_store_event_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor ubiquity__v1__acknowledge_store_event_response__field_descriptors[1] =
+{
+  {
+    "awaited",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__AcknowledgeStoreEventResponse, awaited),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__acknowledge_store_event_response__field_indices_by_name[] = {
+  0,   /* field[0] = awaited */
+};
+static const ProtobufCIntRange ubiquity__v1__acknowledge_store_event_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor ubiquity__v1__acknowledge_store_event_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "ubiquity.v1.AcknowledgeStoreEventResponse",
+  "AcknowledgeStoreEventResponse",
+  "Ubiquity__V1__AcknowledgeStoreEventResponse",
+  "ubiquity.v1",
+  sizeof(Ubiquity__V1__AcknowledgeStoreEventResponse),
+  1,
+  ubiquity__v1__acknowledge_store_event_response__field_descriptors,
+  ubiquity__v1__acknowledge_store_event_response__field_indices_by_name,
+  1,  ubiquity__v1__acknowledge_store_event_response__number_ranges,
+  (ProtobufCMessageInit) ubiquity__v1__acknowledge_store_event_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor ubiquity__v1__history_expired_details__field_descriptors[3] =
 {
   {
@@ -3450,14 +3739,16 @@ const ProtobufCMessageDescriptor ubiquity__v1__resume_details__descriptor =
   (ProtobufCMessageInit) ubiquity__v1__resume_details__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor ubiquity__v1__changes__method_descriptors[4] =
+static const ProtobufCMethodDescriptor ubiquity__v1__changes__method_descriptors[5] =
 {
   { "Subscribe", &ubiquity__v1__subscribe_request__descriptor, &ubiquity__v1__subscribe_response__descriptor },
   { "FetchHistory", &ubiquity__v1__fetch_history_request__descriptor, &ubiquity__v1__fetch_history_response__descriptor },
   { "DeleteHistory", &ubiquity__v1__delete_history_request__descriptor, &ubiquity__v1__delete_history_response__descriptor },
   { "FetchDeletions", &ubiquity__v1__fetch_deletions_request__descriptor, &ubiquity__v1__fetch_deletions_response__descriptor },
+  { "AcknowledgeStoreEvent", &ubiquity__v1__acknowledge_store_event_request__descriptor, &ubiquity__v1__acknowledge_store_event_response__descriptor },
 };
 const unsigned ubiquity__v1__changes__method_indices_by_name[] = {
+  4,        /* AcknowledgeStoreEvent */
   2,        /* DeleteHistory */
   3,        /* FetchDeletions */
   1,        /* FetchHistory */
@@ -3470,7 +3761,7 @@ const ProtobufCServiceDescriptor ubiquity__v1__changes__descriptor =
   "Changes",
   "Ubiquity__V1__Changes",
   "ubiquity.v1",
-  4,
+  5,
   ubiquity__v1__changes__method_descriptors,
   ubiquity__v1__changes__method_indices_by_name
 };
@@ -3505,6 +3796,14 @@ void ubiquity__v1__changes__fetch_deletions(ProtobufCService *service,
 {
   assert(service->descriptor == &ubiquity__v1__changes__descriptor);
   service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void ubiquity__v1__changes__acknowledge_store_event(ProtobufCService *service,
+                                                    const Ubiquity__V1__AcknowledgeStoreEventRequest *input,
+                                                    Ubiquity__V1__AcknowledgeStoreEventResponse_Closure closure,
+                                                    void *closure_data)
+{
+  assert(service->descriptor == &ubiquity__v1__changes__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void ubiquity__v1__changes__init (Ubiquity__V1__Changes_Service *service,
                                   Ubiquity__V1__Changes_ServiceDestroy destroy)

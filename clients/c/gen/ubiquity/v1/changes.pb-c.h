@@ -35,6 +35,7 @@ typedef struct Ubiquity__V1__CaughtUp Ubiquity__V1__CaughtUp;
 typedef struct Ubiquity__V1__Progress Ubiquity__V1__Progress;
 typedef struct Ubiquity__V1__CursorAtRisk Ubiquity__V1__CursorAtRisk;
 typedef struct Ubiquity__V1__StoreEvent Ubiquity__V1__StoreEvent;
+typedef struct Ubiquity__V1__StoreEventAcknowledgement Ubiquity__V1__StoreEventAcknowledgement;
 typedef struct Ubiquity__V1__ImportCounts Ubiquity__V1__ImportCounts;
 typedef struct Ubiquity__V1__KeyValueChange Ubiquity__V1__KeyValueChange;
 typedef struct Ubiquity__V1__LiveQueryUpdate Ubiquity__V1__LiveQueryUpdate;
@@ -46,6 +47,8 @@ typedef struct Ubiquity__V1__DeleteHistoryResponse Ubiquity__V1__DeleteHistoryRe
 typedef struct Ubiquity__V1__FetchDeletionsRequest Ubiquity__V1__FetchDeletionsRequest;
 typedef struct Ubiquity__V1__FetchDeletionsResponse Ubiquity__V1__FetchDeletionsResponse;
 typedef struct Ubiquity__V1__DeletedObject Ubiquity__V1__DeletedObject;
+typedef struct Ubiquity__V1__AcknowledgeStoreEventRequest Ubiquity__V1__AcknowledgeStoreEventRequest;
+typedef struct Ubiquity__V1__AcknowledgeStoreEventResponse Ubiquity__V1__AcknowledgeStoreEventResponse;
 typedef struct Ubiquity__V1__HistoryExpiredDetails Ubiquity__V1__HistoryExpiredDetails;
 typedef struct Ubiquity__V1__ResumeDetails Ubiquity__V1__ResumeDetails;
 
@@ -303,10 +306,19 @@ struct  Ubiquity__V1__SubscribeRequest
    * only what changes from now on; `from.token` what changed after that token.
    */
   Ubiquity__V1__KeyValueSubscription *key_values;
+  /*
+   * Opt in to acknowledging store transitions (docs/lifecycle.md "Acknowledgements"): each
+   * `StoreEvent` WILL_CHANGE this subscription receives carries an `acknowledgement`, and the
+   * transition waits for `AcknowledgeStoreEvent` (or for this subscription to end) until its
+   * deadline before the contexts' chance to save and the transition itself. Unset: the
+   * subscription is never waited for. Store subscriptions only (INVALID_ARGUMENT with
+   * `key_values`).
+   */
+  protobuf_c_boolean acknowledges_store_events;
 };
 #define UBIQUITY__V1__SUBSCRIBE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__subscribe_request__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, NULL, 0, NULL, NULL }
+    , (char *)protobuf_c_empty_string, NULL, NULL, 0, NULL, NULL, 0 }
 
 
 /*
@@ -629,10 +641,39 @@ struct  Ubiquity__V1__StoreEvent
    * `DID_CHANGE` of an initial import: what the import did.
    */
   Ubiquity__V1__ImportCounts *import_counts;
+  /*
+   * `WILL_CHANGE` on a subscription with `acknowledges_store_events`: how to confirm that the
+   * subscriber flushed its pending work, and until when the server waits for it. Unset on other
+   * subscriptions, on `DID_CHANGE`, and when the server does not wait (`--transition-ack-seconds 0`).
+   */
+  Ubiquity__V1__StoreEventAcknowledgement *acknowledgement;
 };
 #define UBIQUITY__V1__STORE_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__store_event__descriptor) \
-    , UBIQUITY__V1__STORE_EVENT__PHASE__PHASE_UNSPECIFIED, UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_UNSPECIFIED, 0, NULL }
+    , UBIQUITY__V1__STORE_EVENT__PHASE__PHASE_UNSPECIFIED, UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_UNSPECIFIED, 0, NULL, NULL }
+
+
+/*
+ * What a subscriber needs to acknowledge a `WILL_CHANGE` (docs/lifecycle.md "Acknowledgements").
+ */
+struct  Ubiquity__V1__StoreEventAcknowledgement
+{
+  ProtobufCMessage base;
+  /*
+   * The event's identity: its generation token (on a store subscription, the response's
+   * `resume_token`). Pass it to `AcknowledgeStoreEvent`.
+   */
+  ProtobufCBinaryData event_token;
+  /*
+   * The server goes on without the acknowledgement at this time (the event's commit time plus
+   * the server's `--transition-ack-seconds`; it never goes on earlier while it waits for you).
+   * In the past on a replayed event: nothing waits any more, acknowledging is a harmless no-op.
+   */
+  Google__Protobuf__Timestamp *deadline;
+};
+#define UBIQUITY__V1__STORE_EVENT_ACKNOWLEDGEMENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__store_event_acknowledgement__descriptor) \
+    , {0,NULL}, NULL }
 
 
 /*
@@ -927,6 +968,42 @@ struct  Ubiquity__V1__DeletedObject
 #define UBIQUITY__V1__DELETED_OBJECT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__deleted_object__descriptor) \
     , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * AcknowledgeStoreEvent's request.
+ */
+struct  Ubiquity__V1__AcknowledgeStoreEventRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The `StoreEventAcknowledgement.event_token` of the WILL_CHANGE being acknowledged; it names
+   * the store, so no store_id is needed.
+   */
+  ProtobufCBinaryData event_token;
+};
+#define UBIQUITY__V1__ACKNOWLEDGE_STORE_EVENT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__acknowledge_store_event_request__descriptor) \
+    , {0,NULL} }
+
+
+/*
+ * AcknowledgeStoreEvent's response.
+ */
+struct  Ubiquity__V1__AcknowledgeStoreEventResponse
+{
+  ProtobufCMessage base;
+  /*
+   * True when a transition was waiting for this acknowledgement: a subscription of the caller's
+   * session on the store had received the event (or was about to) and had not acknowledged it
+   * yet. False for a repeat, a late acknowledgement (the deadline passed) or one nothing waited
+   * for. Informational: nothing more to do either way.
+   */
+  protobuf_c_boolean awaited;
+};
+#define UBIQUITY__V1__ACKNOWLEDGE_STORE_EVENT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__acknowledge_store_event_response__descriptor) \
+    , 0 }
 
 
 /*
@@ -1253,6 +1330,25 @@ Ubiquity__V1__StoreEvent *
 void   ubiquity__v1__store_event__free_unpacked
                      (Ubiquity__V1__StoreEvent *message,
                       ProtobufCAllocator *allocator);
+/* Ubiquity__V1__StoreEventAcknowledgement methods */
+void   ubiquity__v1__store_event_acknowledgement__init
+                     (Ubiquity__V1__StoreEventAcknowledgement         *message);
+size_t ubiquity__v1__store_event_acknowledgement__get_packed_size
+                     (const Ubiquity__V1__StoreEventAcknowledgement   *message);
+size_t ubiquity__v1__store_event_acknowledgement__pack
+                     (const Ubiquity__V1__StoreEventAcknowledgement   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__store_event_acknowledgement__pack_to_buffer
+                     (const Ubiquity__V1__StoreEventAcknowledgement   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__StoreEventAcknowledgement *
+       ubiquity__v1__store_event_acknowledgement__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__store_event_acknowledgement__free_unpacked
+                     (Ubiquity__V1__StoreEventAcknowledgement *message,
+                      ProtobufCAllocator *allocator);
 /* Ubiquity__V1__ImportCounts methods */
 void   ubiquity__v1__import_counts__init
                      (Ubiquity__V1__ImportCounts         *message);
@@ -1462,6 +1558,44 @@ Ubiquity__V1__DeletedObject *
 void   ubiquity__v1__deleted_object__free_unpacked
                      (Ubiquity__V1__DeletedObject *message,
                       ProtobufCAllocator *allocator);
+/* Ubiquity__V1__AcknowledgeStoreEventRequest methods */
+void   ubiquity__v1__acknowledge_store_event_request__init
+                     (Ubiquity__V1__AcknowledgeStoreEventRequest         *message);
+size_t ubiquity__v1__acknowledge_store_event_request__get_packed_size
+                     (const Ubiquity__V1__AcknowledgeStoreEventRequest   *message);
+size_t ubiquity__v1__acknowledge_store_event_request__pack
+                     (const Ubiquity__V1__AcknowledgeStoreEventRequest   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__acknowledge_store_event_request__pack_to_buffer
+                     (const Ubiquity__V1__AcknowledgeStoreEventRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__AcknowledgeStoreEventRequest *
+       ubiquity__v1__acknowledge_store_event_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__acknowledge_store_event_request__free_unpacked
+                     (Ubiquity__V1__AcknowledgeStoreEventRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Ubiquity__V1__AcknowledgeStoreEventResponse methods */
+void   ubiquity__v1__acknowledge_store_event_response__init
+                     (Ubiquity__V1__AcknowledgeStoreEventResponse         *message);
+size_t ubiquity__v1__acknowledge_store_event_response__get_packed_size
+                     (const Ubiquity__V1__AcknowledgeStoreEventResponse   *message);
+size_t ubiquity__v1__acknowledge_store_event_response__pack
+                     (const Ubiquity__V1__AcknowledgeStoreEventResponse   *message,
+                      uint8_t             *out);
+size_t ubiquity__v1__acknowledge_store_event_response__pack_to_buffer
+                     (const Ubiquity__V1__AcknowledgeStoreEventResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Ubiquity__V1__AcknowledgeStoreEventResponse *
+       ubiquity__v1__acknowledge_store_event_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   ubiquity__v1__acknowledge_store_event_response__free_unpacked
+                     (Ubiquity__V1__AcknowledgeStoreEventResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Ubiquity__V1__HistoryExpiredDetails methods */
 void   ubiquity__v1__history_expired_details__init
                      (Ubiquity__V1__HistoryExpiredDetails         *message);
@@ -1556,6 +1690,9 @@ typedef void (*Ubiquity__V1__CursorAtRisk_Closure)
 typedef void (*Ubiquity__V1__StoreEvent_Closure)
                  (const Ubiquity__V1__StoreEvent *message,
                   void *closure_data);
+typedef void (*Ubiquity__V1__StoreEventAcknowledgement_Closure)
+                 (const Ubiquity__V1__StoreEventAcknowledgement *message,
+                  void *closure_data);
 typedef void (*Ubiquity__V1__ImportCounts_Closure)
                  (const Ubiquity__V1__ImportCounts *message,
                   void *closure_data);
@@ -1589,6 +1726,12 @@ typedef void (*Ubiquity__V1__FetchDeletionsResponse_Closure)
 typedef void (*Ubiquity__V1__DeletedObject_Closure)
                  (const Ubiquity__V1__DeletedObject *message,
                   void *closure_data);
+typedef void (*Ubiquity__V1__AcknowledgeStoreEventRequest_Closure)
+                 (const Ubiquity__V1__AcknowledgeStoreEventRequest *message,
+                  void *closure_data);
+typedef void (*Ubiquity__V1__AcknowledgeStoreEventResponse_Closure)
+                 (const Ubiquity__V1__AcknowledgeStoreEventResponse *message,
+                  void *closure_data);
 typedef void (*Ubiquity__V1__HistoryExpiredDetails_Closure)
                  (const Ubiquity__V1__HistoryExpiredDetails *message,
                   void *closure_data);
@@ -1618,6 +1761,10 @@ struct Ubiquity__V1__Changes_Service
                           const Ubiquity__V1__FetchDeletionsRequest *input,
                           Ubiquity__V1__FetchDeletionsResponse_Closure closure,
                           void *closure_data);
+  void (*acknowledge_store_event)(Ubiquity__V1__Changes_Service *service,
+                                  const Ubiquity__V1__AcknowledgeStoreEventRequest *input,
+                                  Ubiquity__V1__AcknowledgeStoreEventResponse_Closure closure,
+                                  void *closure_data);
 };
 typedef void (*Ubiquity__V1__Changes_ServiceDestroy)(Ubiquity__V1__Changes_Service *);
 void ubiquity__v1__changes__init (Ubiquity__V1__Changes_Service *service,
@@ -1629,7 +1776,8 @@ void ubiquity__v1__changes__init (Ubiquity__V1__Changes_Service *service,
       function_prefix__ ## subscribe,\
       function_prefix__ ## fetch_history,\
       function_prefix__ ## delete_history,\
-      function_prefix__ ## fetch_deletions  }
+      function_prefix__ ## fetch_deletions,\
+      function_prefix__ ## acknowledge_store_event  }
 void ubiquity__v1__changes__subscribe(ProtobufCService *service,
                                       const Ubiquity__V1__SubscribeRequest *input,
                                       Ubiquity__V1__SubscribeResponse_Closure closure,
@@ -1646,6 +1794,10 @@ void ubiquity__v1__changes__fetch_deletions(ProtobufCService *service,
                                             const Ubiquity__V1__FetchDeletionsRequest *input,
                                             Ubiquity__V1__FetchDeletionsResponse_Closure closure,
                                             void *closure_data);
+void ubiquity__v1__changes__acknowledge_store_event(ProtobufCService *service,
+                                                    const Ubiquity__V1__AcknowledgeStoreEventRequest *input,
+                                                    Ubiquity__V1__AcknowledgeStoreEventResponse_Closure closure,
+                                                    void *closure_data);
 
 /* --- descriptors --- */
 
@@ -1670,6 +1822,7 @@ extern const ProtobufCMessageDescriptor ubiquity__v1__cursor_at_risk__descriptor
 extern const ProtobufCMessageDescriptor ubiquity__v1__store_event__descriptor;
 extern const ProtobufCEnumDescriptor    ubiquity__v1__store_event__phase__descriptor;
 extern const ProtobufCEnumDescriptor    ubiquity__v1__store_event__transition__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__store_event_acknowledgement__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__import_counts__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__key_value_change__descriptor;
 extern const ProtobufCEnumDescriptor    ubiquity__v1__key_value_change__reason__descriptor;
@@ -1682,6 +1835,8 @@ extern const ProtobufCMessageDescriptor ubiquity__v1__delete_history_response__d
 extern const ProtobufCMessageDescriptor ubiquity__v1__fetch_deletions_request__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__fetch_deletions_response__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__deleted_object__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__acknowledge_store_event_request__descriptor;
+extern const ProtobufCMessageDescriptor ubiquity__v1__acknowledge_store_event_response__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__history_expired_details__descriptor;
 extern const ProtobufCMessageDescriptor ubiquity__v1__resume_details__descriptor;
 extern const ProtobufCServiceDescriptor ubiquity__v1__changes__descriptor;

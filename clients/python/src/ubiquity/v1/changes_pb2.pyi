@@ -51,19 +51,21 @@ class LiveQuery(_message.Message):
     def __init__(self, entity: _Optional[str] = ..., predicate: _Optional[str] = ..., arguments: _Optional[_Mapping[str, _objects_pb2.Argument]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("store_id", "filter", "coalesce_window_ms", "live_query", "key_values")
+    __slots__ = ("store_id", "filter", "coalesce_window_ms", "live_query", "key_values", "acknowledges_store_events")
     STORE_ID_FIELD_NUMBER: _ClassVar[int]
     FROM_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     COALESCE_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
     LIVE_QUERY_FIELD_NUMBER: _ClassVar[int]
     KEY_VALUES_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGES_STORE_EVENTS_FIELD_NUMBER: _ClassVar[int]
     store_id: str
     filter: ChangeFilter
     coalesce_window_ms: int
     live_query: LiveQuery
     key_values: KeyValueSubscription
-    def __init__(self, store_id: _Optional[str] = ..., filter: _Optional[_Union[ChangeFilter, _Mapping]] = ..., coalesce_window_ms: _Optional[int] = ..., live_query: _Optional[_Union[LiveQuery, _Mapping]] = ..., key_values: _Optional[_Union[KeyValueSubscription, _Mapping]] = ..., **kwargs) -> None: ...
+    acknowledges_store_events: bool
+    def __init__(self, store_id: _Optional[str] = ..., filter: _Optional[_Union[ChangeFilter, _Mapping]] = ..., coalesce_window_ms: _Optional[int] = ..., live_query: _Optional[_Union[LiveQuery, _Mapping]] = ..., key_values: _Optional[_Union[KeyValueSubscription, _Mapping]] = ..., acknowledges_store_events: _Optional[bool] = ..., **kwargs) -> None: ...
 
 class KeyValueSubscription(_message.Message):
     __slots__ = ("exclude_authors",)
@@ -193,7 +195,7 @@ class CursorAtRisk(_message.Message):
     def __init__(self, oldest_retained_token: _Optional[bytes] = ..., expected_expiry: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class StoreEvent(_message.Message):
-    __slots__ = ("phase", "transition", "using_local_storage", "import_counts")
+    __slots__ = ("phase", "transition", "using_local_storage", "import_counts", "acknowledgement")
     class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         PHASE_UNSPECIFIED: _ClassVar[StoreEvent.Phase]
@@ -218,11 +220,21 @@ class StoreEvent(_message.Message):
     TRANSITION_FIELD_NUMBER: _ClassVar[int]
     USING_LOCAL_STORAGE_FIELD_NUMBER: _ClassVar[int]
     IMPORT_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGEMENT_FIELD_NUMBER: _ClassVar[int]
     phase: StoreEvent.Phase
     transition: StoreEvent.Transition
     using_local_storage: bool
     import_counts: ImportCounts
-    def __init__(self, phase: _Optional[_Union[StoreEvent.Phase, str]] = ..., transition: _Optional[_Union[StoreEvent.Transition, str]] = ..., using_local_storage: _Optional[bool] = ..., import_counts: _Optional[_Union[ImportCounts, _Mapping]] = ...) -> None: ...
+    acknowledgement: StoreEventAcknowledgement
+    def __init__(self, phase: _Optional[_Union[StoreEvent.Phase, str]] = ..., transition: _Optional[_Union[StoreEvent.Transition, str]] = ..., using_local_storage: _Optional[bool] = ..., import_counts: _Optional[_Union[ImportCounts, _Mapping]] = ..., acknowledgement: _Optional[_Union[StoreEventAcknowledgement, _Mapping]] = ...) -> None: ...
+
+class StoreEventAcknowledgement(_message.Message):
+    __slots__ = ("event_token", "deadline")
+    EVENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    event_token: bytes
+    deadline: _timestamp_pb2.Timestamp
+    def __init__(self, event_token: _Optional[bytes] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ImportCounts(_message.Message):
     __slots__ = ("inserted", "merged", "deduplicated")
@@ -354,6 +366,18 @@ class DeletedObject(_message.Message):
     entity: str
     generation: int
     def __init__(self, object_id: _Optional[str] = ..., entity: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class AcknowledgeStoreEventRequest(_message.Message):
+    __slots__ = ("event_token",)
+    EVENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    event_token: bytes
+    def __init__(self, event_token: _Optional[bytes] = ...) -> None: ...
+
+class AcknowledgeStoreEventResponse(_message.Message):
+    __slots__ = ("awaited",)
+    AWAITED_FIELD_NUMBER: _ClassVar[int]
+    awaited: bool
+    def __init__(self, awaited: _Optional[bool] = ...) -> None: ...
 
 class HistoryExpiredDetails(_message.Message):
     __slots__ = ("oldest_retained_token", "current_token", "deletions_available")

@@ -55,6 +55,11 @@ class ChangesStub:
                 request_serializer=ubiquity_dot_v1_dot_changes__pb2.FetchDeletionsRequest.SerializeToString,
                 response_deserializer=ubiquity_dot_v1_dot_changes__pb2.FetchDeletionsResponse.FromString,
                 _registered_method=True)
+        self.AcknowledgeStoreEvent = channel.unary_unary(
+                '/ubiquity.v1.Changes/AcknowledgeStoreEvent',
+                request_serializer=ubiquity_dot_v1_dot_changes__pb2.AcknowledgeStoreEventRequest.SerializeToString,
+                response_deserializer=ubiquity_dot_v1_dot_changes__pb2.AcknowledgeStoreEventResponse.FromString,
+                _registered_method=True)
 
 
 class ChangesServicer:
@@ -100,6 +105,21 @@ class ChangesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcknowledgeStoreEvent(self, request, context):
+        """Confirms that the caller flushed its pending work after a `StoreEvent` WILL_CHANGE it
+        received on a subscription with `acknowledges_store_events` (docs/lifecycle.md
+        "Acknowledgements"): the transition waits, up to the event's `acknowledgement.deadline`, until
+        every such subscriber of the store that received it has acknowledged or gone away. It covers
+        every subscription of the caller's session on that store. Acknowledging twice, or after the
+        transition went on, is a no-op. An event of another account's store answers NOT_FOUND
+        (STORE_NOT_FOUND), as an unknown store does; a token at which the store has no WILL_CHANGE for
+        the caller's device NOT_FOUND (STORE_EVENT_NOT_FOUND); a malformed token INVALID_ARGUMENT
+        (BAD_TOKEN).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ChangesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -122,6 +142,11 @@ def add_ChangesServicer_to_server(servicer, server):
                     servicer.FetchDeletions,
                     request_deserializer=ubiquity_dot_v1_dot_changes__pb2.FetchDeletionsRequest.FromString,
                     response_serializer=ubiquity_dot_v1_dot_changes__pb2.FetchDeletionsResponse.SerializeToString,
+            ),
+            'AcknowledgeStoreEvent': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeStoreEvent,
+                    request_deserializer=ubiquity_dot_v1_dot_changes__pb2.AcknowledgeStoreEventRequest.FromString,
+                    response_serializer=ubiquity_dot_v1_dot_changes__pb2.AcknowledgeStoreEventResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -233,6 +258,33 @@ class Changes:
             '/ubiquity.v1.Changes/FetchDeletions',
             ubiquity_dot_v1_dot_changes__pb2.FetchDeletionsRequest.SerializeToString,
             ubiquity_dot_v1_dot_changes__pb2.FetchDeletionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcknowledgeStoreEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ubiquity.v1.Changes/AcknowledgeStoreEvent',
+            ubiquity_dot_v1_dot_changes__pb2.AcknowledgeStoreEventRequest.SerializeToString,
+            ubiquity_dot_v1_dot_changes__pb2.AcknowledgeStoreEventResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -87,12 +87,26 @@ public enum Ubiquity_V1_Changes: Sendable {
                 type: .unary
             )
         }
+        /// Namespace for "AcknowledgeStoreEvent" metadata.
+        public enum AcknowledgeStoreEvent: Sendable {
+            /// Request type for "AcknowledgeStoreEvent".
+            public typealias Input = Ubiquity_V1_AcknowledgeStoreEventRequest
+            /// Response type for "AcknowledgeStoreEvent".
+            public typealias Output = Ubiquity_V1_AcknowledgeStoreEventResponse
+            /// Descriptor for "AcknowledgeStoreEvent".
+            public static let descriptor = GRPCCore.MethodDescriptor(
+                service: GRPCCore.ServiceDescriptor(fullyQualifiedService: "ubiquity.v1.Changes"),
+                method: "AcknowledgeStoreEvent",
+                type: .unary
+            )
+        }
         /// Descriptors for all methods in the "ubiquity.v1.Changes" service.
         public static let descriptors: [GRPCCore.MethodDescriptor] = [
             Subscribe.descriptor,
             FetchHistory.descriptor,
             DeleteHistory.descriptor,
-            FetchDeletions.descriptor
+            FetchDeletions.descriptor,
+            AcknowledgeStoreEvent.descriptor
         ]
     }
 }
@@ -217,6 +231,37 @@ extension Ubiquity_V1_Changes {
             deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_FetchDeletionsResponse>,
             options: GRPCCore.CallOptions,
             onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_FetchDeletionsResponse>) async throws -> Result
+        ) async throws -> Result where Result: Sendable
+
+        /// Call the "AcknowledgeStoreEvent" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Confirms that the caller flushed its pending work after a `StoreEvent` WILL_CHANGE it
+        /// > received on a subscription with `acknowledges_store_events` (docs/lifecycle.md
+        /// > "Acknowledgements"): the transition waits, up to the event's `acknowledgement.deadline`, until
+        /// > every such subscriber of the store that received it has acknowledged or gone away. It covers
+        /// > every subscription of the caller's session on that store. Acknowledging twice, or after the
+        /// > transition went on, is a no-op. An event of another account's store answers NOT_FOUND
+        /// > (STORE_NOT_FOUND), as an unknown store does; a token at which the store has no WILL_CHANGE for
+        /// > the caller's device NOT_FOUND (STORE_EVENT_NOT_FOUND); a malformed token INVALID_ARGUMENT
+        /// > (BAD_TOKEN).
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_AcknowledgeStoreEventRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_AcknowledgeStoreEventRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_AcknowledgeStoreEventResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        func acknowledgeStoreEvent<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_AcknowledgeStoreEventRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_AcknowledgeStoreEventRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_AcknowledgeStoreEventResponse>,
+            options: GRPCCore.CallOptions,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_AcknowledgeStoreEventResponse>) async throws -> Result
         ) async throws -> Result where Result: Sendable
     }
 
@@ -384,6 +429,48 @@ extension Ubiquity_V1_Changes {
                 onResponse: handleResponse
             )
         }
+
+        /// Call the "AcknowledgeStoreEvent" method.
+        ///
+        /// > Source IDL Documentation:
+        /// >
+        /// > Confirms that the caller flushed its pending work after a `StoreEvent` WILL_CHANGE it
+        /// > received on a subscription with `acknowledges_store_events` (docs/lifecycle.md
+        /// > "Acknowledgements"): the transition waits, up to the event's `acknowledgement.deadline`, until
+        /// > every such subscriber of the store that received it has acknowledged or gone away. It covers
+        /// > every subscription of the caller's session on that store. Acknowledging twice, or after the
+        /// > transition went on, is a no-op. An event of another account's store answers NOT_FOUND
+        /// > (STORE_NOT_FOUND), as an unknown store does; a token at which the store has no WILL_CHANGE for
+        /// > the caller's device NOT_FOUND (STORE_EVENT_NOT_FOUND); a malformed token INVALID_ARGUMENT
+        /// > (BAD_TOKEN).
+        ///
+        /// - Parameters:
+        ///   - request: A request containing a single `Ubiquity_V1_AcknowledgeStoreEventRequest` message.
+        ///   - serializer: A serializer for `Ubiquity_V1_AcknowledgeStoreEventRequest` messages.
+        ///   - deserializer: A deserializer for `Ubiquity_V1_AcknowledgeStoreEventResponse` messages.
+        ///   - options: Options to apply to this RPC.
+        ///   - handleResponse: A closure which handles the response and returns its result to
+        ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+        ///       already finished.
+        /// - Returns: The result of `handleResponse`.
+        public func acknowledgeStoreEvent<Result>(
+            request: GRPCCore.ClientRequest<Ubiquity_V1_AcknowledgeStoreEventRequest>,
+            serializer: some GRPCCore.MessageSerializer<Ubiquity_V1_AcknowledgeStoreEventRequest>,
+            deserializer: some GRPCCore.MessageDeserializer<Ubiquity_V1_AcknowledgeStoreEventResponse>,
+            options: GRPCCore.CallOptions = .defaults,
+            onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_AcknowledgeStoreEventResponse>) async throws -> Result = { response in
+                try response.message
+            }
+        ) async throws -> Result where Result: Sendable {
+            try await self.client.unary(
+                request: request,
+                descriptor: Ubiquity_V1_Changes.Method.AcknowledgeStoreEvent.descriptor,
+                serializer: serializer,
+                deserializer: deserializer,
+                options: options,
+                onResponse: handleResponse
+            )
+        }
     }
 }
 
@@ -510,6 +597,43 @@ extension Ubiquity_V1_Changes.ClientProtocol {
             request: request,
             serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_FetchDeletionsRequest>(),
             deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_FetchDeletionsResponse>(),
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "AcknowledgeStoreEvent" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Confirms that the caller flushed its pending work after a `StoreEvent` WILL_CHANGE it
+    /// > received on a subscription with `acknowledges_store_events` (docs/lifecycle.md
+    /// > "Acknowledgements"): the transition waits, up to the event's `acknowledgement.deadline`, until
+    /// > every such subscriber of the store that received it has acknowledged or gone away. It covers
+    /// > every subscription of the caller's session on that store. Acknowledging twice, or after the
+    /// > transition went on, is a no-op. An event of another account's store answers NOT_FOUND
+    /// > (STORE_NOT_FOUND), as an unknown store does; a token at which the store has no WILL_CHANGE for
+    /// > the caller's device NOT_FOUND (STORE_EVENT_NOT_FOUND); a malformed token INVALID_ARGUMENT
+    /// > (BAD_TOKEN).
+    ///
+    /// - Parameters:
+    ///   - request: A request containing a single `Ubiquity_V1_AcknowledgeStoreEventRequest` message.
+    ///   - options: Options to apply to this RPC.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func acknowledgeStoreEvent<Result>(
+        request: GRPCCore.ClientRequest<Ubiquity_V1_AcknowledgeStoreEventRequest>,
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_AcknowledgeStoreEventResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        try await self.acknowledgeStoreEvent(
+            request: request,
+            serializer: GRPCProtobuf.ProtobufSerializer<Ubiquity_V1_AcknowledgeStoreEventRequest>(),
+            deserializer: GRPCProtobuf.ProtobufDeserializer<Ubiquity_V1_AcknowledgeStoreEventResponse>(),
             options: options,
             onResponse: handleResponse
         )
@@ -654,6 +778,47 @@ extension Ubiquity_V1_Changes.ClientProtocol {
             metadata: metadata
         )
         return try await self.fetchDeletions(
+            request: request,
+            options: options,
+            onResponse: handleResponse
+        )
+    }
+
+    /// Call the "AcknowledgeStoreEvent" method.
+    ///
+    /// > Source IDL Documentation:
+    /// >
+    /// > Confirms that the caller flushed its pending work after a `StoreEvent` WILL_CHANGE it
+    /// > received on a subscription with `acknowledges_store_events` (docs/lifecycle.md
+    /// > "Acknowledgements"): the transition waits, up to the event's `acknowledgement.deadline`, until
+    /// > every such subscriber of the store that received it has acknowledged or gone away. It covers
+    /// > every subscription of the caller's session on that store. Acknowledging twice, or after the
+    /// > transition went on, is a no-op. An event of another account's store answers NOT_FOUND
+    /// > (STORE_NOT_FOUND), as an unknown store does; a token at which the store has no WILL_CHANGE for
+    /// > the caller's device NOT_FOUND (STORE_EVENT_NOT_FOUND); a malformed token INVALID_ARGUMENT
+    /// > (BAD_TOKEN).
+    ///
+    /// - Parameters:
+    ///   - message: request message to send.
+    ///   - metadata: Additional metadata to send, defaults to empty.
+    ///   - options: Options to apply to this RPC, defaults to `.defaults`.
+    ///   - handleResponse: A closure which handles the response and returns its result to
+    ///       the caller. Returning from the closure will cancel the RPC if it hasn't
+    ///       already finished.
+    /// - Returns: The result of `handleResponse`.
+    public func acknowledgeStoreEvent<Result>(
+        _ message: Ubiquity_V1_AcknowledgeStoreEventRequest,
+        metadata: GRPCCore.Metadata = [:],
+        options: GRPCCore.CallOptions = .defaults,
+        onResponse handleResponse: @Sendable @escaping (GRPCCore.ClientResponse<Ubiquity_V1_AcknowledgeStoreEventResponse>) async throws -> Result = { response in
+            try response.message
+        }
+    ) async throws -> Result where Result: Sendable {
+        let request = GRPCCore.ClientRequest<Ubiquity_V1_AcknowledgeStoreEventRequest>(
+            message: message,
+            metadata: metadata
+        )
+        return try await self.acknowledgeStoreEvent(
             request: request,
             options: options,
             onResponse: handleResponse

@@ -202,6 +202,14 @@ public nonisolated struct Ubiquity_V1_SubscribeRequest: Sendable {
   /// Clears the value of `keyValues`. Subsequent reads from it will return its default value.
   public mutating func clearKeyValues() {self._keyValues = nil}
 
+  /// Opt in to acknowledging store transitions (docs/lifecycle.md "Acknowledgements"): each
+  /// `StoreEvent` WILL_CHANGE this subscription receives carries an `acknowledgement`, and the
+  /// transition waits for `AcknowledgeStoreEvent` (or for this subscription to end) until its
+  /// deadline before the contexts' chance to save and the transition itself. Unset: the
+  /// subscription is never waited for. Store subscriptions only (INVALID_ARGUMENT with
+  /// `key_values`).
+  public var acknowledgesStoreEvents: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -583,6 +591,18 @@ public nonisolated struct Ubiquity_V1_StoreEvent: Sendable {
   /// Clears the value of `importCounts`. Subsequent reads from it will return its default value.
   public mutating func clearImportCounts() {self._importCounts = nil}
 
+  /// `WILL_CHANGE` on a subscription with `acknowledges_store_events`: how to confirm that the
+  /// subscriber flushed its pending work, and until when the server waits for it. Unset on other
+  /// subscriptions, on `DID_CHANGE`, and when the server does not wait (`--transition-ack-seconds 0`).
+  public var acknowledgement: Ubiquity_V1_StoreEventAcknowledgement {
+    get {_acknowledgement ?? Ubiquity_V1_StoreEventAcknowledgement()}
+    set {_acknowledgement = newValue}
+  }
+  /// Returns true if `acknowledgement` has been explicitly set.
+  public var hasAcknowledgement: Bool {self._acknowledgement != nil}
+  /// Clears the value of `acknowledgement`. Subsequent reads from it will return its default value.
+  public mutating func clearAcknowledgement() {self._acknowledgement = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   /// Before or after the transition.
@@ -693,6 +713,36 @@ public nonisolated struct Ubiquity_V1_StoreEvent: Sendable {
   public init() {}
 
   fileprivate var _importCounts: Ubiquity_V1_ImportCounts? = nil
+  fileprivate var _acknowledgement: Ubiquity_V1_StoreEventAcknowledgement? = nil
+}
+
+/// What a subscriber needs to acknowledge a `WILL_CHANGE` (docs/lifecycle.md "Acknowledgements").
+public nonisolated struct Ubiquity_V1_StoreEventAcknowledgement: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The event's identity: its generation token (on a store subscription, the response's
+  /// `resume_token`). Pass it to `AcknowledgeStoreEvent`.
+  public var eventToken: Data = Data()
+
+  /// The server goes on without the acknowledgement at this time (the event's commit time plus
+  /// the server's `--transition-ack-seconds`; it never goes on earlier while it waits for you).
+  /// In the past on a replayed event: nothing waits any more, acknowledging is a harmless no-op.
+  public var deadline: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_deadline ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_deadline = newValue}
+  }
+  /// Returns true if `deadline` has been explicitly set.
+  public var hasDeadline: Bool {self._deadline != nil}
+  /// Clears the value of `deadline`. Subsequent reads from it will return its default value.
+  public mutating func clearDeadline() {self._deadline = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _deadline: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
 }
 
 /// What an initial import did.
@@ -1023,6 +1073,38 @@ public nonisolated struct Ubiquity_V1_DeletedObject: Sendable {
   public init() {}
 }
 
+/// AcknowledgeStoreEvent's request.
+public nonisolated struct Ubiquity_V1_AcknowledgeStoreEventRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The `StoreEventAcknowledgement.event_token` of the WILL_CHANGE being acknowledged; it names
+  /// the store, so no store_id is needed.
+  public var eventToken: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// AcknowledgeStoreEvent's response.
+public nonisolated struct Ubiquity_V1_AcknowledgeStoreEventResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// True when a transition was waiting for this acknowledgement: a subscription of the caller's
+  /// session on the store had received the event (or was about to) and had not acknowledged it
+  /// yet. False for a repeat, a late acknowledgement (the deadline passed) or one nothing waited
+  /// for. Informational: nothing more to do either way.
+  public var awaited: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// Status detail of HISTORY_EXPIRED: what the client can do instead.
 public nonisolated struct Ubiquity_V1_HistoryExpiredDetails: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -1222,7 +1304,7 @@ nonisolated extension Ubiquity_V1_LiveQuery: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Ubiquity_V1_SubscribeRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SubscribeRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}store_id\0\u{1}from\0\u{1}filter\0\u{3}coalesce_window_ms\0\u{3}live_query\0\u{3}key_values\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}store_id\0\u{1}from\0\u{1}filter\0\u{3}coalesce_window_ms\0\u{3}live_query\0\u{3}key_values\0\u{3}acknowledges_store_events\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1236,6 +1318,7 @@ nonisolated extension Ubiquity_V1_SubscribeRequest: SwiftProtobuf.Message, Swift
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.coalesceWindowMs) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._liveQuery) }()
       case 6: try { try decoder.decodeSingularMessageField(value: &self._keyValues) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.acknowledgesStoreEvents) }()
       default: break
       }
     }
@@ -1264,6 +1347,9 @@ nonisolated extension Ubiquity_V1_SubscribeRequest: SwiftProtobuf.Message, Swift
     try { if let v = self._keyValues {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
     } }()
+    if self.acknowledgesStoreEvents != false {
+      try visitor.visitSingularBoolField(value: self.acknowledgesStoreEvents, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1274,6 +1360,7 @@ nonisolated extension Ubiquity_V1_SubscribeRequest: SwiftProtobuf.Message, Swift
     if lhs.coalesceWindowMs != rhs.coalesceWindowMs {return false}
     if lhs._liveQuery != rhs._liveQuery {return false}
     if lhs._keyValues != rhs._keyValues {return false}
+    if lhs.acknowledgesStoreEvents != rhs.acknowledgesStoreEvents {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1748,7 +1835,7 @@ nonisolated extension Ubiquity_V1_CursorAtRisk: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Ubiquity_V1_StoreEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StoreEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}phase\0\u{1}transition\0\u{3}using_local_storage\0\u{3}import_counts\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}phase\0\u{1}transition\0\u{3}using_local_storage\0\u{3}import_counts\0\u{2}\u{4}acknowledgement\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1760,6 +1847,7 @@ nonisolated extension Ubiquity_V1_StoreEvent: SwiftProtobuf.Message, SwiftProtob
       case 2: try { try decoder.decodeSingularEnumField(value: &self.transition) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.usingLocalStorage) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._importCounts) }()
+      case 8: try { try decoder.decodeSingularMessageField(value: &self._acknowledgement) }()
       default: break
       }
     }
@@ -1782,6 +1870,9 @@ nonisolated extension Ubiquity_V1_StoreEvent: SwiftProtobuf.Message, SwiftProtob
     try { if let v = self._importCounts {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
+    try { if let v = self._acknowledgement {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1790,6 +1881,7 @@ nonisolated extension Ubiquity_V1_StoreEvent: SwiftProtobuf.Message, SwiftProtob
     if lhs.transition != rhs.transition {return false}
     if lhs.usingLocalStorage != rhs.usingLocalStorage {return false}
     if lhs._importCounts != rhs._importCounts {return false}
+    if lhs._acknowledgement != rhs._acknowledgement {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1801,6 +1893,45 @@ nonisolated extension Ubiquity_V1_StoreEvent.Phase: SwiftProtobuf._ProtoNameProv
 
 nonisolated extension Ubiquity_V1_StoreEvent.Transition: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0TRANSITION_UNSPECIFIED\0\u{1}TRANSITION_ACCOUNT_ADDED\0\u{1}TRANSITION_ACCOUNT_REMOVED\0\u{1}TRANSITION_CONTENT_REMOVED\0\u{1}TRANSITION_INITIAL_IMPORT_COMPLETED\0")
+}
+
+nonisolated extension Ubiquity_V1_StoreEventAcknowledgement: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StoreEventAcknowledgement"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}event_token\0\u{1}deadline\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.eventToken) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._deadline) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.eventToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.eventToken, fieldNumber: 1)
+    }
+    try { if let v = self._deadline {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_StoreEventAcknowledgement, rhs: Ubiquity_V1_StoreEventAcknowledgement) -> Bool {
+    if lhs.eventToken != rhs.eventToken {return false}
+    if lhs._deadline != rhs._deadline {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }
 
 nonisolated extension Ubiquity_V1_ImportCounts: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -2275,6 +2406,66 @@ nonisolated extension Ubiquity_V1_DeletedObject: SwiftProtobuf.Message, SwiftPro
     if lhs.objectID != rhs.objectID {return false}
     if lhs.entity != rhs.entity {return false}
     if lhs.generation != rhs.generation {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_AcknowledgeStoreEventRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AcknowledgeStoreEventRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}event_token\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.eventToken) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.eventToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.eventToken, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_AcknowledgeStoreEventRequest, rhs: Ubiquity_V1_AcknowledgeStoreEventRequest) -> Bool {
+    if lhs.eventToken != rhs.eventToken {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Ubiquity_V1_AcknowledgeStoreEventResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".AcknowledgeStoreEventResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}awaited\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.awaited) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.awaited != false {
+      try visitor.visitSingularBoolField(value: self.awaited, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Ubiquity_V1_AcknowledgeStoreEventResponse, rhs: Ubiquity_V1_AcknowledgeStoreEventResponse) -> Bool {
+    if lhs.awaited != rhs.awaited {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
