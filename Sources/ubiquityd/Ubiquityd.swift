@@ -170,7 +170,11 @@ struct Ubiquityd: ParsableCommand {
         storage.readerSnapshotHoldMilliseconds = tuning.readerSnapshotHoldMs
         storage.readerIdleSeconds = tuning.readerIdleSeconds
         storage.writerNice = tuning.writerNice
-        storage.journalSizeLimitBytes = max(tuning.checkpointThresholdMib, tuning.checkpointThresholdUnreadMib) << 20
+        // Above the WAL a cycle reaches (the steps give way at 1.5x the threshold): a limit below it
+        // trims the file at the first commit after every restart, on that save's path, and makes the
+        // later commits grow the file again. Measured (issue 22, docs/benchmarks.md, two A/B runs):
+        // W2 save p99 0.84x / 0.69x, p99.9 0.70x / 0.64x, rows/s 0.97x / 1.00x.
+        storage.journalSizeLimitBytes = 2 * max(tuning.checkpointThresholdMib, tuning.checkpointThresholdUnreadMib) << 20
         storage.walHardLimitBytes = max(storage.walHardLimitBytes, 4 * storage.checkpointThresholdBytes)
         storage.minimumReadableWindowSeconds = tuning.minReadableWindowSeconds
         storage.historyRetentionGenerations = tuning.historyRetentionGenerations > 0 ? tuning.historyRetentionGenerations : nil

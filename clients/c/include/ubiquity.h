@@ -25,6 +25,7 @@
 
 #include "google/rpc/error_details.pb-c.h"
 #include "google/rpc/status.pb-c.h"
+#include "ubiquity/v1/admin.pb-c.h"
 #include "ubiquity/v1/changes.pb-c.h"
 #include "ubiquity/v1/contexts.pb-c.h"
 #include "ubiquity/v1/keyvalue.pb-c.h"
@@ -113,6 +114,10 @@ typedef struct ubq_client_options {
      * feeds' connections alike. A handshake that fails (an untrusted certificate, a name that
      * does not match, no h2) makes the call UNAVAILABLE with OpenSSL's reason in the message. */
     const ubq_tls_options *tls;
+    /* With api_key: the device secret ubq_start_local_session gave this device (device_id the
+     * same). The first sign-in imports the device's local stores into the account's stores of
+     * the same names (docs/accounts.md "Local stores"); ubq_local_import says what it did. */
+    const char *local_device_secret;
 } ubq_client_options;
 
 /* Connects to `target` ("host:port"; plain-text HTTP/2 unless options->tls). `options` may be NULL. The connection is
@@ -122,6 +127,50 @@ void ubq_client_free(ubq_client *client);
 /* Ends the client's session on the server (Accounts.SignOut): its token stops working and its
  * streams end. A client with an API key signs in again on its next call. */
 ubq_error *ubq_sign_out(ubq_client *client);
+
+/* What a first-sign-in import did (SignIn's local_import, a DID_CHANGE's import_counts); the three
+ * add up to the number of local objects. */
+typedef struct ubq_import_counts {
+    int64_t inserted;      /* objects inserted into the account's store */
+    int64_t merged;        /* merged into existing objects through uniqueness constraints */
+    int64_t deduplicated;  /* duplicates among the local objects removed */
+} ubq_import_counts;
+
+/* A client working in this device's local stores before it signs in to any account
+ * (Accounts.StartLocalSession; the server must run with --local-stores, else FAILED_PRECONDITION
+ * LOCAL_STORES_DISABLED). device_secret NULL registers the device: keep ubq_device_secret(*out)
+ * (the server shows it once) for later local sessions and for the first sign-in's
+ * options.local_device_secret. The session is renewed with the secret before it expires.
+ * `options` may be NULL (its api_key is ignored). Free *out with ubq_client_free. */
+ubq_error *ubq_start_local_session(const char *target, const ubq_client_options *options, const char *device_id,
+                                   const char *device_secret, ubq_client **out);
+/* A local session's device secret, owned by the client (valid until ubq_client_free); NULL for
+ * other clients. */
+const char *ubq_device_secret(const ubq_client *client);
+/* Whether the client's sign-in (with options.local_device_secret) imported local stores; the
+ * counts into *out then. */
+bool ubq_local_import(const ubq_client *client, ubq_import_counts *out);
+
+/* ---- Admin (admin.proto) ----------------------------------------------------------------------
+ * Ping, server info and stats are open to any caller; backup and restore are operator calls: a
+ * client connected with options.bearer_token = the operator key (<data-dir>/operator.key), else
+ * UNAUTHENTICATED. Free each *out with ubq_message_free; `out` may be NULL. */
+/* Echoes `payload` (len bytes; NULL with 0) back with the server's time. */
+ubq_error *ubq_admin_ping(ubq_client *client, const void *payload, size_t len, Ubiquity__V1__PingResponse **out);
+/* Version, listen address, start time, transport limits, services, event loops. */
+ubq_error *ubq_admin_server_info(ubq_client *client, Ubiquity__V1__ServerInfo **out);
+/* Live counters: connections, streams, calls by status code (calls_by_status entries). */
+ubq_error *ubq_admin_server_stats(ubq_client *client, Ubiquity__V1__ServerStats **out);
+/* An online backup of one store (`store_id`) or, NULL, of the whole server, into `directory` on
+ * the server's file system (new or empty, else FAILED_PRECONDITION BACKUP_DIRECTORY_NOT_EMPTY).
+ * out is its manifest: each store's generation, file, sha256. */
+ubq_error *ubq_admin_backup(ubq_client *client, const char *directory, const char *store_id,
+                            Ubiquity__V1__BackupManifest **out);
+/* Restores one store (`store_id`; NULL if the backup holds one) of a finished backup into the running
+ * server; an existing store is replaced only with replace_existing (else FAILED_PRECONDITION
+ * STORE_EXISTS). It gets a new epoch: its older tokens are refused, its feeds and contexts end. */
+ubq_error *ubq_admin_restore_store(ubq_client *client, const char *directory, const char *store_id,
+                                   bool replace_existing, Ubiquity__V1__RestoreStoreResponse **out);
 
 /* ---- values -------------------------------------------------------------------------------- */
 
@@ -406,6 +455,39 @@ typedef enum { UBQ_FEED_CONTINUE = 0, UBQ_FEED_STOP = 1 } ubq_feed_action;
  * for the call. Return UBQ_FEED_STOP to end ubq_feed_run (which then returns NULL). */
 typedef ubq_feed_action (*ubq_feed_event_fn)(ubq_feed *feed, const Ubiquity__V1__SubscribeResponse *event,
                                              void *user);
+/* A store transition (docs/lifecycle.md), announced before (WILL_CHANGE: save what you need) and
+ * after (DID_CHANGE: drop your contexts, re-read) it happens, in order with the transactions. */
+typedef enum {
+    UBQ_PHASE_UNSPECIFIED = 0,  /* never sent */
+    UBQ_PHASE_WILL_CHANGE = 1,
+    UBQ_PHASE_DID_CHANGE = 2
+} ubq_phase;
+
+typedef enum {
+    UBQ_TRANSITION_NONE = 0,                      /* the state as a subscription starts (a local
+                                                     session's first event, using_local_storage) */
+    UBQ_TRANSITION_ACCOUNT_ADDED = 1,             /* the device signed in to an account */
+    UBQ_TRANSITION_ACCOUNT_REMOVED = 2,           /* it signed out or switched account */
+    UBQ_TRANSITION_CONTENT_REMOVED = 3,           /* the account was deleted: no DID_CHANGE follows */
+    UBQ_TRANSITION_INITIAL_IMPORT_COMPLETED = 4   /* the local stores were imported at first sign-in */
+} ubq_transition;
+
+typedef struct ubq_store_event {
+    ubq_phase phase;
+    ubq_transition transition;
+    bool using_local_storage;         /* the device works in its local store (after the event) */
+    bool has_import_counts;           /* DID_CHANGE of INITIAL_IMPORT_COMPLETED: */
+    ubq_import_counts import_counts;  /*   what the import did */
+    ProtobufCBinaryData token;        /* the event's resume token: borrowed from the feed event */
+    int64_t generation;               /* its place in the store's history */
+} ubq_store_event;
+
+/* Reads a feed event as a store transition into *out; false (out untouched) for any other event. */
+bool ubq_store_event_of(const Ubiquity__V1__SubscribeResponse *event, ubq_store_event *out);
+/* Called with each store transition, typed (borrowed for the call), before on_event gets the same
+ * event; return UBQ_FEED_STOP to end ubq_feed_run there (on_event is then not called). */
+typedef ubq_feed_action (*ubq_store_event_fn)(ubq_feed *feed, const ubq_store_event *event, void *user);
+
 /* HISTORY_EXPIRED: re-baseline (e.g. a fetch at error->history_expired->current_token), then set
  * *resume_from to the token to continue from (copied by the feed; it stays the hook's) and return
  * true; return false to end ubq_feed_run with the error. */
@@ -435,6 +517,10 @@ typedef struct ubq_feed_options {
     /* How long failures may last in a row before ubq_feed_run gives up (ms); 0 means 60000. */
     int64_t reconnect_for_ms;
     ubq_history_expired_fn on_history_expired;   /* NULL: HISTORY_EXPIRED ends the run */
+    /* Store transitions (store and key-value feeds), typed; `user` is ubq_feed_run's. NULL: they
+     * reach on_event only. After a sign-out's DID_CHANGE the stream ends SESSION_REVOKED: a feed
+     * with an API key signs in again and goes on from that event's token. */
+    ubq_store_event_fn on_store_event;
 } ubq_feed_options;
 
 /* A feed on its own connection to the store's server. `options` may be NULL. Free with ubq_feed_free. */

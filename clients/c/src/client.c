@@ -96,6 +96,7 @@ ubq_error *ubq_connect(const char *target, const ubq_client_options *o, ubq_clie
     if (o->api_key) {
         c->api_key = ubq__xstrdup(o->api_key);
         c->device_id = ubq__xstrdup(o->device_id);
+        if (o->local_device_secret && *o->local_device_secret) c->local_device_secret = ubq__xstrdup(o->local_device_secret);
         ubq_error *err = ubq__sign_in(c);
         if (err) {
             ubq_client_free(c);
@@ -114,6 +115,8 @@ void ubq_client_free(ubq_client *c) {
     free(c->authorization);
     free(c->api_key);
     free(c->device_id);
+    free(c->local_device_secret);
+    free(c->device_secret);
     free(c);
 }
 

@@ -20,6 +20,7 @@ struct ubq_feed {
     Ubiquity__V1__LiveQuery *live_query;  /* an owned copy, or NULL */
     int64_t reconnect_for_ms;
     ubq_history_expired_fn on_history_expired;
+    ubq_store_event_fn on_store_event;
     ProtobufCBinaryData token;       /* the last resume token, or the start token; len 0: none yet */
     int reconnects;
     int sign_ins;                    /* new sessions after the feed's ended (expired, revoked) */
@@ -69,6 +70,13 @@ static ubq_feed *feed_new(ubq_client *client, const char *store_id, const ubq_fe
         f->client->signed_in_us = client->signed_in_us;
         f->client->expires_us = client->expires_us;
     }
+    if (client->local) {  /* a local session: renewed with the device's secret (its end ends the feed) */
+        f->client->local = true;
+        f->client->device_id = ubq__xstrdup(client->device_id);
+        f->client->device_secret = client->device_secret ? ubq__xstrdup(client->device_secret) : NULL;
+        f->client->signed_in_us = client->signed_in_us;
+        f->client->expires_us = client->expires_us;
+    }
     f->store_id = store_id ? ubq__xstrdup(store_id) : NULL;
     f->entities = copy_strings(o->entities, &f->n_entities);
     f->exclude_authors = copy_strings(o->exclude_authors, &f->n_exclude_authors);
@@ -87,6 +95,7 @@ static ubq_feed *feed_new(ubq_client *client, const char *store_id, const ubq_fe
     f->start_oldest = o->start_oldest;
     f->reconnect_for_ms = o->reconnect_for_ms > 0 ? o->reconnect_for_ms : 60000;
     f->on_history_expired = o->on_history_expired;
+    f->on_store_event = o->on_store_event;
     if (o->start_token.len) set_token(f, o->start_token);
     return f;
 }
@@ -112,6 +121,23 @@ void ubq_feed_free(ubq_feed *f) {
     free(f);
 }
 
+bool ubq_store_event_of(const Ubiquity__V1__SubscribeResponse *ev, ubq_store_event *out) {
+    if (!ev || ev->event_case != UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_STORE_EVENT || !ev->store_event) return false;
+    const Ubiquity__V1__StoreEvent *e = ev->store_event;
+    *out = (ubq_store_event){
+        .phase = (ubq_phase)e->phase,
+        .transition = (ubq_transition)e->transition,
+        .using_local_storage = e->using_local_storage,
+        .has_import_counts = e->import_counts != NULL,
+        .token = ev->resume_token,
+        .generation = ev->resume_generation,
+    };
+    if (e->import_counts)
+        out->import_counts = (ubq_import_counts){e->import_counts->inserted, e->import_counts->merged,
+                                                 e->import_counts->deduplicated};
+    return true;
+}
+
 ProtobufCBinaryData ubq_feed_token(const ubq_feed *f) { return f->token; }
 int ubq_feed_reconnects(const ubq_feed *f) { return f->reconnects; }
 int ubq_feed_sign_ins(const ubq_feed *f) { return f->sign_ins; }
@@ -125,7 +151,9 @@ static bool on_message(void *user, const uint8_t *message, size_t len) {
     }
     f->got_event = true;
     if (ev->resume_token.len) set_token(f, ev->resume_token);
-    bool stop = f->on_event(f, ev, f->user) == UBQ_FEED_STOP;
+    ubq_store_event se;
+    bool stop = f->on_store_event && ubq_store_event_of(ev, &se) && f->on_store_event(f, &se, f->user) == UBQ_FEED_STOP;
+    if (!stop) stop = f->on_event(f, ev, f->user) == UBQ_FEED_STOP;
     ubq_message_free(ev);
     return stop;
 }

@@ -17,6 +17,14 @@ struct ubq_client {
     /* Sign-in (Accounts.SignIn) when the client was given an API key; NULL otherwise. */
     char *api_key, *device_id;
     int64_t signed_in_us, expires_us;   /* the session's start and end, wall-clock microseconds */
+    /* With api_key: the local device secret the next SignIn sends (cleared once it imported). */
+    char *local_device_secret;
+    bool has_import;
+    ubq_import_counts import;           /* what that sign-in imported */
+    /* A local session (ubq_start_local_session): device_id and its secret renew it through
+     * Accounts.StartLocalSession instead of SignIn. */
+    bool local;
+    char *device_secret;
 };
 
 struct ubq_store {

@@ -19,15 +19,21 @@
 /* Bounded: a server that does not say it listens within this is a failed test, not a hang. */
 #define START_TIMEOUT_MS 30000
 
-/* CreateApiKey for the default account, authorised by the operator key. */
-static int make_api_key(test_server *s, const ubq_tls_options *tls) {
-    char path[700], key[256] = {0};
+int test_server_operator_key(const test_server *s, char *key, size_t size) {
+    char path[700];
     snprintf(path, sizeof path, "%s/operator.key", s->data_dir);
     FILE *f = fopen(path, "r");
     if (!f) { fprintf(stderr, "no operator key at %s\n", path); return -1; }
-    if (!fgets(key, sizeof key, f)) key[0] = 0;
+    if (!fgets(key, (int)size, f)) key[0] = 0;
     fclose(f);
     key[strcspn(key, "\r\n")] = 0;
+    return key[0] ? 0 : -1;
+}
+
+/* CreateApiKey for the default account, authorised by the operator key. */
+static int make_api_key(test_server *s, const ubq_tls_options *tls) {
+    char key[256] = {0};
+    if (test_server_operator_key(s, key, sizeof key) != 0) return -1;
     ubq_client *operator = NULL;
     ubq_error *err = ubq_connect(s->address, &(ubq_client_options){.bearer_token = key, .tls = tls}, &operator);
     Ubiquity__V1__CreateApiKeyRequest req = UBIQUITY__V1__CREATE_API_KEY_REQUEST__INIT;

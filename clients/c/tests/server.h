@@ -25,6 +25,8 @@ int test_server_start_with(test_server *s, const char *data_dir, int port, const
 /* The same for a server started with TLS flags (--tls-cert …): the API key is made over TLS with
  * `tls` (borrowed for the call). */
 int test_server_start_tls(test_server *s, const char *data_dir, const char *const *flags, const ubq_tls_options *tls);
+/* The operator key the server wrote to its data directory, into key[size]. 0 on success. */
+int test_server_operator_key(const test_server *s, char *key, size_t size);
 /* SIGTERM, then waits for the exit; the exit status (0 for a clean drain). */
 int test_server_stop(test_server *s);
 

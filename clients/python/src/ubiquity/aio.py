@@ -19,18 +19,22 @@ import grpc.aio
 from ubiquity.v1 import models_pb2 as md
 
 from . import _ops as ops
+from .admin import AsyncAdmin
 from ._calls import AsyncCaller, Metadata
 from ._ops import Inserts, Updates
-from .client import stubs
+from .client import credentials_metadata, session_state, stubs
 from .context import ContextCore, ContextState, Generation
 from .errors import HistoryExpired, from_rpc_error
-from .feed import FeedEvent, Resumer, Start, Transaction, _filter
+from .events import KeyValueChange, StoreEvent
+from .feed import FeedEvent, Resumer, Start, Transaction, _authorization, _filter, renews_session, session_ended
 from .keyvalue import AsyncKeyValues
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
 from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
-from .session import AsyncSession
+from .session import AsyncSession, SessionState, SignedIn
 from .tls import TLS, channel_settings
 from .values import ValueLike
+
+AsyncStoreEventHook = Callable[[StoreEvent], Awaitable[None]]
 
 
 class Client:
@@ -42,16 +46,46 @@ class Client:
                  credentials: grpc.CallCredentials | None = None, metadata: Metadata = (),
                  timeout: float = 30.0, save_attempts: int = 3,
                  interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
-                 api_key: str | None = None, device_id: str | None = None) -> None:
+                 api_key: str | None = None, device_id: str | None = None,
+                 local_device_secret: str | None = None, operator_key: str | None = None) -> None:
+        metadata = credentials_metadata(metadata, api_key, operator_key)
+        state = session_state(api_key, device_id, local_device_secret)
         creds, options = channel_settings(tls, channel_credentials, credentials)
         if creds is not None:
             self.channel = grpc.aio.secure_channel(target, creds, options=options, interceptors=interceptors)
         else:
             self.channel = grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
-        session = AsyncSession(self.channel, api_key, device_id or "python-client", timeout) if api_key else None
+        session = AsyncSession(self.channel, state, timeout) if state else None
         self._calls = AsyncCaller(stubs(self.channel), timeout, metadata, save_attempts, session)
         self.key_values = AsyncKeyValues(self._calls)
         """The account's key-value store (`ubiquity.keyvalue.AsyncKeyValues`)."""
+        self.admin = AsyncAdmin(self._calls)
+        """The server's Admin calls (`ubiquity.admin.AsyncAdmin`); backups need `operator_key`."""
+
+    @classmethod
+    async def start_local_session(cls, target: str, device_id: str, device_secret: str | None = None,
+                                  **options: Any) -> "Client":
+        """As `ubiquity.Client.start_local_session`: `await ubiquity.aio.Client.start_local_session(...)`."""
+        client = cls(target, **options)
+        client._calls.session = AsyncSession(client.channel, SessionState.local(device_id, device_secret),
+                                             client._calls.timeout)
+        try:
+            await client.sign_in()
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    @property
+    def device_secret(self) -> str:
+        """A local session's device secret ("" otherwise)."""
+        return self._calls.session.state.device_secret if self._calls.session else ""
+
+    async def sign_in(self) -> SignedIn:
+        """As `ubiquity.Client.sign_in`."""
+        if not self._calls.session:
+            raise ValueError("this client has no API key or local session to sign in with")
+        return await self._calls.session.sign_in()
 
     async def close(self) -> None:
         await self.channel.close()
@@ -176,12 +210,15 @@ class Store:
     async def changes(self, *, start: Start = "now", entities: Iterable[str] = (), include_values: bool = False,
                       exclude_authors: Iterable[str] = (),
                       on_history_expired: Callable[[HistoryExpired], Awaitable[bytes | None]] | None = None,
+                      on_store_event: AsyncStoreEventHook | None = None,
                       reconnect_for: float = 60.0) -> "ChangeFeed":
-        """The change feed as an async iterator; "now" is read before this returns."""
+        """The change feed as an async iterator; "now" is read before this returns. The hooks are
+        coroutines (`on_store_event` is awaited before the event is yielded)."""
         if start == "now":
             start = await self.current_token()
-        resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for)
-        return ChangeFeed(self._calls, resume, on_history_expired)
+        resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for,
+                         renews_session=renews_session(self._calls.session))
+        return ChangeFeed(self._calls, resume, on_history_expired, on_store_event)
 
 
 class Context(ContextCore):
@@ -246,11 +283,14 @@ class ChangeFeed:
     """`async for event in feed` — resumes from its last token like `ubiquity.ChangeFeed`."""
 
     def __init__(self, calls: AsyncCaller, resume: Resumer,
-                 on_history_expired: Callable[[HistoryExpired], Awaitable[bytes | None]] | None) -> None:
+                 on_history_expired: Callable[[HistoryExpired], Awaitable[bytes | None]] | None,
+                 on_store_event: AsyncStoreEventHook | None = None) -> None:
         self._calls = calls
         self._resume = resume
         self._on_expired = on_history_expired
+        self._on_store_event = on_store_event
         self._call: Any = None
+        self._sent = ""
         self._closed = False
 
     @property
@@ -269,14 +309,17 @@ class ChangeFeed:
             try:
                 if self._call is None:
                     # metadata is asked at each (re)subscribe, so a renewed session is used
-                    self._call = self._calls.stub("changes").Subscribe(self._resume.request(),
-                                                                        metadata=await self._calls.metadata())
+                    metadata = await self._calls.metadata()
+                    self._sent = _authorization(metadata)
+                    self._call = self._calls.stub("changes").Subscribe(self._resume.request(), metadata=metadata)
                 r = await self._call.read()
             except grpc.aio.AioRpcError as e:
                 self._call = None
                 if self._closed:
                     break
                 err = from_rpc_error(e)
+                if session_ended(err) and self._calls.session and self._resume.renews_session:
+                    self._calls.session.forget(self._sent)
                 try:
                     await asyncio.sleep(self._resume.failed(err, asyncio.get_running_loop().time()))
                 except HistoryExpired as expired:
@@ -286,13 +329,21 @@ class ChangeFeed:
             if r is grpc.aio.EOF:
                 self._call = None  # the server ended the stream: resume
                 continue
-            return self._resume.received(r)
+            event = self._resume.received(r)
+            if event.store_event is not None and self._on_store_event:
+                await self._on_store_event(event.store_event)
+            return event
         raise StopAsyncIteration
 
     async def transactions(self) -> AsyncIterator[Transaction]:
         async for event in self:
             for t in event.transactions:
                 yield t
+
+    async def key_value_changes(self) -> AsyncIterator[KeyValueChange]:
+        async for event in self:
+            if event.key_value_change is not None:
+                yield event.key_value_change
 
     def close(self) -> None:
         self._closed = True

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 import grpc
 
-from ubiquity.v1 import changes_pb2_grpc, contexts_pb2_grpc, keyvalue_pb2_grpc, models_pb2 as md, models_pb2_grpc
-from ubiquity.v1 import stores_pb2_grpc
+from ubiquity.v1 import admin_pb2_grpc, changes_pb2_grpc, contexts_pb2_grpc, keyvalue_pb2_grpc, models_pb2 as md
+from ubiquity.v1 import models_pb2_grpc, stores_pb2_grpc
 
 from . import _ops as ops
+from .admin import Admin
 from ._calls import Caller, Metadata
 from ._ops import Inserts, Updates
 from .context import Context, Generation
 from .errors import HistoryExpired
-from .feed import ChangeFeed, Start
+from .feed import ChangeFeed, Resumer, Start, StoreEventHook, _filter, renews_session, sync_feed
 from .keyvalue import KeyValues
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
 from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
-from .session import Session
+from .session import Session, SessionState, SignedIn
 from .tls import CHANNEL_OPTIONS, TLS, channel_settings
 from .values import ValueLike
 
@@ -28,7 +30,22 @@ def stubs(channel: grpc.Channel | grpc.aio.Channel) -> dict[str, object]:
     """The generated stubs a client calls, by the service names `_calls` uses."""
     return {"stores": stores_pb2_grpc.StoresStub(channel), "models": models_pb2_grpc.ModelsStub(channel),
             "contexts": contexts_pb2_grpc.ContextsStub(channel), "changes": changes_pb2_grpc.ChangesStub(channel),
-            "keyvalue": keyvalue_pb2_grpc.KeyValueStub(channel)}
+            "keyvalue": keyvalue_pb2_grpc.KeyValueStub(channel), "admin": admin_pb2_grpc.AdminStub(channel)}
+
+
+def credentials_metadata(metadata: Metadata, api_key: str | None, operator_key: str | None) -> Metadata:
+    """`metadata` with the operator key's `authorization` when one is given."""
+    if operator_key is None:
+        return metadata
+    if api_key:
+        raise ValueError("api_key and operator_key exclude each other: an operator key is not an account's")
+    return tuple(metadata) + (("authorization", f"Bearer {operator_key}"),)
+
+
+def session_state(api_key: str | None, device_id: str | None, local_device_secret: str | None) -> SessionState | None:
+    if local_device_secret and not api_key:
+        raise ValueError("local_device_secret imports local stores at sign-in: it needs api_key")
+    return SessionState(api_key, device_id or "python-client", local_device_secret) if api_key else None
 
 
 class Client:
@@ -39,6 +56,12 @@ class Client:
     `tls=TLS(ca="ca.crt")` connects over TLS trusting that CA (`cert=`/`key=` add a client
     certificate); `channel_credentials` takes grpcio credentials of your own instead. `metadata`
     is sent with every call as is (e.g. an `authorization` of a session token obtained elsewhere).
+
+    `local_device_secret` (with `api_key`): the secret of this device's local sessions; the first
+    sign-in imports its local stores into the account's (`sign_in().local_import` has the
+    counts). `Client.start_local_session(target, device_id)` instead works in the device's local
+    stores before any account. `operator_key` sends the server's operator key (Admin backups,
+    account administration) instead of signing in.
     """
 
     def __init__(self, target: str, *, tls: TLS | None = None,
@@ -46,17 +69,52 @@ class Client:
                  credentials: grpc.CallCredentials | None = None, metadata: Metadata = (),
                  timeout: float = 30.0, save_attempts: int = 3,
                  interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),
-                 api_key: str | None = None, device_id: str | None = None) -> None:
+                 api_key: str | None = None, device_id: str | None = None,
+                 local_device_secret: str | None = None, operator_key: str | None = None) -> None:
+        metadata = credentials_metadata(metadata, api_key, operator_key)
+        state = session_state(api_key, device_id, local_device_secret)
         creds, options = channel_settings(tls, channel_credentials, credentials)
         channel = grpc.secure_channel(target, creds, options=options) if creds is not None \
             else grpc.insecure_channel(target, options=options)
         if interceptors:
             channel = grpc.intercept_channel(channel, *interceptors)
         self.channel = channel
-        session = Session(channel, api_key, device_id or "python-client", timeout) if api_key else None
+        session = Session(channel, state, timeout) if state else None
         self._calls = Caller(stubs(channel), timeout, metadata, save_attempts, session)
         self.key_values = KeyValues(self._calls)
         """The account's key-value store (`ubiquity.keyvalue.KeyValues`)."""
+        self.admin = Admin(self._calls)
+        """The server's Admin calls (`ubiquity.admin.Admin`); backups need `operator_key`."""
+
+    @classmethod
+    def start_local_session(cls, target: str, device_id: str, device_secret: str | None = None,
+                            **options: Any) -> "Client":
+        """A client working in this device's local stores, before it signs in to any account
+        (`Accounts.StartLocalSession`; the server must run with `--local-stores`). Without
+        `device_secret` the call registers the device: keep `client.device_secret` (shown once),
+        for later local sessions and for `Client(..., local_device_secret=)` at the first sign-in,
+        which imports the local stores. `options` are the constructor's (not `api_key`)."""
+        client = cls(target, **options)
+        client._calls.session = Session(client.channel, SessionState.local(device_id, device_secret),
+                                        client._calls.timeout)
+        try:
+            client.sign_in()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    @property
+    def device_secret(self) -> str:
+        """A local session's device secret ("" otherwise)."""
+        return self._calls.session.state.device_secret if self._calls.session else ""
+
+    def sign_in(self) -> SignedIn:
+        """Signs in (or starts the local session) now rather than on the first call, unless the
+        session is fresh; what the session is, and what a first sign-in imported."""
+        if not self._calls.session:
+            raise ValueError("this client has no API key or local session to sign in with")
+        return self._calls.session.sign_in()
 
     def close(self) -> None:
         self.channel.close()
@@ -217,17 +275,18 @@ class Store:
     def changes(self, *, start: Start = "now", entities: Iterable[str] = (), include_values: bool = False,
                 exclude_authors: Iterable[str] = (),
                 on_history_expired: Callable[[HistoryExpired], bytes | None] | None = None,
-                reconnect_for: float = 60.0) -> ChangeFeed:
+                on_store_event: StoreEventHook | None = None, reconnect_for: float = 60.0) -> ChangeFeed:
         """The store's change feed as an iterator of events (see `ChangeFeed`).
 
         `start` is "now", "oldest" or a token. "now" is read here, so every save that returns after
-        this call is in the feed, however late the iteration starts.
+        this call is in the feed, however late the iteration starts. `on_store_event` sees each
+        store transition (`StoreEvent`: WILL_CHANGE, then DID_CHANGE) as it passes.
         """
         if start == "now":
             start = self.current_token()
-        return ChangeFeed(self._calls.stub("changes"), lambda: self._calls.metadata, self.id, start=start,
-                          entities=entities, include_values=include_values, exclude_authors=exclude_authors,
-                          on_history_expired=on_history_expired, reconnect_for=reconnect_for)
+        resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for,
+                         renews_session=renews_session(self._calls.session))
+        return sync_feed(self._calls, resume, on_history_expired, on_store_event)
 
 
 __all__ = ["Client", "Store", "StoreInfo", "TLS", "CHANNEL_OPTIONS"]

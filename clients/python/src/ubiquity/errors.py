@@ -187,6 +187,22 @@ class CancelledError(UbiquityError):
     """The call was cancelled."""
 
 
+class UnauthenticatedError(UbiquityError):
+    """No session, or a bad, expired or revoked one (`reason`: MISSING_CREDENTIALS,
+    BAD_CREDENTIALS, SESSION_EXPIRED, SESSION_REVOKED); an operator call without the operator key."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        d = self._unpack(ch.ResumeDetails())
+        # A feed ended by its session's end (a sign-out: after the DID_CHANGE): resume from here.
+        self.resume_token: bytes | None = d.resume_token if d is not None else None
+
+
+class PermissionDeniedError(UbiquityError):
+    """The credentials are valid but not allowed this (a read-only key's write: SCOPE_EXCEEDED;
+    an operator call with a session)."""
+
+
 _BY_REASON: dict[str, type[UbiquityError]] = {
     "MERGE_CONFLICT": ConflictError,
     "CONSTRAINT_CONFLICT": ConstraintError,
@@ -206,6 +222,8 @@ _BY_CODE: dict[grpc.StatusCode, type[UbiquityError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
     grpc.StatusCode.CANCELLED: CancelledError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
 }
 
 _DETAILS_KEY = "grpc-status-details-bin"

@@ -19,8 +19,9 @@ import grpc
 
 from ubiquity.v1 import changes_pb2 as ch, changes_pb2_grpc
 
-from ._calls import Metadata
+from ._calls import Caller, Metadata
 from .errors import HistoryExpired, UbiquityError, from_rpc_error
+from .events import KeyValueChange, StoreEvent
 from .values import PyValue, from_values
 
 Start = Union[Literal["now", "oldest"], bytes]
@@ -52,13 +53,17 @@ class Transaction:
 @dataclass(frozen=True)
 class FeedEvent:
     """One feed message. `kind` is "transactions", "caught_up", "progress", "cursor_at_risk",
-    "store_event", "key_value_change" or "live_query"; `transactions` is filled for the first."""
+    "store_event", "key_value_change" or "live_query"; `transactions` is filled for the first,
+    `store_event` (a typed `StoreEvent`) and `key_value_change` (a typed `KeyValueChange`) for
+    theirs."""
 
     kind: str
     resume_token: bytes
     resume_generation: int
     transactions: list[Transaction]
     raw: ch.SubscribeResponse = field(repr=False)
+    store_event: StoreEvent | None = None
+    key_value_change: KeyValueChange | None = None
 
 
 def transaction_of(t: ch.Transaction) -> Transaction:
@@ -70,8 +75,11 @@ def transaction_of(t: ch.Transaction) -> Transaction:
 
 def _event(r: ch.SubscribeResponse) -> FeedEvent:
     kind = r.WhichOneof("event") or "progress"
+    store_event = StoreEvent.of(r.store_event, r.resume_token, r.resume_generation) if kind == "store_event" else None
+    kv_change = KeyValueChange.of(r.key_value_change, r.resume_token, r.resume_generation) \
+        if kind == "key_value_change" else None
     return FeedEvent(kind, r.resume_token, r.resume_generation,
-                     [transaction_of(t) for t in r.transactions.transactions], r)
+                     [transaction_of(t) for t in r.transactions.transactions], r, store_event, kv_change)
 
 
 class Resumer:
@@ -82,10 +90,16 @@ class Resumer:
     of consecutive failures), hand HISTORY_EXPIRED to the hook, raise everything else.
     """
 
-    def __init__(self, store_id: str, start: Start, filter: ch.ChangeFilter, reconnect_for: float) -> None:
+    def __init__(self, store_id: str, start: Start, filter: ch.ChangeFilter, reconnect_for: float, *,
+                 key_values: ch.KeyValueSubscription | None = None, renews_session: bool = False) -> None:
         self.store_id = store_id
         self.start: Start = start
         self.filter = filter
+        # set: the account's key-value feed (store_id and filter then unused)
+        self.key_values = key_values
+        # A client that signs in by itself resubscribes after its session was revoked (a
+        # sign-out: docs/lifecycle.md) as after one that expired, from the DID_CHANGE's token.
+        self.renews_session = renews_session
         self.token: bytes | None = start if isinstance(start, bytes) else None
         self.reconnect_for = reconnect_for
         self.reconnects = 0
@@ -100,7 +114,10 @@ class Resumer:
             point = ch.StartPoint(oldest=True)
         else:
             point = ch.StartPoint(now=True)
-        request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter)
+        if self.key_values is not None:
+            request = ch.SubscribeRequest(key_values=self.key_values)
+        else:
+            request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter)
         getattr(request, "from").CopyFrom(point)  # `from` is a Python keyword
         return request
 
@@ -116,7 +133,7 @@ class Resumer:
         HistoryExpired is raised too: the caller offers it to its hook (`rebaselined`)."""
         # An expired session's stream ends with SESSION_EXPIRED and its resume token: a client
         # signed in with an API key resubscribes with its refreshed session.
-        expired = err.code == grpc.StatusCode.UNAUTHENTICATED and err.reason == "SESSION_EXPIRED"
+        expired = session_ended(err) and (err.reason == "SESSION_EXPIRED" or self.renews_session)
         if isinstance(err, HistoryExpired) or (err.code not in _RESUMABLE and not expired):
             raise err
         resume_token = getattr(err, "resume_token", None)
@@ -137,26 +154,56 @@ class Resumer:
         self.token = token
 
 
+def session_ended(err: UbiquityError) -> bool:
+    """Whether a stream ended because its session did (expired, or revoked by a sign-out)."""
+    return err.code == grpc.StatusCode.UNAUTHENTICATED and err.reason in ("SESSION_EXPIRED", "SESSION_REVOKED")
+
+
+def renews_session(session: object | None) -> bool:
+    """Whether a feed resubscribes after its session was revoked: with an API key, yes (a sign-out
+    ends the session, the client signs in again). A local session's end is the first sign-in's
+    import taking the local store away: its feed ends (docs/lifecycle.md)."""
+    state = getattr(session, "state", None)
+    return state is not None and not state.is_local
+
+
 def _filter(entities: Iterable[str], include_values: bool, exclude_authors: Iterable[str]) -> ch.ChangeFilter:
     return ch.ChangeFilter(entities=list(entities), include_values=include_values,
                            exclude_authors=list(exclude_authors))
 
 
-class ChangeFeed(Iterator[FeedEvent]):
-    """Iterate for events; `token` is where a new feed would resume. `close()` ends it from any thread."""
+StoreEventHook = Callable[[StoreEvent], None]
 
-    def __init__(self, stub: changes_pb2_grpc.ChangesStub, metadata: Metadata | Callable[[], Metadata], store_id: str, *,
-                 start: Start, entities: Iterable[str], include_values: bool, exclude_authors: Iterable[str],
-                 on_history_expired: Callable[[HistoryExpired], bytes | None] | None,
-                 reconnect_for: float) -> None:
+
+def _authorization(metadata: Metadata) -> str:
+    return next((v for k, v in metadata if k == "authorization"), "")
+
+
+class ChangeFeed(Iterator[FeedEvent]):
+    """Iterate for events; `token` is where a new feed would resume. `close()` ends it from any thread.
+
+    `on_store_event` is called with each store transition (`StoreEvent`) as it passes, before the
+    event is yielded, so a caller iterating `transactions()` (which skips them) still saves its
+    work on WILL_CHANGE and drops its contexts on DID_CHANGE. `forget_session` (given the
+    `authorization` a stream used) is told when the server ended that session, so the next
+    subscribe signs in afresh.
+    """
+
+    def __init__(self, stub: changes_pb2_grpc.ChangesStub, metadata: Metadata | Callable[[], Metadata],
+                 resume: Resumer, *, on_history_expired: Callable[[HistoryExpired], bytes | None] | None = None,
+                 on_store_event: StoreEventHook | None = None,
+                 forget_session: Callable[[str], None] | None = None) -> None:
         self._stub = stub
         # a callable is asked at each (re)subscribe, so a refreshed session is used
         self._metadata = metadata if callable(metadata) else (lambda m=tuple(metadata): m)
-        self.store_id = store_id
-        self._resume = Resumer(store_id, start, _filter(entities, include_values, exclude_authors), reconnect_for)
+        self.store_id = resume.store_id
+        self._resume = resume
         self._on_expired = on_history_expired
+        self._on_store_event = on_store_event
+        self._forget_session = forget_session
         self._call: grpc.Future | None = None  # type: ignore[type-arg]
         self._stream: Iterator[ch.SubscribeResponse] | None = None
+        self._sent = ""
         self._closed = False
 
     @property
@@ -173,22 +220,31 @@ class ChangeFeed(Iterator[FeedEvent]):
     def __next__(self) -> FeedEvent:
         while not self._closed:
             if self._stream is None:
-                call = self._stub.Subscribe(self._resume.request(), metadata=tuple(self._metadata()))
+                metadata = tuple(self._metadata())
+                self._sent = _authorization(metadata)
+                call = self._stub.Subscribe(self._resume.request(), metadata=metadata)
                 self._call, self._stream = call, call
             assert self._stream is not None
             try:
-                return self._resume.received(next(self._stream))
+                event = self._resume.received(next(self._stream))
             except StopIteration:
                 self._stream = None  # the server ended the stream: resume
+                continue
             except grpc.RpcError as e:
                 self._stream = None
                 if self._closed:
                     break
                 err = from_rpc_error(e)
+                if session_ended(err) and self._forget_session:
+                    self._forget_session(self._sent)
                 try:
                     time.sleep(self._resume.failed(err, time.monotonic()))
                 except HistoryExpired as expired:
                     self._resume.rebaselined(expired, self._on_expired(expired) if self._on_expired else None)
+                continue
+            if event.store_event is not None and self._on_store_event:
+                self._on_store_event(event.store_event)
+            return event
         raise StopIteration
 
     def transactions(self) -> Iterator[Transaction]:
@@ -196,10 +252,25 @@ class ChangeFeed(Iterator[FeedEvent]):
         for event in self:
             yield from event.transactions
 
+    def key_value_changes(self) -> Iterator[KeyValueChange]:
+        """Only the key-value changes (a key-value feed: `client.key_values.changes()`), in order."""
+        for event in self:
+            if event.key_value_change is not None:
+                yield event.key_value_change
+
     def close(self) -> None:
         self._closed = True
         if self._call is not None:
             self._call.cancel()
 
 
-__all__ = ["ChangeFeed", "FeedEvent", "Transaction", "Change", "Start", "UbiquityError"]
+def sync_feed(calls: Caller, resume: Resumer, on_history_expired: Callable[[HistoryExpired], bytes | None] | None,
+              on_store_event: StoreEventHook | None) -> ChangeFeed:
+    """A feed on a client's channel, with its session (renewed at each subscribe). A local
+    session is not forgotten when it ends: the client must not start the device afresh unasked."""
+    forget = calls.session.forget if calls.session and resume.renews_session else None
+    return ChangeFeed(calls.stub("changes"), lambda: calls.metadata, resume, on_history_expired=on_history_expired,
+                      on_store_event=on_store_event, forget_session=forget)
+
+
+__all__ = ["ChangeFeed", "FeedEvent", "Transaction", "Change", "Start", "UbiquityError", "Resumer", "StoreEventHook"]
