@@ -39,24 +39,49 @@ final class AccountTransitions: Sendable {
     }
 
     /// Closes every store of the account (pools first) and moves it into the archive, then
-    /// writes `archived`.
+    /// writes `archived`. Each store says ACCOUNT_REMOVED happened before it moves — normally
+    /// `StoreTransitions.run` wrote that already; a start resuming a killed archive, or a store
+    /// created during the chance to save, writes it here (`AnnouncementLog.closing`).
     func performArchive(_ account: String) async throws {
         backend.catalog.acceptStores(account: account, false)
         try await eachStore(of: account) { r in
+            if FileManager.default.fileExists(atPath: backend.directory.livePath(for: r.id, account: account)) {
+                // a start parked it with the account; nothing is served before this resume ends
+                backend.directory.unpark(r.id)
+                try await announce(.accountRemoved, on: r.id)
+            }
             try await whenIdle { try backend.directory.archive(r.id, account: account) }
             CrashPoint.reach("archive.store")
         }
         try backend.authenticator.credentials.finishTransition(account: account)
     }
 
-    /// Moves every archived store back where it is served, then writes `active`.
+    /// Moves every archived store back where it is served and announces ACCOUNT_ADDED in it
+    /// (WILL_CHANGE and DID_CHANGE together: no device can follow an archived account's stores,
+    /// so there is no one to give a chance to save; a device resuming from a token of before the
+    /// archive replays both transitions), then writes `active`.
     func performRestore(_ account: String) async throws {
         for r in backend.catalog.stores(account: account) {
             try await whenIdle { try backend.directory.unarchive(r.id, account: account) }
             CrashPoint.reach("restore.store")
+            try await announce(.accountAdded, on: r.id)
+            CrashPoint.reach("restore.announced")
         }
         try backend.authenticator.credentials.finishTransition(account: account)
         backend.catalog.acceptStores(account: account, true)
+    }
+
+    /// Appends to the store what its history still lacks to say that `transition` happened for
+    /// every device — nothing if it says so already (a resumed transition writes nothing twice).
+    /// A store whose file was never created has no history to write to.
+    private func announce(_ transition: StoreEventRecord.Transition, on id: UUID) async throws {
+        do {
+            try await backend.directory.withStore(id) { store in
+                for e in try await store.announcementLog().closing(transition, transitionID: UUID().uuidString.lowercased()) {
+                    _ = try await store.appendEvent(e)
+                }
+            }
+        } catch let e as StorageError where e.reason == .notFound {}
     }
 
     /// Removes everything of the account: each store's files (closed first, live or archived),

@@ -64,24 +64,42 @@ extension AccountsService {
                             _ work: () async throws -> Void) async throws -> Ubiquity_V1_Account {
         let record = auth.credentials.account(id)
         let done: Void? = try await transitions.exclusively(id) {
+            // the sessions the transition removed: their streams and contexts end once the
+            // devices were told (an archive's: after its DID_CHANGE)
+            var removedSessions = Set<String>()
             func begin() async throws {
                 let removed: [Credentials.SessionRecord]
                 do { removed = try auth.credentials.beginTransition(t, account: id) } catch let r as AccountLifecycle.Refusal {
                     throw Self.refusal(r, id)
                 }
                 sessionsEnded(removed.count)
-                ended(Set(removed.filter { !$0.revoked }.map(\.id)))
+                removedSessions = Set(removed.filter { !$0.revoked }.map(\.id))
                 CrashPoint.reach("\(t.rawValue).begun")
-                try await work()
             }
             // StoresWillChange and the contexts' chance to save come before `beginTransition`,
-            // which removes the account's sessions (ending their streams and contexts); so the
-            // refusals it would give are checked first, and nothing is announced for them.
-            if let announced = try announcement(t, id) {
-                _ = try await StoreTransitions(backend: backend, contexts: contexts).run(announced, scope: .account(id)) { try await begin() }
-            } else {
+            // which removes the account's sessions; so the refusals it would give are checked
+            // first, and nothing is announced for them.
+            guard let announced = try announcement(t, id) else {
                 try await begin()
+                ended(removedSessions)
+                return try await work()
             }
+            let told = try await StoreTransitions(backend: backend, contexts: contexts).run(announced, scope: .account(id)) {
+                // killed here: the account is whole, the next start closes the WILL_CHANGE as cancelled
+                CrashPoint.reach("\(t.rawValue).will")
+                try await begin()
+                guard t == .delete else { return }
+                // a delete removes the stores a DID_CHANGE would go to: its sessions' streams end
+                // (SESSION_REVOKED) and the files go inside the transition, no DID_CHANGE follows
+                ended(removedSessions)
+                try await work()
+            }
+            guard t != .delete else { return }
+            // an archive's DID_CHANGE is in every store before the files move (a history row
+            // written while the store is still open); its devices' streams end after it
+            ended(removedSessions, after: told.didChange)
+            CrashPoint.reach("\(t.rawValue).did")
+            try await work()
         }
         guard done != nil else {
             throw ServiceError.precondition("account \(id) has a transition running: wait for it (GetAccount shows its state)", reason: .accountBusy)
@@ -90,15 +108,22 @@ extension AccountsService {
         return accountMessage(a)
     }
 
-    /// The store transition `t` announces to the account's devices, or nil. Only a delete of an
-    /// active account does: an archived one has no devices connected, and an archive keeps the
-    /// stores byte for byte (an event is a history row). Throws the refusal `beginTransition`
-    /// would give, before anything is announced.
+    /// The store transition `t` announces to the account's devices around its sessions' removal,
+    /// or nil: a delete of an active account is CONTENT_REMOVED, an archive ACCOUNT_REMOVED (for
+    /// every device). A delete of an archived account has no devices connected and no stores to
+    /// write to; a restore announces ACCOUNT_ADDED in each store once it is back
+    /// (`AccountTransitions.performRestore`: nobody can follow an archived account before).
+    /// Throws the refusal `beginTransition` would give, before anything is announced.
     private func announcement(_ t: AccountLifecycle.Transition, _ id: String) throws -> StoreEventRecord.Transition? {
         let state = auth.credentials.accountState(id) ?? .active
         var lifecycle = AccountLifecycle(state)
         if case .failure(let r) = lifecycle.begin(t) { throw Self.refusal(r, id) }
-        return t == .delete && state == .active ? .contentRemoved : nil
+        guard state == .active else { return nil }
+        switch t {
+        case .delete: return .contentRemoved
+        case .archive: return .accountRemoved
+        case .restore: return nil
+        }
     }
 
     private static func refusal(_ r: AccountLifecycle.Refusal, _ id: String) -> ServiceError {

@@ -22,10 +22,14 @@ public struct AccountsService: Sendable {
     }
 
     /// Sessions that just ended: their streams end (SESSION_REVOKED, with resume tokens) and
-    /// their contexts close.
-    func ended(_ ids: Set<String>) {
-        backend.subscriptions.endSessions(ids, .sessionRevoked)
-        if !ids.isEmpty { backend.keyValueFeed.end(sessions: ids, .sessionRevoked) }
+    /// their contexts close. `after`: a store's event the streams on it send first (a DID_CHANGE),
+    /// by generation; key-value streams then get a moment to send it too, as for sign-out.
+    func ended(_ ids: Set<String>, after: [UUID: Int64] = [:]) {
+        backend.subscriptions.endSessions(ids, .sessionRevoked, after: after)
+        if !ids.isEmpty {
+            backend.keyValueFeed.end(sessions: ids, .sessionRevoked,
+                                     graceSeconds: after.isEmpty ? 0 : backend.subscriptions.limits.progressIntervalSeconds)
+        }
         contexts.endSessions(ids)
     }
 

@@ -90,8 +90,12 @@ public final class Backend: Sendable {
         self.authRequired = authRequired
         self.limits = limits
         subscriptions = Subscriptions(limits: feedLimits)
-        // an archive, restore or deletion a kill interrupted finishes before anything is served
-        try Self.blocking { [self] in try await AccountTransitions(backend: self).resumePending() }
+        // an archive, restore or deletion a kill interrupted finishes before anything is served;
+        // then every WILL_CHANGE a kill left open is closed as cancelled (docs/lifecycle.md)
+        try Self.blocking { [self] in
+            try await AccountTransitions(backend: self).resumePending()
+            try await StoreTransitions.closeAbandoned(self)
+        }
     }
 
     /// Runs async work to its end from synchronous code that owns the thread (startup only).

@@ -13,6 +13,7 @@ extension Convert {
         case .initialImportCompleted: m.transition = .initialImportCompleted
         }
         m.usingLocalStorage = e.usingLocalStorage
+        m.cancelled = e.cancelled ?? false
         if let c = e.importCounts {
             m.importCounts.inserted = c.inserted
             m.importCounts.merged = c.merged

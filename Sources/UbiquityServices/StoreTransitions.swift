@@ -25,6 +25,11 @@ import UbiquityStorage
 ///    generation of each, so a caller that ends streams afterwards ends them after that event
 ///    (`Subscriptions.endSessions(_:_:after:)`).
 ///
+/// Every WILL_CHANGE is closed: if a WILL_CHANGE append, the chance to save or `body` throws,
+/// each store that got WILL_CHANGE gets a DID_CHANGE marked `cancelled` before the error goes
+/// on; if the process is killed, the next start writes those (`closeAbandoned`, from the
+/// catalog's row of the announcement and each store's `AnnouncementLog`).
+///
 /// Events of a `.session` scope name the session's device: only that device's subscribers get
 /// them (other devices of the account skip them like a filtered transaction). The account's
 /// key-value streams get both events too, live only (the key-value feed keeps each key's latest
@@ -40,8 +45,8 @@ public struct StoreTransitions: Sendable {
 
     /// Whom a transition concerns.
     public enum Scope: Sendable, Equatable {
-        /// One device's session within its account (sign-out): its contexts, and the stores it
-        /// subscribes to or has contexts on.
+        /// One device's session within its account (sign-out): its contexts, and every store of
+        /// the account (the events name the device: other devices skip them).
         case session(Account)
         /// Every device of an account (delete account): every context and store of the account.
         case account(String)
@@ -95,34 +100,88 @@ public struct StoreTransitions: Sendable {
         defer { contexts.endTransition(id) }
         let account = Account(id: scope.accountID)
         let stores = affectedStores(scope)
-        let will = StoreEventRecord(phase: .willChange, transition: transition, device: scope.device, usingLocalStorage: usingLocalStorage.before)
+        let transitionID = UUID().uuidString.lowercased()
+        let will = StoreEventRecord(phase: .willChange, transition: transition, device: scope.device,
+                                    usingLocalStorage: usingLocalStorage.before, transitionID: transitionID)
+        // durable before the first WILL_CHANGE: a start after a kill knows where to close it
+        try backend.catalog.beginAnnouncement(transitionID, stores: stores)
+        var told: [UUID] = []
         let acks = backend.subscriptions.awaitingAcknowledgement(of: stores, device: scope.device)
         defer { acks.close() }
-        for s in stores {
-            let t = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
-            acks.announced(s, generation: t.generation)
-        }
-        backend.keyValueFeed.announce(will, account: scope.accountID)
-        // opted-in subscribers confirm they flushed their work (docs/lifecycle.md "Acknowledgements")
-        await acks.wait(seconds: backend.limits.transitionAckSeconds)
-        let backend = self.backend
-        await contexts.chanceToSave(contexts.boxes(where: scope.contains), transition: id, cause: .transition(Self.describe(transition)),
-                                    seconds: backend.limits.transitionSaveSeconds) { box, pin in
-            try? await backend.withStore(box.storeID.uuidString, account: account) { $0.unpin(pin) }
-        }
-        let value = try await body()
-        var didChange: [UUID: Int64] = [:]
-        let did = StoreEventRecord(phase: .didChange, transition: transition, device: scope.device,
-                                   usingLocalStorage: usingLocalStorage.after, importCounts: importCounts(value))
-        let (didAccount, didStores) = didChangeStores?(value) ?? (scope.accountID, stores)
-        for s in didStores {
-            // a store the body removed has no DID_CHANGE: its subscribers end with NOT_FOUND
-            if let t = try? await backend.withStore(s.uuidString, account: Account(id: didAccount), { try await $0.appendEvent(did) }) {
-                didChange[s] = t.generation
+        let value: T
+        do {
+            for s in stores {
+                do {
+                    let t = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(will) }
+                    told.append(s)
+                    acks.announced(s, generation: t.generation)
+                } catch {
+                    // destroyed since it was listed (DestroyStore runs beside a sign-out): nobody
+                    // follows it any more, so there is nothing to announce there
+                    if backend.catalog.store(id: s) != nil { throw error }
+                }
             }
+            backend.keyValueFeed.announce(will, account: scope.accountID)
+            // opted-in subscribers confirm they flushed their work (docs/lifecycle.md "Acknowledgements")
+            await acks.wait(seconds: backend.limits.transitionAckSeconds)
+            let backend = self.backend
+            await contexts.chanceToSave(contexts.boxes(where: scope.contains), transition: id, cause: .transition(Self.describe(transition)),
+                                        seconds: backend.limits.transitionSaveSeconds) { box, pin in
+                try? await backend.withStore(box.storeID.uuidString, account: account) { $0.unpin(pin) }
+            }
+            value = try await body()
+        } catch {
+            // it did not happen: every store that heard WILL_CHANGE hears so
+            await close(will.cancelling(), on: told, account: account, transitionID: transitionID)
+            if !told.isEmpty { backend.keyValueFeed.announce(will.cancelling(), account: scope.accountID) }
+            throw error
         }
+        let did = StoreEventRecord(phase: .didChange, transition: transition, device: scope.device,
+                                   usingLocalStorage: usingLocalStorage.after, importCounts: importCounts(value), transitionID: transitionID)
+        let (didAccount, didStores) = didChangeStores?(value) ?? (scope.accountID, stores)
+        let didChange = await close(did, on: didStores, account: Account(id: didAccount), transitionID: transitionID)
         backend.keyValueFeed.announce(did, account: didAccount)
         return Completed(value: value, didChange: didChange)
+    }
+
+    /// Appends `closing` to each of `stores` and returns the generation of each. A store the
+    /// transition removed has none (its subscribers end with NOT_FOUND). The announcement's
+    /// catalog row goes once no store that still exists missed its closing; else the next start
+    /// closes what is left (`closeAbandoned`).
+    @discardableResult
+    private func close(_ closing: StoreEventRecord, on stores: [UUID], account: Account, transitionID: String) async -> [UUID: Int64] {
+        var closed: [UUID: Int64] = [:]
+        var missed = false
+        for s in stores {
+            do {
+                closed[s] = try await backend.withStore(s.uuidString, account: account) { try await $0.appendEvent(closing) }.generation
+            } catch {
+                missed = missed || (backend.catalog.store(id: s) != nil && !backend.directory.isParked(s))
+            }
+        }
+        if !missed { try? backend.catalog.endAnnouncement(transitionID) }
+        return closed
+    }
+
+    /// Before serving: closes, as cancelled, every WILL_CHANGE a killed process left open (its
+    /// transition did not finish, or finished without saying so). Runs after
+    /// `AccountTransitions.resumePending`, which completes the archives and restores it resumes —
+    /// their stores' WILL_CHANGE events are closed as happened by then, or parked out of reach.
+    /// A store that cannot be written now keeps its row for the next start rather than keep
+    /// this one from serving; one whose file was never created has nothing to close.
+    static func closeAbandoned(_ backend: Backend) async throws {
+        for (id, stores) in try backend.catalog.pendingAnnouncements() {
+            var left = false
+            for s in stores where backend.catalog.store(id: s) != nil && !backend.directory.isParked(s) {
+                do {
+                    try await backend.directory.withStore(s) { store in
+                        for e in try await store.announcementLog().cancelling(id) { _ = try await store.appendEvent(e) }
+                    }
+                } catch let e as StorageError where e.reason == .notFound {
+                } catch { left = true }
+            }
+            if !left { try backend.catalog.endAnnouncement(id) }
+        }
     }
 
     /// The stores whose history gets the events, in a stable order.
@@ -130,8 +189,9 @@ public struct StoreTransitions: Sendable {
         let ids: Set<UUID>
         switch scope {
         case .session(let a):
-            ids = backend.subscriptions.stores(ofSession: a.session)
-                .union(contexts.boxes(where: scope.contains).map(\.storeID))
+            // every store of the account, not only those the session follows now: a device that
+            // followed one earlier and resumes later must replay its sign-out there too
+            ids = Set(backend.catalog.stores(account: a.id).map(\.id))
         case .account(let id):
             ids = Set(backend.catalog.stores(account: id).map(\.id))
         case .store(let s, _):

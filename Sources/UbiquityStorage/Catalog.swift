@@ -50,6 +50,7 @@ public final class Catalog: Sendable {
                     created_at REAL NOT NULL, UNIQUE(account, name));
                 CREATE TABLE IF NOT EXISTS ubq_destroyed_stores(id TEXT PRIMARY KEY, account TEXT NOT NULL, name TEXT NOT NULL,
                     destroyed_at REAL NOT NULL);
+                CREATE TABLE IF NOT EXISTS ubq_announcements(id TEXT PRIMARY KEY, stores TEXT NOT NULL);
                 """)
         } catch { c.close(); throw error }
         var s = State(conn: c)
@@ -74,6 +75,9 @@ public final class Catalog: Sendable {
             return try body(c, &s)
         }
     }
+
+    /// The catalog's connection alone, for tables the in-memory records do not mirror.
+    func withSQL<T>(_ body: (Connection) throws -> T) throws -> T { try withConnection { c, _ in try body(c) } }
 
     /// Creates the account if it does not exist (active).
     public func ensureAccount(_ account: String) throws {

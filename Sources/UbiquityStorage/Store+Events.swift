@@ -28,10 +28,34 @@ public struct StoreEventRecord: Codable, Sendable, Equatable {
     /// Whether the device(s) concerned now work in a local fallback store.
     public var usingLocalStorage: Bool
     public var importCounts: ImportCounts?
+    /// The transition both phases belong to (one UUID per `StoreTransitions.run`): what pairs a
+    /// DID_CHANGE with its WILL_CHANGE in `AnnouncementLog`, where two sign-outs of one account
+    /// interleave. Nil on events written before it existed. Not sent to clients.
+    public var transitionID: String?
+    /// Set (true) on a DID_CHANGE that closes a WILL_CHANGE whose transition did not happen: its
+    /// body failed, a later store's announcement failed, or the process was killed before the
+    /// transition was recorded (docs/lifecycle.md "Every WILL_CHANGE is closed"). Nil, not false,
+    /// otherwise, so older history rows and this one's bytes stay as they were.
+    public var cancelled: Bool?
 
-    public init(phase: Phase, transition: Transition, device: String? = nil, usingLocalStorage: Bool = false, importCounts: ImportCounts? = nil) {
+    public init(phase: Phase, transition: Transition, device: String? = nil, usingLocalStorage: Bool = false,
+                importCounts: ImportCounts? = nil, transitionID: String? = nil, cancelled: Bool? = nil) {
         self.phase = phase; self.transition = transition; self.device = device
         self.usingLocalStorage = usingLocalStorage; self.importCounts = importCounts
+        self.transitionID = transitionID; self.cancelled = cancelled
+    }
+
+    /// The DID_CHANGE that closes this WILL_CHANGE as not having happened: nothing changed, so
+    /// the devices work where they did before.
+    public func cancelling() -> StoreEventRecord {
+        StoreEventRecord(phase: .didChange, transition: transition, device: device, usingLocalStorage: usingLocalStorage,
+                         transitionID: transitionID, cancelled: true)
+    }
+
+    /// The DID_CHANGE that closes this WILL_CHANGE as having happened (`after`: whether the
+    /// devices now work in a local store).
+    public func completing(usingLocalStorage after: Bool) -> StoreEventRecord {
+        StoreEventRecord(phase: .didChange, transition: transition, device: device, usingLocalStorage: after, transitionID: transitionID)
     }
 
     /// Whether a subscriber of `device` (nil: authentication off) gets it.
@@ -60,6 +84,8 @@ extension Store {
     /// as a note of the key (`ubq_meta` "event:<key>"), and an append whose key is already noted
     /// writes nothing and returns the token it was written at. A job that announces and is killed
     /// before recording so (the first-sign-in import's DID_CHANGE) redoes the append safely.
+    /// The store's `AnnouncementLog` (which WILL_CHANGE events are still open) is updated in the
+    /// same transaction.
     public func appendEvent(_ event: StoreEventRecord, once: String? = nil) async throws -> GenerationToken {
         let json = try event.encoded()
         return try await onWriter { conn, engine in
@@ -70,6 +96,9 @@ extension Store {
             let ms = Int64(Date().timeIntervalSince1970 * 1000)
             try conn.exec("BEGIN IMMEDIATE")
             do {
+                var log = try AnnouncementLog.read(conn)
+                log.append(event)
+                try log.write(conn)
                 try Meta.set(conn, "generation", .integer(gen))
                 if let once { try Meta.set(conn, "event:" + once, .integer(gen)) }
                 try conn.run("INSERT INTO ubq_history (generation, timestamp, author, context, changes) VALUES (?, ?, ?, NULL, ?)",

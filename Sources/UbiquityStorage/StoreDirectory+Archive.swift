@@ -22,6 +22,9 @@ extension StoreDirectory {
     /// Marks stores as never to be opened (an archived account's, at startup).
     public func park(_ ids: some Sequence<UUID>) { state.withLock { $0.parked.formUnion(ids) } }
 
+    /// Lets a parked store open again: a resumed archive announces in a store before it moves.
+    public func unpark(_ id: UUID) { state.withLock { _ = $0.parked.remove(id) } }
+
     /// Whether a store is parked (archived or being deleted).
     public func isParked(_ id: UUID) -> Bool { state.withLock { $0.parked.contains(id) } }
 

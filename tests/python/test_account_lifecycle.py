@@ -16,8 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from test_accounts import Tenant, _call, _methods, _shape, bearer, failure, raw, reason_of  # noqa: F401 (raw: fixture)
-from test_lifecycle_transitions import WILL, _context_with_a_pending_insert, _ending, _event, _kv_stream, _subscribe
+from test_accounts import Tenant, _call, _methods, _shape, bearer, failure, raw, reason_of, resume_details  # noqa: F401 (raw: fixture)
+from test_lifecycle_transitions import DID, WILL, _context_with_a_pending_insert, _ending, _event, _kv_stream, _subscribe
 from ubiq_client import cx, st
 from ubiq_harness import find_server_binary
 from ubiquity.v1 import accounts_pb2 as ac, changes_pb2 as ch, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
@@ -60,6 +60,45 @@ def populated(srv, channel, name: str, stores: int = 2, keys: int = 3) -> tuple[
 def snapshot(t: Tenant, sids: list[str]) -> dict:
     entries = t.kv.List(kv.KeyValueListRequest(), metadata=t.md, timeout=30).entries
     return {"stores": {sid: t.baseline(sid) for sid in sids}, "kv": [(e.key, e.value, e.version) for e in entries]}
+
+
+REMOVED, ADDED = ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED, ch.StoreEvent.TRANSITION_ACCOUNT_ADDED
+# what a store's feed holds after an archive and a restore (docs/lifecycle.md): both announced,
+# nothing cancelled
+ARCHIVED_AND_RESTORED = [(WILL, REMOVED, False), (DID, REMOVED, False), (WILL, ADDED, False), (DID, ADDED, False)]
+
+
+def replay(channel, sid: str, session: str, since: bytes) -> list:
+    """Everything a device resuming from `since` gets, up to its caught-up marker (excluded)."""
+    s = _subscribe(channel, sid, session, token=since)
+    got = s.caught_up()[:-1]
+    s.cancel()
+    return got
+
+
+def announced(messages: list) -> list[tuple[int, int, bool]]:
+    """The messages as (phase, transition, cancelled); every one must be a store event."""
+    assert all(m.HasField("store_event") for m in messages), messages
+    return [(m.store_event.phase, m.store_event.transition, m.store_event.cancelled) for m in messages]
+
+
+def with_token(chunk: bytes, token: bytes) -> bytes:
+    c = st.BaselineChunk.FromString(chunk)
+    c.token = token
+    return c.SerializeToString(deterministic=True)
+
+
+def assert_back_as_before(channel, t: Tenant, before: dict, events=ARCHIVED_AND_RESTORED) -> None:
+    """Exact, store by store: resuming from the token of `before`'s baseline replays `events` and
+    nothing else — no transaction — and the baseline now is `before`'s byte for byte but for its
+    token, which is the last event's (an event is a history row: it takes a generation, changes
+    no object)."""
+    stores = {}
+    for sid, chunks in before["stores"].items():
+        got = replay(channel, sid, t.token, st.BaselineChunk.FromString(chunks[0]).token)
+        assert announced(got) == events, (sid, announced(got))
+        stores[sid] = [with_token(c, got[-1].resume_token) for c in chunks] if got else chunks
+    assert snapshot(t, list(before["stores"])) == {"stores": stores, "kv": before["kv"]}
 
 
 def files_of(srv, account_id: str) -> dict[str, list[str]]:
@@ -129,7 +168,7 @@ def test_archive_hides_the_account_and_restore_brings_it_back_byte_for_byte(star
         e = failure(a.stores.ListStores, st.ListStoresRequest(), metadata=bearer(old), timeout=30)
         assert e.code() == grpc.StatusCode.UNAUTHENTICATED
     a.token = a.sign_in("device-3")
-    assert snapshot(a, sids) == before
+    assert_back_as_before(c, a, before)
     listed = {s.store_id for s in a.stores.ListStores(st.ListStoresRequest(), metadata=a.md, timeout=30).stores}
     assert listed == set(sids)
     # and it serves writes again
@@ -222,7 +261,7 @@ def test_bad_input_gets_a_clear_status_and_changes_nothing(start_server, raw):
     assert files_of(srv, a.account_id) == {"stores": [], "archive": [f"{sids[0]}.sqlite"]}
     ops.restore(a.account_id)
     a.token = a.sign_in("again")
-    assert snapshot(a, sids) == before
+    assert_back_as_before(c, a, before)
 
 
 @pytest.mark.parametrize("first,second", [("archive", "archive"), ("archive", "delete"), ("delete", "archive")])
@@ -267,7 +306,7 @@ def test_concurrent_transitions_on_one_account_one_wins_the_rest_change_nothing(
         assert files_of(srv, a.account_id) == {"stores": [], "archive": sorted(f"{s}.sqlite" for s in sids)}
         ops.restore(a.account_id)
         a.token = a.sign_in("after")
-        assert snapshot(a, sids) == before
+        assert_back_as_before(c, a, before)
 
 
 def test_ubiq_account_archive_restore_delete(start_server, raw):
@@ -292,17 +331,25 @@ def test_ubiq_account_archive_restore_delete(start_server, raw):
     assert not (srv.data_dir / "accounts" / a.account_id).exists()
 
 
-def test_delete_announces_content_removed_to_every_device_with_a_chance_to_save_then_ends_their_streams(start_server, raw):
-    srv = start_server(name="lifecycle-delete-announced")
-    c = raw(srv)
-    ops = Lifecycle(srv, c)
+def two_devices(srv, c):
+    """An account with a store of data and two devices (sessions), each subscribed to the store;
+    device 2 also follows the key-value store, device 1 has a context with a pending insert
+    (named "one"). Returns the tenant, the store, the sessions, the subscriptions, the key-value
+    stream and the context."""
     a = Tenant(srv, c, "A")
     sid, _ = a.store_with_data()
     one, two = a.token, a.sign_in("device-2")
     subs = [_subscribe(c, sid, one), _subscribe(c, sid, two)]
     assert all(s.next().HasField("caught_up") for s in subs)
     kv_stream, _ = _kv_stream(a, c, two)
-    ctx = _context_with_a_pending_insert(a, sid, one, "one")
+    return a, sid, (one, two), subs, kv_stream, _context_with_a_pending_insert(a, sid, one, "one")
+
+
+def test_delete_announces_content_removed_to_every_device_with_a_chance_to_save_then_ends_their_streams(start_server, raw):
+    srv = start_server(name="lifecycle-delete-announced")
+    c = raw(srv)
+    ops = Lifecycle(srv, c)
+    a, sid, (one, two), subs, kv_stream, ctx = two_devices(srv, c)
 
     deleting = ops.stub.DeleteAccount.future(ac.DeleteAccountRequest(account_id=a.account_id), metadata=ops.ops, timeout=60)
     # every device hears it first, on its store subscriptions and its key-value stream
@@ -322,3 +369,42 @@ def test_delete_announces_content_removed_to_every_device_with_a_chance_to_save_
     e = failure(ops.get, a.account_id)
     assert e.code() == grpc.StatusCode.NOT_FOUND
 
+
+def test_archive_announces_account_removed_to_every_device_and_restore_says_the_stores_are_back(start_server, raw):
+    srv = start_server(name="lifecycle-archive-announced")
+    c = raw(srv)
+    ops = Lifecycle(srv, c)
+    a, sid, (one, two), subs, kv_stream, ctx = two_devices(srv, c)
+
+    archiving = ops.stub.ArchiveAccount.future(ac.ArchiveAccountRequest(account_id=a.account_id), metadata=ops.ops, timeout=60)
+    # every device hears it before the stores close, on its subscriptions and key-value stream
+    wills = [s.next() for s in subs]
+    assert all(_event(w) == (WILL, REMOVED) for w in wills), wills
+    assert _event(next(kv_stream)) == (WILL, REMOVED)
+    # the chance to save: the context still works with its session, and what it saves is kept
+    saved = a.contexts.Save(cx.ContextSaveRequest(context_id=ctx), metadata=bearer(one), timeout=30)
+    [saved_id] = saved.result.permanent_ids.values()
+    assert archiving.result().state == ac.ACCOUNT_STATE_ARCHIVED
+
+    # then "it happened", written while the stores were still open, and the streams end after it
+    dids = []
+    for s in subs:
+        tx, did = s.next(), s.next()
+        assert [x.context_name for x in tx.transactions.transactions] == ["one"], tx
+        assert _event(did) == (DID, REMOVED) and not did.store_event.cancelled, did
+        e = _ending(s)
+        assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
+        assert resume_details(e).resume_token == did.resume_token
+        dids.append(did)
+    assert _event(next(kv_stream)) == (DID, REMOVED)
+    e = failure(lambda: list(kv_stream))
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
+
+    # restore: nobody follows an archived account, so the stores say it when they are back — a
+    # device resuming from the archive's DID_CHANGE replays WILL_CHANGE then DID_CHANGE(ACCOUNT_ADDED)
+    ops.restore(a.account_id)
+    back = a.sign_in("device-1")
+    got = replay(c, sid, back, dids[0].resume_token)
+    assert announced(got) == ARCHIVED_AND_RESTORED[2:], announced(got)
+    objects = a.stores.GetObjects(st.GetObjectsRequest(store_id=sid, object_ids=[saved_id]), metadata=bearer(back), timeout=30)
+    assert objects.objects[0].values["name"].string_value == "one", "the change saved in the window came back with the store"

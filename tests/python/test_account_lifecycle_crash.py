@@ -1,10 +1,12 @@
 """kill -9 during ArchiveAccount, RestoreAccount and DeleteAccount, then a restart: every object
 is exactly once where it should be (live or archived, never both, never lost), nothing of a
-deleted account is readable or on disk, and the server starts and serves.
+deleted account is readable or on disk, and the server starts and serves. Every WILL_CHANGE the
+transition wrote is closed by its DID_CHANGE — plain if the transition is recorded (it resumes
+forwards), cancelled if the kill came before (docs/lifecycle.md "Every WILL_CHANGE is closed").
 
 Where the kill lands: mostly exactly between two steps of the transition, through the test-only
 `UBIQUITYD_TEST_CRASH_AT=<step>[:<n>]` (ubiquityd kills itself with SIGKILL the n-th time it
-reaches the step; AccountTransitions.swift names them), cycling through every step in a shuffled
+reaches the step; AccountTransitions.swift and AccountsService+Lifecycle.swift name them), cycling through every step in a shuffled
 order; and a few runs per transition killed from outside after a random delay, which may land
 before the transition began, inside a step, or after it finished. The seed is printed (and
 `UBIQ_CRASH_SEED` sets it) so a failing run can be replayed.
@@ -20,18 +22,24 @@ import threading
 import grpc
 import pytest
 
-from test_account_lifecycle import Lifecycle, files_of, populated, snapshot
+from test_account_lifecycle import Lifecycle, announced, files_of, populated, replay, snapshot, with_token
 from test_accounts import CHANNEL_OPTIONS, Tenant, bearer, failure
-from ubiquity.v1 import accounts_pb2 as ac, keyvalue_pb2_grpc as kvg, stores_pb2 as st
+from test_lifecycle_transitions import DID, WILL
+from ubiquity.v1 import accounts_pb2 as ac, changes_pb2 as ch, keyvalue_pb2_grpc as kvg, stores_pb2 as st
 
 SEED = int(os.environ.get("UBIQ_CRASH_SEED", "190426"))
 STORES = 2
 HOOK_RUNS = 30
 TIMER_RUNS = 2
+REMOVED, ADDED = ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED, ch.StoreEvent.TRANSITION_ACCOUNT_ADDED
+CONTENT_REMOVED = ch.StoreEvent.TRANSITION_CONTENT_REMOVED
 STEPS = {
-    "archive": ["archive.begun"] + [f"archive.store:{i}" for i in range(1, STORES + 1)],
-    "restore": ["restore.begun"] + [f"restore.store:{i}" for i in range(1, STORES + 1)],
-    "delete": ["delete.begun"] + [f"delete.store:{i}" for i in range(1, STORES + 1)]
+    # archive.will: after WILL_CHANGE and the chance to save, before the account is recorded
+    # archiving; archive.did: after DID_CHANGE, before the files move
+    "archive": ["archive.will", "archive.begun", "archive.did"] + [f"archive.store:{i}" for i in range(1, STORES + 1)],
+    "restore": ["restore.begun"] + [f"restore.store:{i}" for i in range(1, STORES + 1)]
+               + [f"restore.announced:{i}" for i in range(1, STORES + 1)],
+    "delete": ["delete.will", "delete.begun"] + [f"delete.store:{i}" for i in range(1, STORES + 1)]
               + ["delete.files", "delete.catalog", "delete.keyvalue"],
 }
 
@@ -93,19 +101,22 @@ def rebound(t: Tenant, channel, srv) -> Tenant:
     return fresh
 
 
-def without_tokens(snap: dict) -> dict:
-    """A snapshot with its baselines' generation tokens cleared: the objects and entries only."""
-    def clear(chunk: bytes) -> bytes:
-        c = st.BaselineChunk.FromString(chunk)
-        c.ClearField("token")
-        return c.SerializeToString(deterministic=True)
-    return {"stores": {sid: [clear(c) for c in chunks] for sid, chunks in snap["stores"].items()}, "kv": snap["kv"]}
+def paired(events: list[tuple[int, int, bool]]) -> list[tuple[int, bool]]:
+    """Every WILL_CHANGE closed by the DID_CHANGE of its transition right after it (nothing else
+    happens on these stores meanwhile); returns each transition with whether it was cancelled."""
+    assert len(events) % 2 == 0, events
+    out = []
+    for (p1, t1, c1), (p2, t2, c2) in zip(events[::2], events[1::2]):
+        assert (p1, p2, t1, c1) == (WILL, DID, t2, False), events
+        out.append((t1, c2))
+    return out
 
 
-def check_whole(srv, channel, t: Tenant, before: dict, ops: Lifecycle, announced: bool = False) -> None:
+def check_whole(srv, channel, t: Tenant, before: dict, ops: Lifecycle) -> list[list[tuple[int, bool]]]:
     """The account is active or archived, its stores all in one place, and (restored if it was
-    archived) its every object and key-value entry as before. `announced`: a delete killed after
-    its StoresWillChange — a history row of its own — left the generations one ahead, nothing else."""
+    archived) its every object and key-value entry as before. The stores' feeds since then hold
+    store events only — each WILL_CHANGE closed by its DID_CHANGE, cancelled or not — and the
+    baseline is the one before at the last event's token. Returns each store's transitions."""
     sids = sorted(before["stores"])
     state = ops.get(t.account_id).state
     files = files_of(srv, t.account_id)
@@ -117,8 +128,14 @@ def check_whole(srv, channel, t: Tenant, before: dict, ops: Lifecycle, announced
         assert state == ac.ACCOUNT_STATE_ACTIVE, state
         assert files == {"stores": names, "archive": []}, files
     assert files_of(srv, t.account_id) == {"stores": names, "archive": []}
-    after = snapshot(rebound(t, channel, srv), sids)
-    assert (without_tokens(after) == without_tokens(before)) if announced else (after == before)
+    fresh = rebound(t, channel, srv)
+    seen, stores = [], {}
+    for sid, chunks in before["stores"].items():
+        got = replay(channel, sid, fresh.token, st.BaselineChunk.FromString(chunks[0]).token)
+        seen.append(paired(announced(got)))
+        stores[sid] = [with_token(c, got[-1].resume_token) for c in chunks] if got else chunks
+    assert snapshot(fresh, sids) == {"stores": stores, "kv": before["kv"]}
+    return seen
 
 
 def check_gone(srv, t: Tenant, ops: Lifecycle) -> None:
@@ -172,15 +189,30 @@ def test_kill_9_during_an_account_transition(start_server, transition):
         try:
             if transition == "delete":
                 exists = ops.stub.ListAccounts(ac.ListAccountsRequest(), metadata=ops.ops, timeout=30).accounts
-                if step is None and any(x.account_id == a.account_id for x in exists):
-                    check_whole(srv, c, a, before, ops, announced=True)  # killed before the tombstone was written
+                if step in (None, "delete.will") and any(x.account_id == a.account_id for x in exists):
+                    # killed before the tombstone was written: the account whole, the start
+                    # closed its WILL_CHANGE as cancelled
+                    seen = check_whole(srv, c, a, before, ops)
+                    # a timer's kill may also land before the WILL_CHANGE: nothing announced
+                    allowed = [[(CONTENT_REMOVED, True)]] + ([[]] if step is None else [])
+                    assert all(x in allowed for x in seen), seen
                 else:
+                    assert step != "delete.will"
                     check_gone(srv, a, ops)
             else:
                 if step is not None:
-                    want = ac.ACCOUNT_STATE_ARCHIVED if transition == "archive" else ac.ACCOUNT_STATE_ACTIVE
+                    before_recorded = step == "archive.will"
+                    want = ac.ACCOUNT_STATE_ARCHIVED if transition == "archive" and not before_recorded else ac.ACCOUNT_STATE_ACTIVE
                     assert ops.get(a.account_id).state == want  # resumed forwards before serving
-                check_whole(srv, c, a, before, ops)
+                seen = check_whole(srv, c, a, before, ops)
+                if step == "archive.will":
+                    # not recorded yet: it did not happen, and the next archive works
+                    assert all(x == [(REMOVED, True)] for x in seen), seen
+                    ops.archive(a.account_id)
+                    seen = check_whole(srv, c, a, before, ops)
+                    assert all(x == [(REMOVED, True), (REMOVED, False), (ADDED, False)] for x in seen), seen
+                elif step is not None:
+                    assert all(x == [(REMOVED, False), (ADDED, False)] for x in seen), seen
         except AssertionError as e:
             raise AssertionError(f"{context}: {e}") from e
 

@@ -13,7 +13,7 @@ import grpc
 from test_accounts import Tenant, bearer, failure, raw, reason_of, resume_details  # noqa: F401 (raw: fixture)
 from test_changes import Stream
 from ubiq_client import cx, ob, st, v
-from ubiquity.v1 import accounts_pb2 as ac, changes_pb2 as ch, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
+from ubiquity.v1 import accounts_pb2 as ac, accounts_pb2_grpc as acg, changes_pb2 as ch, keyvalue_pb2 as kv, keyvalue_pb2_grpc as kvg
 
 
 # -- key-value streams end with their session ----------------------------------------------------------
@@ -227,3 +227,45 @@ def test_a_second_sign_out_of_the_same_session_while_the_first_runs_is_aborted_a
     rest = [sub.next(), sub.next()]
     assert rest[0].HasField("transactions") and _event(rest[1])[0] == DID, "one transition: no second WILL"
     assert _ending(sub).code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_a_device_that_followed_a_store_earlier_replays_its_sign_out_there_on_resume(start_server, raw):
+    """Sign-out is written to every store of the account, not only where the session has a live
+    subscriber or context: a device subscribed earlier, disconnected, and the session signed out
+    from another connection; after signing in again it resumes from its old token and replays
+    WILL_CHANGE then DID_CHANGE. Another device of the account sees none of it."""
+    srv = start_server(name="transitions-signout-offline")
+    c, elsewhere = raw(srv), raw(srv)
+    t = Tenant(srv, c, "t")
+    sid, _ = t.store_with_data()
+    other_sid, _ = t.store_with_data("never-followed")
+    two = t.sign_in("device-2")
+
+    earlier = _subscribe(c, sid, t.token)
+    resume_from = earlier.next().resume_token
+    earlier.cancel()
+    watcher = _subscribe(c, sid, two)
+    assert watcher.next().HasField("caught_up")
+
+    # the same session signs out through another connection: nothing of it is live anywhere
+    acg.AccountsStub(elsewhere).SignOut(ac.SignOutRequest(), metadata=t.md, timeout=60)
+
+    again = t.sign_in("device-1")
+    back = _subscribe(c, sid, again, token=resume_from)
+    got = back.caught_up()
+    assert [_event(m) for m in got[:2]] == [(WILL, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED),
+                                            (DID, ch.StoreEvent.TRANSITION_ACCOUNT_REMOVED)], got
+    assert not got[1].store_event.cancelled
+    assert got[0].resume_generation < got[1].resume_generation
+    assert got[2].HasField("caught_up"), got
+    back.cancel()
+    # every store of the account: the one it never followed holds the pair too
+    since = t.stores.CurrentGeneration(st.CurrentGenerationRequest(store_id=other_sid), metadata=bearer(again), timeout=30)
+    assert since.generation >= 3, since  # its save, then WILL_CHANGE and DID_CHANGE
+
+    # device 2 skipped both (its resume token moved past them) and its stream goes on
+    t.stores.Save(st.SaveRequest(store_id=sid, inserts=[ob.Insert(temporary_id="n", entity="Person", values={"name": v("after")})]),
+                  metadata=bearer(two), timeout=30)
+    seen = watcher.until(lambda m: m.HasField("transactions"))
+    assert not any(m.HasField("store_event") for m in seen), seen
+    watcher.cancel()

@@ -2603,7 +2603,7 @@ const ProtobufCEnumDescriptor ubiquity__v1__store_event__transition__descriptor 
   ubiquity__v1__store_event__transition__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__store_event__field_descriptors[5] =
+static const ProtobufCFieldDescriptor ubiquity__v1__store_event__field_descriptors[6] =
 {
   {
     "phase",
@@ -2665,19 +2665,33 @@ static const ProtobufCFieldDescriptor ubiquity__v1__store_event__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "cancelled",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__StoreEvent, cancelled),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned ubiquity__v1__store_event__field_indices_by_name[] = {
   4,   /* field[4] = acknowledgement */
+  5,   /* field[5] = cancelled */
   3,   /* field[3] = import_counts */
   0,   /* field[0] = phase */
   1,   /* field[1] = transition */
   2,   /* field[2] = using_local_storage */
 };
-static const ProtobufCIntRange ubiquity__v1__store_event__number_ranges[2 + 1] =
+static const ProtobufCIntRange ubiquity__v1__store_event__number_ranges[3 + 1] =
 {
   { 1, 0 },
   { 8, 4 },
-  { 0, 5 }
+  { 10, 5 },
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__store_event__descriptor =
 {
@@ -2687,10 +2701,10 @@ const ProtobufCMessageDescriptor ubiquity__v1__store_event__descriptor =
   "Ubiquity__V1__StoreEvent",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__StoreEvent),
-  5,
+  6,
   ubiquity__v1__store_event__field_descriptors,
   ubiquity__v1__store_event__field_indices_by_name,
-  2,  ubiquity__v1__store_event__number_ranges,
+  3,  ubiquity__v1__store_event__number_ranges,
   (ProtobufCMessageInit) ubiquity__v1__store_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

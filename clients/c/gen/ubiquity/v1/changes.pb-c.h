@@ -107,11 +107,13 @@ typedef enum _Ubiquity__V1__StoreEvent__Transition {
    */
   UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_UNSPECIFIED = 0,
   /*
-   * The device signed in to an account.
+   * The device signed in to an account; or, for every device, the archived account was restored
+   * (written once its stores are back: a device resuming from before the archive replays it).
    */
   UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_ACCOUNT_ADDED = 1,
   /*
-   * The device signed out or switched account.
+   * The device signed out or switched account; or, for every device, the account is archived
+   * (its sessions end after the DID_CHANGE; its stores are kept, served to nobody).
    */
   UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_ACCOUNT_REMOVED = 2,
   /*
@@ -647,10 +649,20 @@ struct  Ubiquity__V1__StoreEvent
    * subscriptions, on `DID_CHANGE`, and when the server does not wait (`--transition-ack-seconds 0`).
    */
   Ubiquity__V1__StoreEventAcknowledgement *acknowledgement;
+  /*
+   * `DID_CHANGE` only: true when the transition announced by the matching `WILL_CHANGE` did not
+   * happen — it failed part-way, or the server was killed before it was recorded and closed it at
+   * its next start. The stores are as before the `WILL_CHANGE` (plus what contexts saved in the
+   * window); the contexts were reset all the same: re-create them and carry on where you were.
+   * Every `WILL_CHANGE` is followed by exactly one `DID_CHANGE` of its transition on the same
+   * store, this one or a plain one (docs/lifecycle.md "Every WILL_CHANGE is closed"). Numbered
+   * apart from the fields above so additions elsewhere on this message do not collide.
+   */
+  protobuf_c_boolean cancelled;
 };
 #define UBIQUITY__V1__STORE_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__store_event__descriptor) \
-    , UBIQUITY__V1__STORE_EVENT__PHASE__PHASE_UNSPECIFIED, UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_UNSPECIFIED, 0, NULL, NULL }
+    , UBIQUITY__V1__STORE_EVENT__PHASE__PHASE_UNSPECIFIED, UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_UNSPECIFIED, 0, NULL, NULL, 0 }
 
 
 /*

@@ -195,7 +195,7 @@ class CursorAtRisk(_message.Message):
     def __init__(self, oldest_retained_token: _Optional[bytes] = ..., expected_expiry: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class StoreEvent(_message.Message):
-    __slots__ = ("phase", "transition", "using_local_storage", "import_counts", "acknowledgement")
+    __slots__ = ("phase", "transition", "using_local_storage", "import_counts", "acknowledgement", "cancelled")
     class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         PHASE_UNSPECIFIED: _ClassVar[StoreEvent.Phase]
@@ -221,12 +221,14 @@ class StoreEvent(_message.Message):
     USING_LOCAL_STORAGE_FIELD_NUMBER: _ClassVar[int]
     IMPORT_COUNTS_FIELD_NUMBER: _ClassVar[int]
     ACKNOWLEDGEMENT_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
     phase: StoreEvent.Phase
     transition: StoreEvent.Transition
     using_local_storage: bool
     import_counts: ImportCounts
     acknowledgement: StoreEventAcknowledgement
-    def __init__(self, phase: _Optional[_Union[StoreEvent.Phase, str]] = ..., transition: _Optional[_Union[StoreEvent.Transition, str]] = ..., using_local_storage: _Optional[bool] = ..., import_counts: _Optional[_Union[ImportCounts, _Mapping]] = ..., acknowledgement: _Optional[_Union[StoreEventAcknowledgement, _Mapping]] = ...) -> None: ...
+    cancelled: bool
+    def __init__(self, phase: _Optional[_Union[StoreEvent.Phase, str]] = ..., transition: _Optional[_Union[StoreEvent.Transition, str]] = ..., using_local_storage: _Optional[bool] = ..., import_counts: _Optional[_Union[ImportCounts, _Mapping]] = ..., acknowledgement: _Optional[_Union[StoreEventAcknowledgement, _Mapping]] = ..., cancelled: _Optional[bool] = ...) -> None: ...
 
 class StoreEventAcknowledgement(_message.Message):
     __slots__ = ("event_token", "deadline")

@@ -603,6 +603,15 @@ public nonisolated struct Ubiquity_V1_StoreEvent: Sendable {
   /// Clears the value of `acknowledgement`. Subsequent reads from it will return its default value.
   public mutating func clearAcknowledgement() {self._acknowledgement = nil}
 
+  /// `DID_CHANGE` only: true when the transition announced by the matching `WILL_CHANGE` did not
+  /// happen — it failed part-way, or the server was killed before it was recorded and closed it at
+  /// its next start. The stores are as before the `WILL_CHANGE` (plus what contexts saved in the
+  /// window); the contexts were reset all the same: re-create them and carry on where you were.
+  /// Every `WILL_CHANGE` is followed by exactly one `DID_CHANGE` of its transition on the same
+  /// store, this one or a plain one (docs/lifecycle.md "Every WILL_CHANGE is closed"). Numbered
+  /// apart from the fields above so additions elsewhere on this message do not collide.
+  public var cancelled: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   /// Before or after the transition.
@@ -660,10 +669,12 @@ public nonisolated struct Ubiquity_V1_StoreEvent: Sendable {
     /// `using_local_storage: true` with it).
     case unspecified // = 0
 
-    /// The device signed in to an account.
+    /// The device signed in to an account; or, for every device, the archived account was restored
+    /// (written once its stores are back: a device resuming from before the archive replays it).
     case accountAdded // = 1
 
-    /// The device signed out or switched account.
+    /// The device signed out or switched account; or, for every device, the account is archived
+    /// (its sessions end after the DID_CHANGE; its stores are kept, served to nobody).
     case accountRemoved // = 2
 
     /// The account's content was deleted ("start over").
@@ -1835,7 +1846,7 @@ nonisolated extension Ubiquity_V1_CursorAtRisk: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Ubiquity_V1_StoreEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StoreEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}phase\0\u{1}transition\0\u{3}using_local_storage\0\u{3}import_counts\0\u{2}\u{4}acknowledgement\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}phase\0\u{1}transition\0\u{3}using_local_storage\0\u{3}import_counts\0\u{2}\u{4}acknowledgement\0\u{2}\u{2}cancelled\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1848,6 +1859,7 @@ nonisolated extension Ubiquity_V1_StoreEvent: SwiftProtobuf.Message, SwiftProtob
       case 3: try { try decoder.decodeSingularBoolField(value: &self.usingLocalStorage) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._importCounts) }()
       case 8: try { try decoder.decodeSingularMessageField(value: &self._acknowledgement) }()
+      case 10: try { try decoder.decodeSingularBoolField(value: &self.cancelled) }()
       default: break
       }
     }
@@ -1873,6 +1885,9 @@ nonisolated extension Ubiquity_V1_StoreEvent: SwiftProtobuf.Message, SwiftProtob
     try { if let v = self._acknowledgement {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
     } }()
+    if self.cancelled != false {
+      try visitor.visitSingularBoolField(value: self.cancelled, fieldNumber: 10)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1882,6 +1897,7 @@ nonisolated extension Ubiquity_V1_StoreEvent: SwiftProtobuf.Message, SwiftProtob
     if lhs.usingLocalStorage != rhs.usingLocalStorage {return false}
     if lhs._importCounts != rhs._importCounts {return false}
     if lhs._acknowledgement != rhs._acknowledgement {return false}
+    if lhs.cancelled != rhs.cancelled {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
