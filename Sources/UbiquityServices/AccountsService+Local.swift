@@ -86,7 +86,11 @@ extension AccountsService {
         case .existing(let job):
             return try await importer.runImportJob(job)
         case .started(let job, let ended):
-            self.ended(Set(ended.map(\.id)))
+            // The local stores' WILL_CHANGE was published before this; a stream that had not
+            // sent it yet sends it before it ends (without `after:` it ended at once, and about
+            // one local subscriber in ten never heard of the import).
+            let sessions = Set(ended.map(\.id))
+            self.ended(sessions, after: backend.subscriptions.publishedGenerations(ofSessions: sessions))
             LocalImporter.testStep()
             return try await importer.runImportJob(job)
         }

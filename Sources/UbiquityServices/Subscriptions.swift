@@ -200,6 +200,13 @@ public final class Subscriptions: Sendable {
         }
     }
 
+    /// What the stores these sessions subscribe to have published so far, by store: ending the
+    /// sessions `after:` it lets each stream send what was written before it ends.
+    func publishedGenerations(ofSessions ids: Set<String>) -> [UUID: Int64] {
+        let subs = state.withLock { s in s.byID.values.filter { $0.session.map(ids.contains) ?? false } }
+        return subs.reduce(into: [:]) { $0[$1.storeID] = $1.feed.publishedGeneration }
+    }
+
     /// The open subscriptions on these stores.
     func all(on stores: Set<UUID>) -> [Subscription] {
         state.withLock { s in s.byID.values.filter { stores.contains($0.storeID) } }

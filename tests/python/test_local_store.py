@@ -234,3 +234,30 @@ def test_first_sign_in_announces_the_import_to_the_device_then_completes_it_on_t
     assert got[0].HasField("transactions") and _event(got[1]) == (DID, ch.StoreEvent.TRANSITION_INITIAL_IMPORT_COMPLETED)
     assert got[1].resume_token == did.resume_token
     replay.cancel()
+
+
+def test_every_local_subscriber_hears_the_import_before_its_stream_ends(start_server, raw):
+    # The import revokes the device's local sessions right after the local stores' WILL_CHANGE.
+    # Their streams used to end at once, so a subscriber that had not been sent the event yet
+    # (about one in ten, with no context to hold the transition open) never heard of the import.
+    # Now each stream ends only after what its store had published. Ten devices, so the old
+    # race would very likely show.
+    srv = start_server(args=["--local-stores"], name="local-import-will-before-end")
+    channel = raw(srv)
+    tenant = Tenant(srv, channel, "family")
+    for i in range(10):
+        phone = LocalDevice(channel, f"phone-{i}")
+        local_sid = phone.open("notes")
+        phone.stores.Save(st.SaveRequest(store_id=local_sid, inserts=[person("ann", "Ann", f"ann{i}@x", 31)]),
+                          metadata=phone.md, timeout=30)
+        feed = Stream(channel, ch.SubscribeRequest(store_id=local_sid, **{"from": ch.StartPoint(now=True)}), metadata=phone.md)
+        feed.caught_up()
+        tenant.accounts.SignIn(ac.SignInRequest(api_key=tenant.api_key, device_id=f"phone-{i}", local_device_secret=phone.secret),
+                               timeout=60)
+        e = _ending(feed)
+        assert e.code() == grpc.StatusCode.UNAUTHENTICATED, e
+        got = []
+        while not feed.events.empty():
+            got.append(feed.events.get_nowait())
+        events = [_event(r) for r in got if r.HasField("store_event")]
+        assert (WILL, ch.StoreEvent.TRANSITION_INITIAL_IMPORT_COMPLETED) in events, f"device {i}: {got}"
