@@ -31,6 +31,16 @@ static void *sign_out(void *user) {
     return NULL;
 }
 
+/* A call made on another thread succeeded; else says why and takes the error. */
+static bool succeeded(ubq_error **e, const char *what) {
+    if (!*e) return true;
+    fprintf(stderr, "  %s failed: %s %s (%s)\n", what, ubq_code_name((*e)->code), (*e)->reason ? (*e)->reason : "-",
+            (*e)->message);
+    ubq_error_free(*e);
+    *e = NULL;
+    return false;
+}
+
 typedef struct { ack_watch *w; ubq_feed *feed; } ack_job;
 
 /* The acknowledger thread: waits for the hook's token (or the run's end), then acknowledges twice. */
@@ -102,8 +112,8 @@ static void acknowledged_sign_out(bool from_thread) {
     if (w.signing_out) pthread_join(w.signer, NULL);
     if (w.acknowledging) pthread_join(w.acknowledger, NULL);
     OK(run);
-    OK(w.sign_out_err);
-    OK(w.ack_err);
+    CHECK(succeeded(&w.sign_out_err, "the sign-out"));
+    CHECK(succeeded(&w.ack_err, "the acknowledgement"));
     CHECK(w.bad_token_err && w.bad_token_err->code == UBQ_INVALID_ARGUMENT && ubq_error_is(w.bad_token_err, "BAD_TOKEN"));
     CHECK(w.n_events == 2);
     CHECK(w.will.phase == UBQ_PHASE_WILL_CHANGE && w.will.transition == UBQ_TRANSITION_ACCOUNT_REMOVED);
@@ -114,6 +124,8 @@ static void acknowledged_sign_out(bool from_thread) {
     CHECK(!w.did.cancelled && !w.did.acknowledgement.requested);
     CHECK(w.did.generation == w.will.generation + 1);
 done:
+    ubq_error_free(w.sign_out_err);
+    ubq_error_free(w.ack_err);
     ubq_error_free(w.bad_token_err);
     free(w.ack_token.data);
     pthread_mutex_destroy(&w.lock);
@@ -136,6 +148,87 @@ static void test_a_sign_out_waits_for_the_acknowledgement_from_another_thread(ub
     acknowledged_sign_out(true);
 }
 
+/* A sign-out killed while it waits for the acknowledgement: the server's next start closes the
+ * WILL_CHANGE, and the feed — reconnected from the WILL_CHANGE's token, signed in again — gets
+ * the DID_CHANGE with `cancelled`. Its hook kills the server (kill -9: no drain, the transition
+ * never finishes) and starts it again on the same data and port, never acknowledging. */
+typedef struct {
+    test_server *server;
+    ubq_client *client;
+    pthread_t signer;
+    bool signing_out, restarted;
+    ubq_error *sign_out_err;
+    ubq_store_event will, did;
+} crash_watch;
+
+static void *crash_sign_out(void *user) {
+    crash_watch *w = user;
+    w->sign_out_err = ubq_sign_out(w->client);
+    return NULL;
+}
+
+static ubq_feed_action kill_mid_transition(ubq_feed *f, const ubq_store_event *e, void *user) {
+    (void)f;
+    crash_watch *w = user;
+    ubq_store_event copy = *e;
+    copy.token = copy.acknowledgement.event_token = (ProtobufCBinaryData){0, NULL};
+    if (e->phase == UBQ_PHASE_WILL_CHANGE) {
+        w->will = copy;
+        if (w->restarted) return UBQ_FEED_CONTINUE;
+        int port = w->server->port;
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s", w->server->data_dir);
+        test_server_kill(w->server);
+        if (test_server_start(w->server, dir, port) != 0) return UBQ_FEED_STOP;
+        w->restarted = true;
+        return UBQ_FEED_CONTINUE;
+    }
+    w->did = copy;
+    return UBQ_FEED_STOP;
+}
+
+static ubq_feed_action sign_out_once_caught_up(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
+    (void)f;
+    crash_watch *w = user;
+    if (ev->event_case == UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_CAUGHT_UP && !w->signing_out)
+        w->signing_out = pthread_create(&w->signer, NULL, crash_sign_out, w) == 0;
+    return UBQ_FEED_CONTINUE;
+}
+
+static void test_a_sign_out_killed_mid_transition_reaches_the_feed_cancelled(ubq_client *unused) {
+    (void)unused;
+    test_server t;
+    ubq_client *c = NULL;
+    ubq_store *s = NULL;
+    ubq_feed *feed = NULL;
+    crash_watch w = {.server = &t};
+    char dir[600], uuid[37];
+    ubq__uuid(uuid);
+    snprintf(dir, sizeof dir, "%s/cancelled-%s", workdir, uuid);
+    if (test_server_start(&t, dir, 0) != 0) { failed_checks++; return; }
+    OK(ubq_connect(t.address, &(ubq_client_options){.api_key = t.api_key, .device_id = "c-crash"}, &c));
+    OK(new_store(c, "cancelled", &s));
+    w.client = c;
+    OK(ubq_feed_new(s, &(ubq_feed_options){.acknowledges_store_events = true, .on_store_event = kill_mid_transition},
+                    &feed));
+    ubq_error *run = ubq_feed_run(feed, sign_out_once_caught_up, &w);
+    if (w.signing_out) pthread_join(w.signer, NULL);
+    OK(run);
+    CHECK(w.restarted);
+    CHECK(w.sign_out_err != NULL);   /* the server died under it: the sign-out never completed */
+    CHECK(w.will.phase == UBQ_PHASE_WILL_CHANGE && w.will.transition == UBQ_TRANSITION_ACCOUNT_REMOVED);
+    CHECK(w.did.phase == UBQ_PHASE_DID_CHANGE && w.did.transition == UBQ_TRANSITION_ACCOUNT_REMOVED);
+    CHECK(w.did.cancelled);
+    CHECK(w.did.generation > w.will.generation);
+    CHECK(ubq_feed_reconnects(feed) + ubq_feed_sign_ins(feed) >= 1);
+done:
+    ubq_error_free(w.sign_out_err);
+    ubq_feed_free(feed);
+    ubq_store_free(s);
+    ubq_client_free(c);
+    if (t.pid) test_server_stop(&t);
+}
+
 /* A key-value feed is never waited for: asking it to acknowledge is refused at once. */
 static void test_a_key_value_feed_refuses_acknowledgements(ubq_client *c) {
     ubq_feed *feed = NULL;
@@ -148,6 +241,7 @@ const scenario acknowledge_scenarios[] = {
 #define T(f) {#f, f}
     T(test_a_sign_out_waits_for_the_acknowledgement_from_the_hook),
     T(test_a_sign_out_waits_for_the_acknowledgement_from_another_thread),
+    T(test_a_sign_out_killed_mid_transition_reaches_the_feed_cancelled),
     T(test_a_key_value_feed_refuses_acknowledgements),
 #undef T
     {NULL, NULL}};
