@@ -161,6 +161,10 @@ typedef struct {
     ubq_store_event will, did;
 } crash_watch;
 
+/* The sign-out waits this long for the acknowledgement that never comes: the kill surely lands
+ * inside the wait, however slow the machine. */
+static const char *const long_ack_wait[] = {"--transition-ack-seconds", "600", NULL};
+
 static void *crash_sign_out(void *user) {
     crash_watch *w = user;
     w->sign_out_err = ubq_sign_out(w->client);
@@ -179,7 +183,7 @@ static ubq_feed_action kill_mid_transition(ubq_feed *f, const ubq_store_event *e
         char dir[512];
         snprintf(dir, sizeof dir, "%s", w->server->data_dir);
         test_server_kill(w->server);
-        if (test_server_start(w->server, dir, port) != 0) return UBQ_FEED_STOP;
+        if (test_server_start_with(w->server, dir, port, long_ack_wait) != 0) return UBQ_FEED_STOP;
         w->restarted = true;
         return UBQ_FEED_CONTINUE;
     }
@@ -205,7 +209,7 @@ static void test_a_sign_out_killed_mid_transition_reaches_the_feed_cancelled(ubq
     char dir[600], uuid[37];
     ubq__uuid(uuid);
     snprintf(dir, sizeof dir, "%s/cancelled-%s", workdir, uuid);
-    if (test_server_start(&t, dir, 0) != 0) { failed_checks++; return; }
+    if (test_server_start_with(&t, dir, 0, long_ack_wait) != 0) { failed_checks++; return; }
     OK(ubq_connect(t.address, &(ubq_client_options){.api_key = t.api_key, .device_id = "c-crash"}, &c));
     OK(new_store(c, "cancelled", &s));
     w.client = c;
