@@ -63,18 +63,24 @@ static void free_strings(char **list, size_t n) {
     free(list);
 }
 
+/* A client of its own connection to `like`'s server (same TLS settings), with no session handling. */
+static ubq_client *connection_to(const ubq_client *like, const char *authorization, int64_t timeout_ms) {
+    ubq_client *c = ubq__xcalloc(1, sizeof *c);
+    c->target = ubq__xstrdup(like->target);
+    c->authorization = authorization ? ubq__xstrdup(authorization) : NULL;
+    c->timeout_ms = timeout_ms;
+    c->save_attempts = 1;
+    c->tls = ubq__tls_ref(like->tls);
+    c->conn = ubq__conn_new(c->target, c->authorization, c->tls);
+    return c;
+}
+
 /* store_id NULL: the account's key-value feed. */
 static ubq_feed *feed_new(ubq_client *client, const char *store_id, const ubq_feed_options *o) {
     static const ubq_feed_options none = {0};
     if (!o) o = &none;
     ubq_feed *f = ubq__xcalloc(1, sizeof *f);
-    f->client = ubq__xcalloc(1, sizeof *f->client);
-    f->client->target = ubq__xstrdup(client->target);
-    f->client->authorization = client->authorization ? ubq__xstrdup(client->authorization) : NULL;
-    f->client->timeout_ms = STREAM_TIMEOUT_MS;
-    f->client->save_attempts = 1;
-    f->client->tls = ubq__tls_ref(client->tls);
-    f->client->conn = ubq__conn_new(f->client->target, f->client->authorization, f->client->tls);
+    f->client = connection_to(client, client->authorization, STREAM_TIMEOUT_MS);
     /* The feed renews its own copy of the session (same key, same device). */
     if (client->api_key) {
         f->client->api_key = ubq__xstrdup(client->api_key);
@@ -149,14 +155,7 @@ ubq_error *ubq_acknowledge_store_event(ubq_feed *f, ProtobufCBinaryData event_to
     req.event_token = event_token;
     Ubiquity__V1__AcknowledgeStoreEventResponse *resp = NULL;
     pthread_mutex_lock(&f->ack_lock);
-    if (!f->ack) {
-        f->ack = ubq__xcalloc(1, sizeof *f->ack);
-        f->ack->target = ubq__xstrdup(f->client->target);
-        f->ack->tls = ubq__tls_ref(f->client->tls);
-        f->ack->timeout_ms = f->ack_timeout_ms;
-        f->ack->save_attempts = 1;
-        f->ack->conn = ubq__conn_new(f->ack->target, NULL, f->ack->tls);
-    }
+    if (!f->ack) f->ack = connection_to(f->client, NULL, f->ack_timeout_ms);
     /* No session handling of its own: the acknowledgement must come from the subscribing session. */
     ubq__conn_set_authorization(f->ack->conn, f->ack_authorization);
     ubq_error *err = ubq__call(f->ack, "/ubiquity.v1.Changes/AcknowledgeStoreEvent", &req.base,

@@ -1,8 +1,7 @@
 #define _GNU_SOURCE  /* pipe2 */
 #include "server.h"
 
-#include "internal.h"
-#include "ubiquity/v1/accounts.pb-c.h"
+#include "ubiquity.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,13 +35,8 @@ static int make_api_key(test_server *s, const ubq_tls_options *tls) {
     if (test_server_operator_key(s, key, sizeof key) != 0) return -1;
     ubq_client *operator = NULL;
     ubq_error *err = ubq_connect(s->address, &(ubq_client_options){.bearer_token = key, .tls = tls}, &operator);
-    Ubiquity__V1__CreateApiKeyRequest req = UBIQUITY__V1__CREATE_API_KEY_REQUEST__INIT;
-    req.account_id = "default";
-    req.scope = UBIQUITY__V1__API_KEY_SCOPE__API_KEY_SCOPE_READ_WRITE;
-    req.label = "c-tests";
     Ubiquity__V1__CreateApiKeyResponse *resp = NULL;
-    if (!err) err = ubq__unary(operator, "/ubiquity.v1.Accounts/CreateApiKey", &req.base,
-                               &ubiquity__v1__create_api_key_response__descriptor, (void **)&resp);
+    if (!err) err = ubq_create_api_key(operator, "default", &(ubq_api_key_options){.label = "c-tests"}, &resp);
     if (!err) snprintf(s->api_key, sizeof s->api_key, "%s", resp->secret);
     if (err) fprintf(stderr, "CreateApiKey: %s\n", err->message);
     int rc = err ? -1 : 0;
