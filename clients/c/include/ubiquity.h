@@ -276,6 +276,17 @@ typedef struct ubq_fetch_options {
     Ubiquity__V1__ResultType result_type;  /* 0: objects */
     ProtobufCBinaryData at;            /* read at this token; {0, NULL}: current */
     int32_t batch_size;                /* ubq_fetch_stream: objects per batch; 0: the server's default */
+    /* UBIQUITY__V1__RESULT_TYPE__RESULT_TYPE_DICTIONARIES (results->rows; UBQ_GET(row, values, k)):
+     * NULL-terminated key paths to return, or aggregates written "alias = fn:(keyPath)" with fn
+     * count, sum, min, max or average ("n = count:(SELF)"); NULL: every attribute. */
+    const char *const *properties;
+    const char *const *group_by;       /* NULL-terminated key paths to group rows by */
+    const char *having;                /* with group_by: a predicate over the groups ("n > 1") */
+    bool distinct;                     /* dictionaries: drop duplicate rows */
+    /* NULL-terminated relationship key paths whose destinations come with the results
+     * (results->prefetched). */
+    const char *const *prefetch;
+    bool excludes_subentities;         /* leave out objects of sub-entities */
 } ubq_fetch_options;
 
 /* Fetch objects of `entity`; `options` may be NULL. Free *out with ubq_message_free; out->token
