@@ -319,6 +319,12 @@ void ubq_changes_insert(ubq_changes *c, const char *temporary_id, const char *en
 /* New values for an existing object; expected_version < 0: no optimistic-locking check. */
 void ubq_changes_update(ubq_changes *c, const char *object_id, const ubq_values *values, int64_t expected_version);
 void ubq_changes_delete(ubq_changes *c, const char *object_id, int64_t expected_version);
+/* Sets relationship `name` of `from` to `targets` (NULL-terminated; NULL or empty: no target),
+ * replacing its whole set (zero or one target for a to-one). `from` is the temporary ID of an
+ * insert in these changes, else an object ID (its update in these changes, or a new one with no
+ * values). Each target that is the temporary ID of an insert already in these changes points at
+ * that insert; any other is an object ID. Copied, like everything given to the changes. */
+void ubq_changes_relate(ubq_changes *c, const char *from, const char *name, const char *const *targets);
 
 typedef struct ubq_save_options {
     Ubiquity__V1__MergePolicy merge_policy;  /* 0: the server's default (error) */
@@ -445,6 +451,9 @@ const char *ubq_context_id(const ubq_context *ctx);
 ubq_error *ubq_context_insert(ubq_context *ctx, const char *entity, const ubq_values *values, char **object_id);
 ubq_error *ubq_context_update(ubq_context *ctx, const char *object_id, const ubq_values *values);
 ubq_error *ubq_context_delete(ubq_context *ctx, const char *object_id);
+/* Sets relationship `name` of `object_id` to `targets`, NULL-terminated object IDs (the IDs of
+ * the context's pending inserts too), replacing its whole set: pending until the save. */
+ubq_error *ubq_context_relate(ubq_context *ctx, const char *object_id, const char *name, const char *const *targets);
 /* A fetch through the context (its pinned generation; pending changes unless excluded). Free *out
  * with ubq_message_free. */
 ubq_error *ubq_context_fetch(ubq_context *ctx, const char *entity, const ubq_fetch_options *options,

@@ -20,7 +20,7 @@
 #include "fixtures.h"
 #include "server.h"
 
-static const scenario *const groups[] = {store_scenarios, context_scenarios, call_scenarios, feed_scenarios,
+static const scenario *const groups[] = {store_scenarios, context_scenarios, relationship_scenarios, call_scenarios, feed_scenarios,
                                           keyvalue_scenarios, auth_scenarios, maintenance_scenarios,
                                           tls_scenarios, lifecycle_scenarios, acknowledge_scenarios,
                                           account_scenarios};

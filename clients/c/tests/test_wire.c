@@ -289,6 +289,31 @@ static void test_typed_events_from_the_wire(void) {
     ubq_message_free(back);
 }
 
+/* ubq_changes_relate: targets naming an insert of the changes are temporary-ID refs, others object
+ * IDs; a second call replaces the first; an object not in the changes gets an update of its own. */
+static void test_relationships_in_changes(void) {
+    ubq_changes *c = ubq_changes_new();
+    ubq_changes_insert(c, "a", "Note", NULL);
+    const char *first[] = {"a", "x-ubiquity://s/Person/p1", NULL}, *second[] = {"x-ubiquity://s/Person/p2", NULL};
+    ubq_changes_relate(c, "a", "owner", first);
+    const Ubiquity__V1__Insert *a = c->inserts[0];
+    CHECK(a->n_relationships == 1 && a->relationships[0]->value->n_refs == 2);
+    CHECK(a->relationships[0]->value->refs[0]->ref_case == UBIQUITY__V1__OBJECT_REF__REF_TEMPORARY_ID);
+    CHECK(a->relationships[0]->value->refs[1]->ref_case == UBIQUITY__V1__OBJECT_REF__REF_OBJECT_ID);
+    ubq_changes_relate(c, "a", "owner", second);
+    a = c->inserts[0];
+    CHECK(a->n_relationships == 1 && a->relationships[0]->value->n_refs == 1);
+    CHECK(strcmp(a->relationships[0]->value->refs[0]->object_id, "x-ubiquity://s/Person/p2") == 0);
+    const char *to_a[] = {"a", NULL};
+    ubq_changes_relate(c, "x-ubiquity://s/Person/p9", "notes", to_a);
+    ubq_changes_relate(c, "x-ubiquity://s/Person/p9", "tags", NULL);
+    CHECK(c->n_updates == 1 && strcmp(c->updates[0]->object_id, "x-ubiquity://s/Person/p9") == 0);
+    CHECK(c->updates[0]->n_values == 0 && c->updates[0]->_expected_version_case != UBIQUITY__V1__UPDATE___EXPECTED_VERSION_EXPECTED_VERSION);
+    CHECK(c->updates[0]->n_relationships == 2 && strcmp(c->updates[0]->relationships[0]->value->refs[0]->temporary_id, "a") == 0);
+    CHECK(c->updates[0]->relationships[1]->value->n_refs == 0);   /* emptied */
+    ubq_changes_free(c);
+}
+
 int main(void) {
     test_frame_and_deframe_across_chunks();
     test_grpc_timeout_keeps_eight_digits_and_never_shortens();
@@ -301,7 +326,8 @@ int main(void) {
     test_a_session_is_renewed_with_a_tenth_of_its_lifetime_left();
     test_backoff_doubles_to_a_cap_within_a_budget();
     test_typed_events_from_the_wire();
+    test_relationships_in_changes();
     if (failures) { fprintf(stderr, "test_wire: %d check(s) failed\n", failures); return 1; }
-    printf("test_wire: 11 tests passed\n");
+    printf("test_wire: 12 tests passed\n");
     return 0;
 }
