@@ -452,7 +452,8 @@ ubq_error *ubq_context_insert(ubq_context *ctx, const char *entity, const ubq_va
 ubq_error *ubq_context_update(ubq_context *ctx, const char *object_id, const ubq_values *values);
 ubq_error *ubq_context_delete(ubq_context *ctx, const char *object_id);
 /* Sets relationship `name` of `object_id` to `targets`, NULL-terminated object IDs (the IDs of
- * the context's pending inserts too), replacing its whole set: pending until the save. */
+ * the context's pending inserts too), replacing its whole set: pending until the save. The
+ * strings are borrowed for the call. */
 ubq_error *ubq_context_relate(ubq_context *ctx, const char *object_id, const char *name, const char *const *targets);
 /* A fetch through the context (its pinned generation; pending changes unless excluded). Free *out
  * with ubq_message_free. */
