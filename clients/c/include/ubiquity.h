@@ -287,6 +287,10 @@ typedef struct ubq_fetch_options {
      * (results->prefetched). */
     const char *const *prefetch;
     bool excludes_subentities;         /* leave out objects of sub-entities */
+    bool sort_case_insensitive;        /* every sort key compares strings ignoring case */
+    /* ubq_fetch and ubq_fetch_stream: a read-your-writes fence, UNAVAILABLE GENERATION_NOT_REACHED
+     * unless the store has reached this generation (a save's result->generation); 0: none. */
+    int64_t minimum_generation;
 } ubq_fetch_options;
 
 /* Fetch objects of `entity`; `options` may be NULL. Free *out with ubq_message_free; out->token

@@ -84,6 +84,7 @@ Ubiquity__V1__FetchSpec *ubq__fetch_spec(const char *entity, const ubq_fetch_opt
             ubiquity__v1__sort_descriptor__init(d);
             d->descending = o->sort[i][0] == '-';
             d->key_path = (char *)o->sort[i] + (d->descending ? 1 : 0);
+            d->case_insensitive = o->sort_case_insensitive;
             spec->sort_descriptors[i] = d;
         }
         spec->n_sort_descriptors = n_sort;
@@ -120,8 +121,9 @@ static void fetch_request(ubq_store *s, const char *entity, const ubq_fetch_opti
     ubiquity__v1__read_generation__init(at);
     req->store_id = s->id;
     req->fetch = ubq__fetch_spec(entity, o);
-    if (o && o->at.len) {
+    if (o && (o->at.len || o->minimum_generation)) {
         at->token = o->at;
+        at->minimum_generation = o->minimum_generation;
         req->at = at;
     }
 }
