@@ -11,7 +11,7 @@ from .errors import (CancelledError, Conflict, ConflictError, ConstraintError, D
                      KeyValueConflictError, KeyValueQuotaError, NotFoundError, PermissionDeniedError,
                      ResourceExhaustedError, UbiquityError, UnauthenticatedError, UnavailableError, Violation,
                      from_rpc_error)
-from .events import ImportCounts, KeyValueChange, KeyValueChangeReason, Phase, StoreEvent, Transition
+from .events import Acknowledgement, ImportCounts, KeyValueChange, KeyValueChangeReason, Phase, StoreEvent, Transition
 from .feed import Change, ChangeFeed, FeedEvent, Start, Transaction
 from .keyvalue import AsyncKeyValues, KeyValues
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, StoreInfo
@@ -31,7 +31,7 @@ __all__ = [
     "KeyValueConflictError", "KeyValueQuotaError", "KeyValues", "AsyncKeyValues", "BaselineChunk", "BatchResult",
     "DeduplicateResult", "DuplicateGroup", "ImportResult", "KeyValueEntry", "KeyValuePage", "KeyValueUsage",
     "KeyValueWrite", "SeedResult", "TLS", "HistoryPage", "DeletionsPage", "DeletedObject",
-    "UnauthenticatedError", "PermissionDeniedError", "StoreEvent", "Phase", "Transition", "ImportCounts",
+    "UnauthenticatedError", "PermissionDeniedError", "StoreEvent", "Phase", "Transition", "ImportCounts", "Acknowledgement",
     "KeyValueChange", "KeyValueChangeReason", "SignedIn", "Admin", "AsyncAdmin", "Pong", "ServerInfo",
     "ServerStats", "BackupManifest", "RestoredStore",
 ]

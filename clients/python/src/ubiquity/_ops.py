@@ -96,6 +96,12 @@ def delete_history(store_id: str, through_token: bytes) -> Unary[bytes]:
                  lambda r: r.oldest_retained_token)
 
 
+def acknowledge_store_event(event_token: bytes) -> Unary[bool]:
+    # True when a transition was waiting for it; a repeat or a late one is a harmless False
+    return Unary("changes", "AcknowledgeStoreEvent", ch.AcknowledgeStoreEventRequest(event_token=event_token),
+                 lambda r: bool(r.awaited))
+
+
 def fetch_history(store_id: str, after: bytes | None, entities: Iterable[str], include_values: bool,
                   page_size: int) -> Unary[HistoryPage]:
     request = ch.FetchHistoryRequest(store_id=store_id, page_size=page_size, filter=ch.ChangeFilter(

@@ -211,14 +211,21 @@ class Store:
                       exclude_authors: Iterable[str] = (),
                       on_history_expired: Callable[[HistoryExpired], Awaitable[bytes | None]] | None = None,
                       on_store_event: AsyncStoreEventHook | None = None,
-                      reconnect_for: float = 60.0) -> "ChangeFeed":
+                      reconnect_for: float = 60.0, acknowledges_store_events: bool = False) -> "ChangeFeed":
         """The change feed as an async iterator; "now" is read before this returns. The hooks are
         coroutines (`on_store_event` is awaited before the event is yielded)."""
         if start == "now":
             start = await self.current_token()
         resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for,
-                         renews_session=renews_session(self._calls.session))
+                         renews_session=renews_session(self._calls.session),
+                         acknowledges_store_events=acknowledges_store_events)
         return ChangeFeed(self._calls, resume, on_history_expired, on_store_event)
+
+    async def acknowledge_store_event(self, event: StoreEvent) -> bool:
+        """`ubiquity.Store.acknowledge_store_event`, awaited."""
+        if event.acknowledgement is None:
+            raise ValueError("this StoreEvent asks for no acknowledgement: subscribe with acknowledges_store_events=True")
+        return await self._calls.run(ops.acknowledge_store_event(event.acknowledgement.event_token))
 
 
 class Context(ContextCore):

@@ -17,6 +17,7 @@ from ._calls import Caller, Metadata
 from ._ops import Inserts, Updates
 from .context import Context, Generation
 from .errors import HistoryExpired
+from .events import StoreEvent
 from .feed import ChangeFeed, Resumer, Start, StoreEventHook, _filter, renews_session, sync_feed
 from .keyvalue import KeyValues
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
@@ -207,6 +208,13 @@ class Store:
         Feeds behind it end with HistoryExpired."""
         return self._calls.run(ops.delete_history(self.id, through_token))
 
+    def acknowledge_store_event(self, event: StoreEvent) -> bool:
+        """Tells the server this device flushed its work for `event` (a WILL_CHANGE received with
+        `acknowledges_store_events=True`); whether a transition was still waiting for it."""
+        if event.acknowledgement is None:
+            raise ValueError("this StoreEvent asks for no acknowledgement: subscribe with acknowledges_store_events=True")
+        return self._calls.run(ops.acknowledge_store_event(event.acknowledgement.event_token))
+
     def history(self, after: bytes | None = None, *, entities: Iterable[str] = (), include_values: bool = False,
                 page_size: int = 0) -> HistoryPage:
         """Committed transactions after the token `after` (None: from the oldest retained), a page
@@ -275,17 +283,22 @@ class Store:
     def changes(self, *, start: Start = "now", entities: Iterable[str] = (), include_values: bool = False,
                 exclude_authors: Iterable[str] = (),
                 on_history_expired: Callable[[HistoryExpired], bytes | None] | None = None,
-                on_store_event: StoreEventHook | None = None, reconnect_for: float = 60.0) -> ChangeFeed:
+                on_store_event: StoreEventHook | None = None, reconnect_for: float = 60.0,
+                acknowledges_store_events: bool = False) -> ChangeFeed:
         """The store's change feed as an iterator of events (see `ChangeFeed`).
 
         `start` is "now", "oldest" or a token. "now" is read here, so every save that returns after
         this call is in the feed, however late the iteration starts. `on_store_event` sees each
         store transition (`StoreEvent`: WILL_CHANGE, then DID_CHANGE) as it passes.
+        `acknowledges_store_events`: each WILL_CHANGE carries an `acknowledgement`, and the
+        transition waits (up to its deadline) for `acknowledge_store_event` — call it from the hook
+        once your pending work is saved.
         """
         if start == "now":
             start = self.current_token()
         resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for,
-                         renews_session=renews_session(self._calls.session))
+                         renews_session=renews_session(self._calls.session),
+                         acknowledges_store_events=acknowledges_store_events)
         return sync_feed(self._calls, resume, on_history_expired, on_store_event)
 
 

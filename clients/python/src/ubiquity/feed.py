@@ -91,8 +91,11 @@ class Resumer:
     """
 
     def __init__(self, store_id: str, start: Start, filter: ch.ChangeFilter, reconnect_for: float, *,
-                 key_values: ch.KeyValueSubscription | None = None, renews_session: bool = False) -> None:
+                 key_values: ch.KeyValueSubscription | None = None, renews_session: bool = False,
+                 acknowledges_store_events: bool = False) -> None:
         self.store_id = store_id
+        # WILL_CHANGEs carry an acknowledgement the caller answers (docs/lifecycle.md)
+        self.acknowledges_store_events = acknowledges_store_events
         self.start: Start = start
         self.filter = filter
         # set: the account's key-value feed (store_id and filter then unused)
@@ -117,7 +120,8 @@ class Resumer:
         if self.key_values is not None:
             request = ch.SubscribeRequest(key_values=self.key_values)
         else:
-            request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter)
+            request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter,
+                                          acknowledges_store_events=self.acknowledges_store_events)
         getattr(request, "from").CopyFrom(point)  # `from` is a Python keyword
         return request
 
