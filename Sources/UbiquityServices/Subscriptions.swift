@@ -212,12 +212,6 @@ public final class Subscriptions: Sendable {
         state.withLock { s in s.byID.values.filter { stores.contains($0.storeID) } }
     }
 
-    /// The stores a session has subscriptions on.
-    func stores(ofSession session: String?) -> Set<UUID> {
-        guard let session else { return [] }
-        return state.withLock { s in Set(s.byID.values.filter { $0.session == session }.map(\.storeID)) }
-    }
-
     /// The server is draining: every subscription ends now with UNAVAILABLE and its resume token
     /// (a subscription never ends on its own, so waiting for it would hold up the shutdown).
     public func shutdown() {
