@@ -202,35 +202,3 @@ def test_a_wrong_device_secret_is_refused_and_changes_nothing(local_server: ubiq
             ubiquity.Client(local_server.address, api_key=local_server.api_key, device_id="phone-3",
                             local_device_secret="ubd_wrong").sign_in()
         assert [s.name for s in phone.list_stores()] == ["notes"]  # still local, untouched
-
-
-def test_a_feed_that_acknowledges_holds_the_sign_out_until_it_acknowledges(tmp_path: Path) -> None:
-    # A deadline far beyond the test's own timeouts: the sign-out can only finish because the
-    # hook acknowledged (docs/lifecycle.md "Acknowledgements").
-    srv = ubiq_harness.Ubiquityd(ubiq_harness.find_server_binary(), tmp_path, interop=False,
-                                 args=["--transition-ack-seconds", "600"]).start()
-    try:
-        with ubiquity.Client(srv.address, timeout=30, api_key=srv.api_key, device_id="acking") as client:
-            store = client.open_store("acks")
-            store.register_model(person_model())
-            acked: list[bool] = []
-
-            def hook(event: StoreEvent) -> None:
-                if event.phase == Phase.WILL_CHANGE:
-                    assert event.acknowledgement is not None and event.acknowledgement.event_token == event.token
-                    acked.append(store.acknowledge_store_event(event))
-
-            feed = store.changes(on_store_event=hook, acknowledges_store_events=True)
-            until_caught_up(feed)
-            with ThreadPoolExecutor(1) as pool:
-                signing_out = pool.submit(client.sign_out)  # waits for the acknowledgement
-                got = meaningful(feed, 2)
-                signing_out.result(timeout=60)
-            will, did = got[0].store_event, got[1].store_event
-            assert will is not None and did is not None
-            assert (will.phase, did.phase) == (Phase.WILL_CHANGE, Phase.DID_CHANGE)
-            assert acked == [True]  # the transition was waiting for exactly this
-            assert did.acknowledgement is None and not did.cancelled
-            feed.close()
-    finally:
-        srv.stop()

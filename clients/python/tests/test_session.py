@@ -3,6 +3,8 @@ change feed resumes past its SESSION_EXPIRED ending with no gap."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -12,6 +14,7 @@ import ubiq_harness
 import ubiquity
 from conftest import person_model
 from test_feed import next_transaction
+from ubiquity.v1 import stores_pb2, stores_pb2_grpc
 
 
 def test_a_bad_api_key_is_a_typed_unauthenticated_error(server: ubiq_harness.Ubiquityd) -> None:
@@ -80,5 +83,56 @@ def test_the_aio_feed_resumes_after_its_session_expires(tmp_path: Path) -> None:
 
     try:
         asyncio.run(scenario())
+    finally:
+        d.kill()
+
+
+class PausedSignIns(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """Holds every `Accounts/SignIn` after the first until released, and keeps the tokens they made."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.tokens: list[str] = []
+
+    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        if details.method.endswith("/SignIn"):
+            if self.tokens:
+                self.entered.set()
+                self.release.wait(60)
+            outcome = continuation(details, request)
+            self.tokens.append(outcome.result().session_token)
+            return outcome
+        return continuation(details, request)
+
+
+def revoked(address: str, token: str) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        with pytest.raises(grpc.RpcError) as e:
+            stores_pb2_grpc.StoresStub(channel).ListStores(stores_pb2.ListStoresRequest(),
+                                                           metadata=[("authorization", f"Bearer {token}")], timeout=30)
+    return e.value.code() == grpc.StatusCode.UNAUTHENTICATED and "SESSION_REVOKED" in str(e.value.trailing_metadata())
+
+
+def test_a_sign_out_during_a_renewal_ends_the_renewed_session(tmp_path: Path) -> None:
+    # Sessions shorter than the refresh margin: every call renews. A sign-out that ended the old
+    # token while the renewal was in flight would leave the renewed session alive after sign_out()
+    # returned, and the client sending it; the sign-out waits for the renewal and ends what it made.
+    d = ubiq_harness.Ubiquityd(ubiq_harness.find_server_binary(), tmp_path, interop=False,
+                               args=["--session-lifetime-seconds", "3"]).start()
+    paused = PausedSignIns()
+    try:
+        with ubiquity.Client(d.address, api_key=d.api_key, device_id="t", interceptors=[paused]) as client:
+            client.sign_in()
+            with ThreadPoolExecutor(2) as pool:
+                renewing = pool.submit(client.list_stores)  # renews first: held in its SignIn
+                assert paused.entered.wait(60)
+                signing_out = pool.submit(client.sign_out)
+                paused.release.set()
+                renewing.result(timeout=60)
+                signing_out.result(timeout=60)
+            first, renewed = paused.tokens[:2]
+            assert revoked(d.address, renewed)
+            assert client.list_stores() == [] and paused.tokens[-1] not in (first, renewed)
     finally:
         d.kill()

@@ -45,6 +45,9 @@ class Unary(Generic[R]):
     method: str
     request: Any
     result: Callable[[Any], R]
+    # sent instead of the client's session: an acknowledgement is the session's whose stream got
+    # the event, which a sign-out in flight may be ending or a renewal may have replaced
+    authorization: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ class Caller:
     def run(self, call: Unary[R] | Retried[R]) -> R:
         method = getattr(self._stubs[call.service], call.method)
         if isinstance(call, Unary):
-            return call.result(self.unary(method, call.request))
+            return call.result(self.unary(method, call.request, authorization=call.authorization))
         for delay in retry_delays(self.save_attempts):
             try:
                 return call.result(self.unary(method, call.request))
@@ -112,9 +115,11 @@ class Caller:
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
-    def unary(self, method: Callable[..., T], request: object, timeout: float | None = None) -> T:
+    def unary(self, method: Callable[..., T], request: object, timeout: float | None = None,
+              authorization: Metadata | None = None) -> T:
+        metadata = self._metadata + tuple(authorization) if authorization is not None else self.metadata
         try:
-            return method(request, timeout=timeout or self.timeout, metadata=self.metadata)
+            return method(request, timeout=timeout or self.timeout, metadata=metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
@@ -139,7 +144,7 @@ class AsyncCaller:
     async def run(self, call: Unary[R] | Retried[R]) -> R:
         method = getattr(self._stubs[call.service], call.method)
         if isinstance(call, Unary):
-            return call.result(await self._unary(method, call.request))
+            return call.result(await self._unary(method, call.request, call.authorization))
         for delay in retry_delays(self.save_attempts):
             try:
                 return call.result(await self._unary(method, call.request))
@@ -157,8 +162,9 @@ class AsyncCaller:
         except grpc.aio.AioRpcError as e:
             raise from_rpc_error(e) from None
 
-    async def _unary(self, method: Callable[..., Any], request: object) -> Any:
+    async def _unary(self, method: Callable[..., Any], request: object, authorization: Metadata | None = None) -> Any:
+        metadata = self._metadata + tuple(authorization) if authorization is not None else await self.metadata()
         try:
-            return await method(request, timeout=self.timeout, metadata=await self.metadata())
+            return await method(request, timeout=self.timeout, metadata=metadata)
         except grpc.aio.AioRpcError as e:
             raise from_rpc_error(e) from None

@@ -223,9 +223,7 @@ class Store:
 
     async def acknowledge_store_event(self, event: StoreEvent) -> bool:
         """`ubiquity.Store.acknowledge_store_event`, awaited."""
-        if event.acknowledgement is None:
-            raise ValueError("this StoreEvent asks for no acknowledgement: subscribe with acknowledges_store_events=True")
-        return await self._calls.run(ops.acknowledge_store_event(event.acknowledgement.event_token))
+        return await self._calls.run(ops.acknowledge_store_event(event))
 
 
 class Context(ContextCore):
@@ -336,7 +334,7 @@ class ChangeFeed:
             if r is grpc.aio.EOF:
                 self._call = None  # the server ended the stream: resume
                 continue
-            event = self._resume.received(r)
+            event = self._resume.received(r, self._sent)
             if event.store_event is not None and self._on_store_event:
                 await self._on_store_event(event.store_event)
             return event

@@ -211,9 +211,7 @@ class Store:
     def acknowledge_store_event(self, event: StoreEvent) -> bool:
         """Tells the server this device flushed its work for `event` (a WILL_CHANGE received with
         `acknowledges_store_events=True`); whether a transition was still waiting for it."""
-        if event.acknowledgement is None:
-            raise ValueError("this StoreEvent asks for no acknowledgement: subscribe with acknowledges_store_events=True")
-        return self._calls.run(ops.acknowledge_store_event(event.acknowledgement.event_token))
+        return self._calls.run(ops.acknowledge_store_event(event))
 
     def history(self, after: bytes | None = None, *, entities: Iterable[str] = (), include_values: bool = False,
                 page_size: int = 0) -> HistoryPage:

@@ -8,7 +8,7 @@ instead of proto integers, and both clients (sync and asyncio) share them.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ubiquity.v1 import changes_pb2 as ch
@@ -81,9 +81,10 @@ class StoreEvent:
     acknowledgement: "Acknowledgement | None" = None
 
     @staticmethod
-    def of(e: ch.StoreEvent, token: bytes, generation: int) -> "StoreEvent":
+    def of(e: ch.StoreEvent, token: bytes, generation: int, authorization: str = "") -> "StoreEvent":
+        """`authorization`: what the stream that received it sent (its acknowledgement's)."""
         counts = ImportCounts.of(e.import_counts) if e.HasField("import_counts") else None
-        ack = Acknowledgement.of(e.acknowledgement) if e.HasField("acknowledgement") else None
+        ack = Acknowledgement.of(e.acknowledgement, authorization) if e.HasField("acknowledgement") else None
         return StoreEvent(Phase(e.phase), Transition(e.transition), e.using_local_storage, counts, token, generation,
                           e.cancelled, ack)
 
@@ -95,11 +96,15 @@ class Acknowledgement:
 
     event_token: bytes
     deadline: datetime  # UTC; in the past on a replayed event (acknowledging is then a no-op)
+    # The `authorization` the receiving stream sent: the server counts an acknowledgement for the
+    # subscriptions of the session that sends it, so it goes with this one, not the client's current
+    # session (a renewal may have replaced it; a sign-out in flight is ending it).
+    authorization: str = field(default="", repr=False, compare=False)
 
     @staticmethod
-    def of(a: ch.StoreEventAcknowledgement) -> "Acknowledgement":
+    def of(a: ch.StoreEventAcknowledgement, authorization: str = "") -> "Acknowledgement":
         deadline = datetime.fromtimestamp(a.deadline.seconds + a.deadline.nanos / 1e9, tz=timezone.utc)
-        return Acknowledgement(a.event_token, deadline)
+        return Acknowledgement(a.event_token, deadline, authorization)
 
 
 class KeyValueChangeReason(_ProtoEnum):

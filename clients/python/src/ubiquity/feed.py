@@ -73,9 +73,10 @@ def transaction_of(t: ch.Transaction) -> Transaction:
                        t.context_name, changes)
 
 
-def _event(r: ch.SubscribeResponse) -> FeedEvent:
+def _event(r: ch.SubscribeResponse, authorization: str) -> FeedEvent:
     kind = r.WhichOneof("event") or "progress"
-    store_event = StoreEvent.of(r.store_event, r.resume_token, r.resume_generation) if kind == "store_event" else None
+    store_event = StoreEvent.of(r.store_event, r.resume_token, r.resume_generation, authorization) \
+        if kind == "store_event" else None
     kv_change = KeyValueChange.of(r.key_value_change, r.resume_token, r.resume_generation) \
         if kind == "key_value_change" else None
     return FeedEvent(kind, r.resume_token, r.resume_generation,
@@ -125,12 +126,13 @@ class Resumer:
         getattr(request, "from").CopyFrom(point)  # `from` is a Python keyword
         return request
 
-    def received(self, r: ch.SubscribeResponse) -> FeedEvent:
+    def received(self, r: ch.SubscribeResponse, authorization: str = "") -> FeedEvent:
+        """`authorization`: what the stream sent (a store event's acknowledgement goes with it)."""
         if r.resume_token:
             self.token = r.resume_token
         self._failing_since = None
         self._delay = 0.05
-        return _event(r)
+        return _event(r, authorization)
 
     def failed(self, err: UbiquityError, now: float) -> float:
         """The delay before subscribing again; raises `err` when the feed cannot go on.
@@ -230,7 +232,7 @@ class ChangeFeed(Iterator[FeedEvent]):
                 self._call, self._stream = call, call
             assert self._stream is not None
             try:
-                event = self._resume.received(next(self._stream))
+                event = self._resume.received(next(self._stream), self._sent)
             except StopIteration:
                 self._stream = None  # the server ended the stream: resume
                 continue
