@@ -3,10 +3,11 @@
 See clients/python/README.md. The generated protobuf modules are in `ubiquity.v1`.
 """
 
+from .accounts import Account, Accounts, AccountState, ApiKey, ApiKeyScope, AsyncAccounts, CreatedApiKey, DeletedAccount
 from .admin import Admin, AsyncAdmin, BackupManifest, Pong, RestoredStore, ServerInfo, ServerStats
 from .client import Client, Store
 from .context import Context, ContextState, Generation
-from .errors import (CancelledError, Conflict, ConflictError, ConstraintError, DeadlineExceededError,
+from .errors import (AlreadyExistsError, CancelledError, Conflict, ConflictError, ConstraintError, DeadlineExceededError,
                      FailedPreconditionError, GenerationExpiredError, HistoryExpired, InvalidArgumentError,
                      KeyValueConflictError, KeyValueQuotaError, NotFoundError, PermissionDeniedError,
                      ResourceExhaustedError, UbiquityError, UnauthenticatedError, UnavailableError, Violation,
@@ -33,5 +34,6 @@ __all__ = [
     "KeyValueWrite", "SeedResult", "TLS", "HistoryPage", "DeletionsPage", "DeletedObject",
     "UnauthenticatedError", "PermissionDeniedError", "StoreEvent", "Phase", "Transition", "ImportCounts", "Acknowledgement",
     "KeyValueChange", "KeyValueChangeReason", "SignedIn", "Admin", "AsyncAdmin", "Pong", "ServerInfo",
-    "ServerStats", "BackupManifest", "RestoredStore",
+    "ServerStats", "BackupManifest", "RestoredStore", "AlreadyExistsError", "Accounts", "AsyncAccounts", "Account",
+    "AccountState", "ApiKey", "ApiKeyScope", "CreatedApiKey", "DeletedAccount",
 ]

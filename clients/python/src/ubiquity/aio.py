@@ -19,6 +19,7 @@ import grpc.aio
 from ubiquity.v1 import models_pb2 as md
 
 from . import _ops as ops
+from .accounts import AsyncAccounts
 from .admin import AsyncAdmin
 from ._calls import AsyncCaller, Metadata
 from ._ops import Inserts, Updates
@@ -61,6 +62,8 @@ class Client:
         """The account's key-value store (`ubiquity.keyvalue.AsyncKeyValues`)."""
         self.admin = AsyncAdmin(self._calls)
         """The server's Admin calls (`ubiquity.admin.AsyncAdmin`); backups need `operator_key`."""
+        self.accounts = AsyncAccounts(self._calls)
+        """The operator's account calls (`ubiquity.accounts.AsyncAccounts`); they need `operator_key`."""
 
     @classmethod
     async def start_local_session(cls, target: str, device_id: str, device_secret: str | None = None,

@@ -8,10 +8,11 @@ from typing import Any
 
 import grpc
 
-from ubiquity.v1 import admin_pb2_grpc, changes_pb2_grpc, contexts_pb2_grpc, keyvalue_pb2_grpc, models_pb2 as md
+from ubiquity.v1 import accounts_pb2_grpc, admin_pb2_grpc, changes_pb2_grpc, contexts_pb2_grpc, keyvalue_pb2_grpc, models_pb2 as md
 from ubiquity.v1 import models_pb2_grpc, stores_pb2_grpc
 
 from . import _ops as ops
+from .accounts import Accounts
 from .admin import Admin
 from ._calls import Caller, Metadata
 from ._ops import Inserts, Updates
@@ -31,7 +32,8 @@ def stubs(channel: grpc.Channel | grpc.aio.Channel) -> dict[str, object]:
     """The generated stubs a client calls, by the service names `_calls` uses."""
     return {"stores": stores_pb2_grpc.StoresStub(channel), "models": models_pb2_grpc.ModelsStub(channel),
             "contexts": contexts_pb2_grpc.ContextsStub(channel), "changes": changes_pb2_grpc.ChangesStub(channel),
-            "keyvalue": keyvalue_pb2_grpc.KeyValueStub(channel), "admin": admin_pb2_grpc.AdminStub(channel)}
+            "keyvalue": keyvalue_pb2_grpc.KeyValueStub(channel), "admin": admin_pb2_grpc.AdminStub(channel),
+            "accounts": accounts_pb2_grpc.AccountsStub(channel)}
 
 
 def credentials_metadata(metadata: Metadata, api_key: str | None, operator_key: str | None) -> Metadata:
@@ -86,6 +88,8 @@ class Client:
         """The account's key-value store (`ubiquity.keyvalue.KeyValues`)."""
         self.admin = Admin(self._calls)
         """The server's Admin calls (`ubiquity.admin.Admin`); backups need `operator_key`."""
+        self.accounts = Accounts(self._calls)
+        """The operator's account calls (`ubiquity.accounts.Accounts`); they need `operator_key`."""
 
     @classmethod
     def start_local_session(cls, target: str, device_id: str, device_secret: str | None = None,
