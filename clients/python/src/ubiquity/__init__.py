@@ -15,6 +15,7 @@ from .errors import (AlreadyExistsError, CancelledError, Conflict, ConflictError
 from .events import Acknowledgement, ImportCounts, KeyValueChange, KeyValueChangeReason, Phase, StoreEvent, Transition
 from .feed import Change, ChangeFeed, FeedEvent, Start, Transaction
 from .keyvalue import AsyncKeyValues, KeyValues
+from .live import LiveQuery, LiveQueryObject, LiveQueryUpdate
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, StoreInfo
 from .results import (BaselineChunk, BatchResult, DeduplicateResult, DeletedObject, DeletionsPage, DuplicateGroup,
                       HistoryPage, ImportResult, KeyValueEntry, KeyValuePage, KeyValueUsage, KeyValueWrite, SeedResult)
@@ -35,5 +36,6 @@ __all__ = [
     "UnauthenticatedError", "PermissionDeniedError", "StoreEvent", "Phase", "Transition", "ImportCounts", "Acknowledgement",
     "KeyValueChange", "KeyValueChangeReason", "SignedIn", "Admin", "AsyncAdmin", "Pong", "ServerInfo",
     "ServerStats", "BackupManifest", "RestoredStore", "AlreadyExistsError", "Accounts", "AsyncAccounts", "Account",
-    "AccountState", "ApiKey", "ApiKeyScope", "CreatedApiKey", "DeletedAccount",
+    "AccountState", "ApiKey", "ApiKeyScope", "CreatedApiKey", "DeletedAccount", "LiveQuery", "LiveQueryObject",
+    "LiveQueryUpdate",
 ]

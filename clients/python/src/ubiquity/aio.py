@@ -29,6 +29,7 @@ from .errors import HistoryExpired, from_rpc_error
 from .events import KeyValueChange, StoreEvent
 from .feed import FeedEvent, Resumer, Start, Transaction, _authorization, _filter, renews_session, session_ended
 from .keyvalue import AsyncKeyValues
+from .live import LiveQuery, LiveQueryUpdate
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
 from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
 from .session import AsyncSession, SessionState, SignedIn
@@ -214,14 +215,16 @@ class Store:
                       exclude_authors: Iterable[str] = (),
                       on_history_expired: Callable[[HistoryExpired], Awaitable[bytes | None]] | None = None,
                       on_store_event: AsyncStoreEventHook | None = None,
-                      reconnect_for: float = 60.0, acknowledges_store_events: bool = False) -> "ChangeFeed":
+                      reconnect_for: float = 60.0, acknowledges_store_events: bool = False,
+                      live_query: LiveQuery | None = None) -> "ChangeFeed":
         """The change feed as an async iterator; "now" is read before this returns. The hooks are
         coroutines (`on_store_event` is awaited before the event is yielded)."""
         if start == "now":
             start = await self.current_token()
         resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for,
                          renews_session=renews_session(self._calls.session),
-                         acknowledges_store_events=acknowledges_store_events)
+                         acknowledges_store_events=acknowledges_store_events,
+                         live_query=live_query.message() if live_query else None)
         return ChangeFeed(self._calls, resume, on_history_expired, on_store_event)
 
     async def acknowledge_store_event(self, event: StoreEvent) -> bool:
@@ -352,6 +355,11 @@ class ChangeFeed:
         async for event in self:
             if event.key_value_change is not None:
                 yield event.key_value_change
+
+    async def live_query_updates(self) -> AsyncIterator[LiveQueryUpdate]:
+        async for event in self:
+            if event.live_query is not None:
+                yield event.live_query
 
     def close(self) -> None:
         self._closed = True

@@ -21,6 +21,7 @@ from .errors import HistoryExpired
 from .events import StoreEvent
 from .feed import ChangeFeed, Resumer, Start, StoreEventHook, _filter, renews_session, sync_feed
 from .keyvalue import KeyValues
+from .live import LiveQuery
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
 from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
 from .session import Session, SessionState, SignedIn
@@ -286,7 +287,7 @@ class Store:
                 exclude_authors: Iterable[str] = (),
                 on_history_expired: Callable[[HistoryExpired], bytes | None] | None = None,
                 on_store_event: StoreEventHook | None = None, reconnect_for: float = 60.0,
-                acknowledges_store_events: bool = False) -> ChangeFeed:
+                acknowledges_store_events: bool = False, live_query: LiveQuery | None = None) -> ChangeFeed:
         """The store's change feed as an iterator of events (see `ChangeFeed`).
 
         `start` is "now", "oldest" or a token. "now" is read here, so every save that returns after
@@ -295,12 +296,15 @@ class Store:
         `acknowledges_store_events`: each WILL_CHANGE carries an `acknowledgement`, and the
         transition waits (up to its deadline) for `acknowledge_store_event` — call it from the hook
         once your pending work is saved.
+        `live_query` follows that query's result set instead of raw changes (`entities` must then
+        be empty): events of kind "live_query" with a `LiveQueryUpdate`, or `.live_query_updates()`.
         """
         if start == "now":
             start = self.current_token()
         resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for,
                          renews_session=renews_session(self._calls.session),
-                         acknowledges_store_events=acknowledges_store_events)
+                         acknowledges_store_events=acknowledges_store_events,
+                         live_query=live_query.message() if live_query else None)
         return sync_feed(self._calls, resume, on_history_expired, on_store_event)
 
 

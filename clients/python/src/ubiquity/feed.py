@@ -22,6 +22,7 @@ from ubiquity.v1 import changes_pb2 as ch, changes_pb2_grpc
 from ._calls import Caller, Metadata
 from .errors import HistoryExpired, UbiquityError, from_rpc_error
 from .events import KeyValueChange, StoreEvent
+from .live import LiveQueryUpdate
 from .values import PyValue, from_values
 
 Start = Union[Literal["now", "oldest"], bytes]
@@ -54,8 +55,8 @@ class Transaction:
 class FeedEvent:
     """One feed message. `kind` is "transactions", "caught_up", "progress", "cursor_at_risk",
     "store_event", "key_value_change" or "live_query"; `transactions` is filled for the first,
-    `store_event` (a typed `StoreEvent`) and `key_value_change` (a typed `KeyValueChange`) for
-    theirs."""
+    `store_event` (a typed `StoreEvent`), `key_value_change` (a typed `KeyValueChange`) and
+    `live_query` (a typed `LiveQueryUpdate`) for theirs."""
 
     kind: str
     resume_token: bytes
@@ -64,6 +65,7 @@ class FeedEvent:
     raw: ch.SubscribeResponse = field(repr=False)
     store_event: StoreEvent | None = None
     key_value_change: KeyValueChange | None = None
+    live_query: LiveQueryUpdate | None = None
 
 
 def transaction_of(t: ch.Transaction) -> Transaction:
@@ -79,8 +81,9 @@ def _event(r: ch.SubscribeResponse, authorization: str) -> FeedEvent:
         if kind == "store_event" else None
     kv_change = KeyValueChange.of(r.key_value_change, r.resume_token, r.resume_generation) \
         if kind == "key_value_change" else None
+    live = LiveQueryUpdate.of(r.live_query) if kind == "live_query" else None
     return FeedEvent(kind, r.resume_token, r.resume_generation,
-                     [transaction_of(t) for t in r.transactions.transactions], r, store_event, kv_change)
+                     [transaction_of(t) for t in r.transactions.transactions], r, store_event, kv_change, live)
 
 
 class Resumer:
@@ -93,8 +96,10 @@ class Resumer:
 
     def __init__(self, store_id: str, start: Start, filter: ch.ChangeFilter, reconnect_for: float, *,
                  key_values: ch.KeyValueSubscription | None = None, renews_session: bool = False,
-                 acknowledges_store_events: bool = False) -> None:
+                 acknowledges_store_events: bool = False, live_query: ch.LiveQuery | None = None) -> None:
         self.store_id = store_id
+        # set: the query's result set is followed instead of raw changes (docs/changes.md)
+        self.live_query = live_query
         # WILL_CHANGEs carry an acknowledgement the caller answers (docs/lifecycle.md)
         self.acknowledges_store_events = acknowledges_store_events
         self.start: Start = start
@@ -121,7 +126,7 @@ class Resumer:
         if self.key_values is not None:
             request = ch.SubscribeRequest(key_values=self.key_values)
         else:
-            request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter,
+            request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter, live_query=self.live_query,
                                           acknowledges_store_events=self.acknowledges_store_events)
         getattr(request, "from").CopyFrom(point)  # `from` is a Python keyword
         return request
@@ -263,6 +268,12 @@ class ChangeFeed(Iterator[FeedEvent]):
         for event in self:
             if event.key_value_change is not None:
                 yield event.key_value_change
+
+    def live_query_updates(self) -> Iterator[LiveQueryUpdate]:
+        """Only the live query's updates (a feed opened with `live_query=`), in order."""
+        for event in self:
+            if event.live_query is not None:
+                yield event.live_query
 
     def close(self) -> None:
         self._closed = True
