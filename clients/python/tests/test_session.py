@@ -3,11 +3,13 @@ change feed resumes past its SESSION_EXPIRED ending with no gap."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
+import grpc.aio
 import pytest
 
 import ubiq_harness
@@ -134,5 +136,54 @@ def test_a_sign_out_during_a_renewal_ends_the_renewed_session(tmp_path: Path) ->
             first, renewed = paused.tokens[:2]
             assert revoked(d.address, renewed)
             assert client.list_stores() == [] and paused.tokens[-1] not in (first, renewed)
+    finally:
+        d.kill()
+
+
+class AsyncPausedSignIns(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """`PausedSignIns` for `grpc.aio` channels."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.tokens: list[str] = []
+
+    async def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        if method.endswith("/SignIn"):
+            if self.tokens:
+                self.entered.set()
+                await self.release.wait()
+            call = await continuation(details, request)
+            self.tokens.append((await call).session_token)
+            return call
+        return await continuation(details, request)
+
+
+def test_an_asyncio_sign_out_during_a_renewal_ends_the_renewed_session(tmp_path: Path) -> None:
+    # As above, with tasks: the renewal and the sign-out share the asyncio session's state.
+    import ubiquity.aio
+
+    d = ubiq_harness.Ubiquityd(ubiq_harness.find_server_binary(), tmp_path, interop=False,
+                               args=["--session-lifetime-seconds", "3"]).start()
+
+    async def scenario() -> None:
+        paused = AsyncPausedSignIns()
+        async with ubiquity.aio.Client(d.address, api_key=d.api_key, device_id="t", interceptors=[paused]) as client:
+            await client.sign_in()
+            renewing = asyncio.create_task(client.list_stores())
+            await paused.entered.wait()
+            signing_out = asyncio.create_task(client.sign_out())
+            # one turn of the loop (not a wait for time): the sign-out task starts and, finding the
+            # renewal in flight, waits for it, before the renewal is released
+            await asyncio.sleep(0)
+            paused.release.set()
+            await asyncio.wait_for(asyncio.gather(renewing, signing_out), 60)
+            first, renewed = paused.tokens[:2]
+            assert revoked(d.address, renewed)
+            assert await client.list_stores() == [] and paused.tokens[-1] not in (first, renewed)
+
+    try:
+        asyncio.run(scenario())
     finally:
         d.kill()

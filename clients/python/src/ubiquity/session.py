@@ -46,7 +46,7 @@ class Step(enum.Enum):
     """What a caller that needs the session's token does next (`SessionState.next_step`)."""
 
     SEND = "send"        # send `SessionState.sendable` (a fresh session, or one being signed out)
-    SIGN_IN = "sign_in"  # make the sign-in call (`began_sign_in` was recorded), then ask again
+    SIGN_IN = "sign_in"  # make the sign-in call (recorded as in flight), then send what it made
     WAIT = "wait"        # another caller is signing in or out: wait for it to finish, then ask again
 
 
