@@ -71,6 +71,20 @@ class Streaming(Generic[R]):
     result: Callable[[Any], R]
 
 
+def authorization_of(metadata: Metadata) -> str:
+    return next((v for k, v in metadata if k == "authorization"), "")
+
+
+def failed(e: grpc.RpcError, session: Session | AsyncSession | None, metadata: Metadata) -> UbiquityError:
+    """The typed error; a session the server no longer knows (revoked by an operator or a
+    sign-out, expired, removed with its archived account) is forgotten, so the next call signs in
+    anew instead of sending it again."""
+    err = from_rpc_error(e)
+    if session is not None and err.code == grpc.StatusCode.UNAUTHENTICATED:
+        session.forget(authorization_of(metadata))
+    return err
+
+
 def new_transaction_id(given: str | None) -> str:
     return given or str(uuid.uuid4())
 
@@ -109,11 +123,12 @@ class Caller:
 
     def stream(self, call: Streaming[R]) -> Iterator[R]:
         method = getattr(self._stubs[call.service], call.method)
+        metadata = self.metadata
         try:
-            for message in method(call.request, timeout=self.timeout, metadata=self.metadata):
+            for message in method(call.request, timeout=self.timeout, metadata=metadata):
                 yield call.result(message)
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            raise failed(e, self.session, metadata) from None
 
     def unary(self, method: Callable[..., T], request: object, timeout: float | None = None,
               authorization: Metadata | None = None) -> T:
@@ -121,7 +136,7 @@ class Caller:
         try:
             return method(request, timeout=timeout or self.timeout, metadata=metadata)
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            raise failed(e, self.session, metadata) from None
 
 
 class AsyncCaller:
@@ -156,15 +171,16 @@ class AsyncCaller:
 
     async def stream(self, call: Streaming[R]) -> AsyncIterator[R]:
         method = getattr(self._stubs[call.service], call.method)
+        metadata = await self.metadata()
         try:
-            async for message in method(call.request, timeout=self.timeout, metadata=await self.metadata()):
+            async for message in method(call.request, timeout=self.timeout, metadata=metadata):
                 yield call.result(message)
         except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e) from None
+            raise failed(e, self.session, metadata) from None
 
     async def _unary(self, method: Callable[..., Any], request: object, authorization: Metadata | None = None) -> Any:
         metadata = self._metadata + tuple(authorization) if authorization is not None else await self.metadata()
         try:
             return await method(request, timeout=self.timeout, metadata=metadata)
         except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e) from None
+            raise failed(e, self.session, metadata) from None

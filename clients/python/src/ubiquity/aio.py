@@ -21,13 +21,13 @@ from ubiquity.v1 import models_pb2 as md
 from . import _ops as ops
 from .accounts import AsyncAccounts
 from .admin import AsyncAdmin
-from ._calls import AsyncCaller, Metadata
+from ._calls import AsyncCaller, Metadata, authorization_of
 from ._ops import Inserts, Updates
 from .client import credentials_metadata, session_state, stubs
 from .context import ContextCore, ContextState, Generation
 from .errors import HistoryExpired, from_rpc_error
 from .events import KeyValueChange, StoreEvent
-from .feed import FeedEvent, Resumer, Start, Transaction, _authorization, _filter, renews_session, session_ended
+from .feed import FeedEvent, Resumer, Start, Transaction, _filter, renews_session, session_ended
 from .keyvalue import AsyncKeyValues
 from .live import LiveQuery, LiveQueryUpdate
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
@@ -321,7 +321,7 @@ class ChangeFeed:
                 if self._call is None:
                     # metadata is asked at each (re)subscribe, so a renewed session is used
                     metadata = await self._calls.metadata()
-                    self._sent = _authorization(metadata)
+                    self._sent = authorization_of(metadata)
                     self._call = self._calls.stub("changes").Subscribe(self._resume.request(), metadata=metadata)
                 r = await self._call.read()
             except grpc.aio.AioRpcError as e:

@@ -19,7 +19,7 @@ import grpc
 
 from ubiquity.v1 import changes_pb2 as ch, changes_pb2_grpc
 
-from ._calls import Caller, Metadata
+from ._calls import Caller, Metadata, authorization_of
 from .errors import HistoryExpired, UbiquityError, from_rpc_error
 from .events import KeyValueChange, StoreEvent
 from .live import LiveQueryUpdate
@@ -186,10 +186,6 @@ def _filter(entities: Iterable[str], include_values: bool, exclude_authors: Iter
 StoreEventHook = Callable[[StoreEvent], None]
 
 
-def _authorization(metadata: Metadata) -> str:
-    return next((v for k, v in metadata if k == "authorization"), "")
-
-
 class ChangeFeed(Iterator[FeedEvent]):
     """Iterate for events; `token` is where a new feed would resume. `close()` ends it from any thread.
 
@@ -232,7 +228,7 @@ class ChangeFeed(Iterator[FeedEvent]):
         while not self._closed:
             if self._stream is None:
                 metadata = tuple(self._metadata())
-                self._sent = _authorization(metadata)
+                self._sent = authorization_of(metadata)
                 call = self._stub.Subscribe(self._resume.request(), metadata=metadata)
                 self._call, self._stream = call, call
             assert self._stream is not None
