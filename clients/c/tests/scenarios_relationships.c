@@ -53,6 +53,7 @@ static void test_relationships_set_by_temporary_id_moved_and_set_in_a_context(ub
     ubq_values *bob = ubq_values_string(ubq_values_new(), "name", "Bob");
     ubq_values *hi = ubq_values_string(ubq_values_new(), "text", "hi");
     ubq_values *draft = ubq_values_string(ubq_values_new(), "text", "draft");
+    ubq_values *final = ubq_values_string(ubq_values_new(), "text", "final");
     Ubiquity__V1__SaveResult *saved = NULL;
     Ubiquity__V1__FetchResults *of_ann = NULL, *of_bob = NULL, *people = NULL;
     char *pending = NULL, store_name[64], uuid[37];
@@ -84,14 +85,15 @@ static void test_relationships_set_by_temporary_id_moved_and_set_in_a_context(ub
     of_ann = NULL;
 
     /* through a context: Ann's notes set to a pending note before the save (the inverse, the
-     * note's owner, follows) */
+     * note's owner, follows), and the pending note's text changed through the context */
     OK(ubq_context_create(s, NULL, &ctx));
     OK(ubq_context_insert(ctx, "Note", draft, &pending));
     const char *the_draft[] = {pending, NULL};
     OK(ubq_context_relate(ctx, ann_id, "notes", the_draft));
+    OK(ubq_context_update(ctx, pending, final));
     OK(ubq_context_save(ctx, NULL, NULL));
     n = note_of(s, "Ann", &of_ann);
-    CHECK(n && strcmp(string_of(n, "text"), "draft") == 0);
+    CHECK(n && strcmp(string_of(n, "text"), "final") == 0);
     /* and Ann's notes are the draft only */
     OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.predicate = "name == 'Ann'"}, &people));
     const Ubiquity__V1__ObjectIDList *notes = people->n_objects == 1 ? targets_of(people->objects[0], "notes") : NULL;
@@ -103,6 +105,7 @@ done:
     ubq_message_free(of_bob);
     ubq_message_free(of_ann);
     ubq_message_free(saved);
+    ubq_values_free(final);
     ubq_values_free(draft);
     ubq_values_free(hi);
     ubq_values_free(bob);
