@@ -181,9 +181,12 @@ ubq_error *ubq_admin_restore_store(ubq_client *client, const char *directory, co
 ubq_error *ubq_create_account(ubq_client *client, const char *display_name, Ubiquity__V1__Account **out);
 /* One account (NOT_FOUND if none, or deleted). */
 ubq_error *ubq_get_account(ubq_client *client, const char *account_id, Ubiquity__V1__Account **out);
-/* Every account, ordered by ID (the server answers them in one response: ListAccounts has no
- * pages yet). */
-ubq_error *ubq_list_accounts(ubq_client *client, Ubiquity__V1__ListAccountsResponse **out);
+/* One page of the accounts, ordered by ID: page_size 0 is the server's default (100), at most
+ * 1,000; page_token NULL or "" for the first page, else the previous page's
+ * out->next_page_token (copy it before freeing that page). out->next_page_token is "" after the
+ * last page. *out is the caller's: ubq_message_free. */
+ubq_error *ubq_list_accounts(ubq_client *client, uint32_t page_size, const char *page_token,
+                             Ubiquity__V1__ListAccountsResponse **out);
 
 typedef struct ubq_api_key_options {
     /* What the key's sessions may do; 0: read-write. READ_ONLY: writes answer PERMISSION_DENIED

@@ -17,8 +17,11 @@ ubq_error *ubq_get_account(ubq_client *c, const char *account_id, Ubiquity__V1__
     return ubq__unary(c, ACCOUNTS "GetAccount", &req.base, &ubiquity__v1__account__descriptor, (void **)out);
 }
 
-ubq_error *ubq_list_accounts(ubq_client *c, Ubiquity__V1__ListAccountsResponse **out) {
+ubq_error *ubq_list_accounts(ubq_client *c, uint32_t page_size, const char *page_token,
+                             Ubiquity__V1__ListAccountsResponse **out) {
     Ubiquity__V1__ListAccountsRequest req = UBIQUITY__V1__LIST_ACCOUNTS_REQUEST__INIT;
+    req.page_size = page_size;
+    req.page_token = (char *)(page_token ? page_token : "");
     return ubq__unary(c, ACCOUNTS "ListAccounts", &req.base, &ubiquity__v1__list_accounts_response__descriptor,
                       (void **)out);
 }

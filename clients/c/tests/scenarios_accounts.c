@@ -20,6 +20,30 @@ static bool listed(const Ubiquity__V1__ListAccountsResponse *list, const char *a
     return false;
 }
 
+/* Follows ListAccounts one account a page: true if account_id is on a page and the IDs come in
+ * order, each page holding one, until a page without a next token. */
+static bool listed_paged(ubq_client *op, const char *account_id) {
+    char token[256] = "", last[256] = "";
+    bool found = false, ordered = true;
+    for (int pages = 0; pages < 1000; pages++) {
+        Ubiquity__V1__ListAccountsResponse *page = NULL;
+        ubq_error *e = ubq_list_accounts(op, 1, token, &page);
+        if (e) {
+            ubq_error_free(e);
+            return false;
+        }
+        ordered = ordered && page->n_accounts == 1 && strcmp(last, page->accounts[0]->account_id) < 0;
+        if (page->n_accounts == 1) {
+            found = found || strcmp(page->accounts[0]->account_id, account_id) == 0;
+            snprintf(last, sizeof last, "%s", page->accounts[0]->account_id);
+        }
+        snprintf(token, sizeof token, "%s", page->next_page_token);
+        ubq_message_free(page);
+        if (!token[0]) return found && ordered;
+    }
+    return false;
+}
+
 /* A new account with a read-write and a read-only key: the read-only session reads and is refused
  * a write with PERMISSION_DENIED SCOPE_EXCEEDED (nothing written); revoking the key ends its
  * session, and it no longer signs in; a session is not the operator. */
@@ -36,8 +60,9 @@ static void test_operator_creates_accounts_and_scoped_keys(ubq_client *c) {
     CHECK(strcmp(account->display_name, "c-tests account") == 0 && account->created_at_micros > 0);
     OK(ubq_get_account(op, account->account_id, &got));
     CHECK(strcmp(got->account_id, account->account_id) == 0 && strcmp(got->display_name, "c-tests account") == 0);
-    OK(ubq_list_accounts(op, &list));
-    CHECK(listed(list, account->account_id) && listed(list, "default"));
+    OK(ubq_list_accounts(op, 0, NULL, &list));
+    CHECK(listed(list, account->account_id) && listed(list, "default") && !list->next_page_token[0]);
+    CHECK(listed_paged(op, account->account_id));
 
     OK(ubq_create_api_key(op, account->account_id, &(ubq_api_key_options){.label = "writer"}, &rw));
     CHECK(rw->key->scope == UBIQUITY__V1__API_KEY_SCOPE__API_KEY_SCOPE_READ_WRITE);

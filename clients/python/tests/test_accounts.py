@@ -26,6 +26,9 @@ def test_an_account_with_scoped_keys_signs_in_and_its_scopes_hold(server: ubiq_h
         assert (account.display_name, account.state) == ("Ann's phone", AccountState.ACTIVE)
         assert op.accounts.get_account(account.account_id) == account
         assert account.account_id in [a.account_id for a in op.accounts.list_accounts()]
+        # one account a page: the iterator follows the pages to the end, in ID order
+        paged = [a.account_id for a in op.accounts.list_accounts(page_size=1)]
+        assert paged == sorted(paged) and account.account_id in paged and "default" in paged
 
         full = op.accounts.create_api_key(account.account_id, label="app")
         assert (full.key.account_id, full.key.scope, full.key.revoked) == (account.account_id, ApiKeyScope.READ_WRITE, False)
@@ -120,6 +123,7 @@ def test_the_asyncio_account_calls(server: ubiq_harness.Ubiquityd) -> None:
         async with ubiquity.aio.Client(server.address, operator_key=server.operator_key) as op:
             account = await op.accounts.create_account("aio")
             assert [a async for a in op.accounts.list_accounts() if a.account_id == account.account_id] == [account]
+            assert [a.account_id async for a in op.accounts.list_accounts(page_size=1)] == sorted(["default", account.account_id])
             writer = await op.accounts.create_api_key(account.account_id)
             async with ubiquity.aio.Client(server.address, api_key=writer.secret, device_id="w") as c:
                 await (await c.open_store("notes")).register_model(person_model())

@@ -103,8 +103,10 @@ def get_account(account_id: str) -> Unary[Account]:
     return Unary("accounts", "GetAccount", ac.GetAccountRequest(account_id=account_id), Account.of)
 
 
-def list_accounts() -> Unary[list[Account]]:
-    return Unary("accounts", "ListAccounts", ac.ListAccountsRequest(), lambda r: [Account.of(a) for a in r.accounts])
+def list_accounts_page(page_size: int, page_token: str) -> Unary[tuple[list[Account], str]]:
+    """One page of ListAccounts and the next page's token ("" after the last page)."""
+    return Unary("accounts", "ListAccounts", ac.ListAccountsRequest(page_size=page_size, page_token=page_token),
+                 lambda r: ([Account.of(a) for a in r.accounts], r.next_page_token))
 
 
 def create_api_key(account_id: str, scope: ApiKeyScope, store_name: str, label: str) -> Unary[CreatedApiKey]:
@@ -145,12 +147,21 @@ class Accounts:
         """`NotFoundError` if there is none (or it is being deleted)."""
         return self._calls.run(get_account(account_id))
 
-    def list_accounts(self) -> Iterator[Account]:
-        """Every account, by ID. An iterator: the server answers in one message today, and a paged
-        answer would change nothing for a caller that iterates. The call is made here, not at the
-        first `next`: errors raise at once."""
-        accounts: list[Account] = self._calls.run(list_accounts())
-        return iter(accounts)
+    def list_accounts(self, *, page_size: int = 0) -> Iterator[Account]:
+        """Every account, by ID, fetched a page at a time as the iterator goes (`page_size` 0: the
+        server's default, 100; at most 1,000). The first page is fetched here, not at the first
+        `next`: errors such as a missing operator key raise at once."""
+        first = self._calls.run(list_accounts_page(page_size, ""))
+
+        def pages(page: tuple[list[Account], str]) -> Iterator[Account]:
+            while True:
+                accounts, token = page
+                yield from accounts
+                if not token:
+                    return
+                page = self._calls.run(list_accounts_page(page_size, token))
+
+        return pages(first)
 
     def create_api_key(self, account_id: str, scope: ApiKeyScope = ApiKeyScope.READ_WRITE, *,
                        store_name: str = "", label: str = "") -> CreatedApiKey:
@@ -191,9 +202,14 @@ class AsyncAccounts:
     async def get_account(self, account_id: str) -> Account:
         return await self._calls.run(get_account(account_id))
 
-    async def list_accounts(self) -> AsyncIterator[Account]:
-        for account in await self._calls.run(list_accounts()):
-            yield account
+    async def list_accounts(self, *, page_size: int = 0) -> AsyncIterator[Account]:
+        token = ""
+        while True:
+            accounts, token = await self._calls.run(list_accounts_page(page_size, token))
+            for account in accounts:
+                yield account
+            if not token:
+                return
 
     async def create_api_key(self, account_id: str, scope: ApiKeyScope = ApiKeyScope.READ_WRITE, *,
                              store_name: str = "", label: str = "") -> CreatedApiKey:
