@@ -43,6 +43,10 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     let filter: Ubiquity_V1_ChangeFilter
     let reconnectFor: Duration
     let onHistoryExpired: HistoryExpiredHook?
+    /// Opted in to acknowledging store transitions (`SubscribeRequest.acknowledges_store_events`):
+    /// each `.willChange` carries a ``StoreEvent/acknowledgement``, and the transition waits for
+    /// it (see ``UbiquityClient/acknowledge(_:)``).
+    let acknowledgesStoreEvents: Bool
 
     public func makeAsyncIterator() -> Iterator {
         let (stream, continuation) = AsyncThrowingStream<FeedEvent, any Error>.makeStream()
@@ -63,14 +67,15 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     ) async {
         let options = client.options(timeout: nil)  // a feed runs for as long as it is read
         while !Task.isCancelled {
-            let request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
+            var request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
+            request.acknowledgesStoreEvents = acknowledgesStoreEvents
             var session: String?
             do {
                 session = try await client.sessionToken()
                 try await client.changes.subscribe(request, metadata: bearer(session), options: options) {
-                    response in
+                    [session] response in
                     for try await message in response.messages {
-                        let event = progress.resumer.withLock { $0.received(message) }
+                        let event = progress.resumer.withLock { $0.received(message, session: session) }
                         continuation.yield(event)
                     }
                 }
@@ -202,12 +207,14 @@ struct FeedResumer: Sendable {
         return request
     }
 
-    mutating func received(_ message: Ubiquity_V1_SubscribeResponse) -> FeedEvent {
+    /// `session`: the one the stream was opened with, which an acknowledgement of a store event
+    /// it delivered must carry.
+    mutating func received(_ message: Ubiquity_V1_SubscribeResponse, session: String? = nil) -> FeedEvent {
         if let t = GenerationToken(ifPresent: message.resumeToken) { token = t }
         failingSince = nil
         delay = .milliseconds(50)
         renewals = 0
-        return FeedEvent(proto: message)
+        return FeedEvent(proto: message, session: session)
     }
 
     /// The server ended the stream with OK (it never should): subscribe again at once.
@@ -260,7 +267,7 @@ public struct FeedEvent: Sendable {
     /// queries).
     public var raw: Ubiquity_V1_SubscribeResponse
 
-    init(proto m: Ubiquity_V1_SubscribeResponse) {
+    init(proto m: Ubiquity_V1_SubscribeResponse, session: String? = nil) {
         switch m.event {
         case .transactions: kind = .transactions
         case .caughtUp: kind = .caughtUp
@@ -273,7 +280,7 @@ public struct FeedEvent: Sendable {
         resumeToken = GenerationToken(ifPresent: m.resumeToken)
         resumeGeneration = m.resumeGeneration
         transactions = m.transactions.transactions.map(Transaction.init(proto:))
-        storeEvent = kind == .storeEvent ? StoreEvent(proto: m.storeEvent) : nil
+        storeEvent = kind == .storeEvent ? StoreEvent(proto: m.storeEvent, session: session) : nil
         raw = m
     }
 }

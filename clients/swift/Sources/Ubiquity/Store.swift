@@ -118,10 +118,16 @@ public struct Store: Sendable {
     }
 
     /// The store's change feed from `start` (see ``ChangeFeed``).
+    ///
+    /// `acknowledgesStoreEvents`: store transitions (a sign-out, an archive, …) wait for this
+    /// feed's consumer. Each `.willChange` it delivers carries a ``StoreEvent/acknowledgement``;
+    /// flush what you hold outside contexts, then ``UbiquityClient/acknowledge(_:)`` it before
+    /// its deadline. Off, the server never waits for the feed (docs/lifecycle.md
+    /// "Acknowledgements").
     public func changes(
         from start: ChangeFeed.Start = .now, entities: [String] = [], excludeAuthors: [String] = [],
         includeValues: Bool = false, reconnectFor: Duration = .seconds(60),
-        onHistoryExpired: ChangeFeed.HistoryExpiredHook? = nil
+        acknowledgesStoreEvents: Bool = false, onHistoryExpired: ChangeFeed.HistoryExpiredHook? = nil
     ) -> ChangeFeed {
         var filter = Ubiquity_V1_ChangeFilter()
         filter.entities = entities
@@ -129,6 +135,6 @@ public struct Store: Sendable {
         filter.includeValues = includeValues
         return ChangeFeed(
             client: client, storeID: id, start: start, filter: filter, reconnectFor: reconnectFor,
-            onHistoryExpired: onHistoryExpired)
+            onHistoryExpired: onHistoryExpired, acknowledgesStoreEvents: acknowledgesStoreEvents)
     }
 }

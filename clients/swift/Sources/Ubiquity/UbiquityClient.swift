@@ -258,11 +258,13 @@ public final class UbiquityClient: Sendable {
         return session.withLock { $0 }
     }
 
-    /// A call with `token` was refused (SESSION_EXPIRED, or SESSION_REVOKED for a feed): whether
-    /// signing in again may help, having forgotten the token. Only with an API key.
+    /// A call with `token` was refused (SESSION_EXPIRED, SESSION_REVOKED, or BAD_CREDENTIALS: a
+    /// session the server no longer knows, as after an archive, which removes the account's
+    /// sessions): whether signing in again may help, having forgotten the token. Only with an
+    /// API key or a local device, whose tokens the client got itself.
     func sessionEnded(_ token: String?, by error: UbiquityError) async -> Bool {
         guard let keeper, let token,
-            error.kind == .sessionExpired || error.kind == .sessionRevoked
+            error.kind == .sessionExpired || error.kind == .sessionRevoked || error.kind == .badCredentials
         else { return false }
         await keeper.rejected(token)
         return true
