@@ -47,6 +47,11 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     /// each `.willChange` carries a ``StoreEvent/acknowledgement``, and the transition waits for
     /// it (see ``UbiquityClient/acknowledge(_:)``).
     let acknowledgesStoreEvents: Bool
+    /// Set for a live query (``Store/liveQuery(_:where:_:from:includeValues:excludeAuthors:reconnectFor:)``).
+    var liveQuery: Ubiquity_V1_LiveQuery? = nil
+    /// Set for the account's key-value feed (``KeyValueStore/changes(from:excludeAuthors:reconnectFor:)``),
+    /// with `storeID` empty.
+    var keyValues: Ubiquity_V1_KeyValueSubscription? = nil
 
     public func makeAsyncIterator() -> Iterator {
         let (stream, continuation) = AsyncThrowingStream<FeedEvent, any Error>.makeStream()
@@ -69,6 +74,11 @@ public struct ChangeFeed: AsyncSequence, Sendable {
         while !Task.isCancelled {
             var request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
             request.acknowledgesStoreEvents = acknowledgesStoreEvents
+            if let liveQuery { request.liveQuery = liveQuery }
+            if let keyValues {
+                request.keyValues = keyValues
+                request.clearFilter()
+            }
             var session: String?
             do {
                 session = try await client.sessionToken()
@@ -263,8 +273,11 @@ public struct FeedEvent: Sendable {
     /// Filled for `.storeEvent`: a store transition (sign-out, first-sign-in import, …) before or
     /// after it happens, in order with the transactions (see ``StoreEvent``).
     public var storeEvent: StoreEvent?
-    /// The message itself, for the kinds this type does not decode (key-value changes, live
-    /// queries).
+    /// Filled for `.keyValueChange`, on the key-value feed.
+    public var keyValueChange: KeyValueChange?
+    /// Filled for `.liveQuery`, on a live query's feed.
+    public var liveQuery: LiveQueryUpdate?
+    /// The message itself (`cursorAtRisk`'s details, say).
     public var raw: Ubiquity_V1_SubscribeResponse
 
     init(proto m: Ubiquity_V1_SubscribeResponse, session: String? = nil) {
@@ -281,6 +294,8 @@ public struct FeedEvent: Sendable {
         resumeGeneration = m.resumeGeneration
         transactions = m.transactions.transactions.map(Transaction.init(proto:))
         storeEvent = kind == .storeEvent ? StoreEvent(proto: m.storeEvent, session: session) : nil
+        keyValueChange = kind == .keyValueChange ? KeyValueChange(proto: m.keyValueChange) : nil
+        liveQuery = kind == .liveQuery ? LiveQueryUpdate(proto: m.liveQuery) : nil
         raw = m
     }
 }
