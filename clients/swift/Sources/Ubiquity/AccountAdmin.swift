@@ -176,7 +176,7 @@ public struct Account: Sendable, Hashable, Identifiable {
         case .deleting, .unspecified: state = .unknown(a.state.rawValue)
         case .UNRECOGNIZED(let n): state = .unknown(n)
         }
-        createdAt = Date(timeIntervalSince1970: Double(a.createdAtMicros) / 1e6)
+        createdAt = Date(unixMicros: a.createdAtMicros)
     }
 }
 
@@ -232,7 +232,7 @@ public struct ApiKey: Sendable, Hashable, Identifiable {
         accountID = k.accountID
         scope = Scope(proto: k.scope, storeName: k.storeName)
         label = k.label
-        createdAt = Date(timeIntervalSince1970: Double(k.createdAtMicros) / 1e6)
+        createdAt = Date(unixMicros: k.createdAtMicros)
         revoked = k.revoked
     }
 
