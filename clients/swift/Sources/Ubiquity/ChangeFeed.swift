@@ -47,6 +47,8 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     /// each `.willChange` carries a ``StoreEvent/acknowledgement``, and the transition waits for
     /// it (see ``UbiquityClient/acknowledge(_:)``).
     let acknowledgesStoreEvents: Bool
+    /// `SubscribeRequest.coalesce_window_ms`.
+    var coalesceWindowMilliseconds: UInt32 = 0
     /// Set for a live query (``Store/liveQuery(_:where:_:from:includeValues:excludeAuthors:reconnectFor:)``).
     var liveQuery: Ubiquity_V1_LiveQuery? = nil
     /// Set for the account's key-value feed (``KeyValueStore/changes(from:excludeAuthors:reconnectFor:)``),
@@ -74,6 +76,7 @@ public struct ChangeFeed: AsyncSequence, Sendable {
         while !Task.isCancelled {
             var request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
             request.acknowledgesStoreEvents = acknowledgesStoreEvents
+            request.coalesceWindowMs = coalesceWindowMilliseconds
             if let liveQuery { request.liveQuery = liveQuery }
             if let keyValues {
                 request.keyValues = keyValues
@@ -327,8 +330,16 @@ public struct Change: Sendable {
     public var entity: String
     public var objectID: String
     public var changedProperties: [String]
-    /// With `includeValues`.
+    /// With `includeValues`: the changed attributes' values after the transaction.
     public var values: [String: Value]
+    /// With `includeValues`: the changed relationships' targets after the transaction.
+    public var relationships: [String: [String]]
+    /// With `includeTombstones`, on a delete: the last values of the attributes the model keeps
+    /// on delete (`keep_on_delete`, Core Data's `preservesValueInHistoryOnDeletion`).
+    public var tombstone: [String: Value]
+    /// With `includeValues`: the values could not be read (history older than the store's
+    /// readable window); live feeds always get them.
+    public var valuesUnavailable: Bool
 
     init(proto c: Ubiquity_V1_Change) {
         switch c.kind {
@@ -341,5 +352,8 @@ public struct Change: Sendable {
         objectID = c.objectID
         changedProperties = c.changedProperties
         values = swiftValues(c.values)
+        relationships = c.relationships.mapValues(\.objectIds)
+        tombstone = swiftValues(c.tombstone)
+        valuesUnavailable = c.valuesUnavailable
     }
 }

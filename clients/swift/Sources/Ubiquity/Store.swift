@@ -161,6 +161,12 @@ public struct Store: Sendable {
 
     /// The store's change feed from `start` (see ``ChangeFeed``).
     ///
+    /// `includeValues`: each insert's and update's values and relationships after the
+    /// transaction (``Change/values``, ``Change/relationships``). `includeTombstones`: each
+    /// delete's kept-on-delete attribute values (``Change/tombstone``). `coalesceWindow` (at most
+    /// 10 s): the server may hold new transactions up to this long to send them in fewer, larger
+    /// events — a delay traded for throughput.
+    ///
     /// `acknowledgesStoreEvents`: store transitions (a sign-out, an archive, …) wait for this
     /// feed's consumer. Each `.willChange` it delivers carries a ``StoreEvent/acknowledgement``;
     /// flush what you hold outside contexts, then ``UbiquityClient/acknowledge(_:)`` it before
@@ -168,15 +174,19 @@ public struct Store: Sendable {
     /// "Acknowledgements").
     public func changes(
         from start: ChangeFeed.Start = .now, entities: [String] = [], excludeAuthors: [String] = [],
-        includeValues: Bool = false, reconnectFor: Duration = .seconds(60),
-        acknowledgesStoreEvents: Bool = false, onHistoryExpired: ChangeFeed.HistoryExpiredHook? = nil
+        includeValues: Bool = false, includeTombstones: Bool = false, coalesceWindow: Duration = .zero,
+        reconnectFor: Duration = .seconds(60), acknowledgesStoreEvents: Bool = false,
+        onHistoryExpired: ChangeFeed.HistoryExpiredHook? = nil
     ) -> ChangeFeed {
         var filter = Ubiquity_V1_ChangeFilter()
         filter.entities = entities
         filter.excludeAuthors = excludeAuthors
         filter.includeValues = includeValues
+        filter.includeTombstones = includeTombstones
+        let window = coalesceWindow.components
         return ChangeFeed(
             client: client, storeID: id, start: start, filter: filter, reconnectFor: reconnectFor,
-            onHistoryExpired: onHistoryExpired, acknowledgesStoreEvents: acknowledgesStoreEvents)
+            onHistoryExpired: onHistoryExpired, acknowledgesStoreEvents: acknowledgesStoreEvents,
+            coalesceWindowMilliseconds: UInt32(clamping: window.seconds * 1000 + window.attoseconds / 1_000_000_000_000_000))
     }
 }

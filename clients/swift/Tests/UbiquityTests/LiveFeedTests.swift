@@ -14,9 +14,44 @@ func nextTyped<T>(
     }
 }
 
-/// A live query's result set and the account's key-value store followed as typed feeds, against
-/// a real ubiquityd.
+/// What the feeds carry beyond names: a store feed's relationships, tombstones and coalescing, a
+/// live query's result set, and the account's key-value store — against a real ubiquityd.
 @Suite(.timeLimit(.minutes(2))) struct LiveFeedTests {
+    @Test func aStoreFeedCarriesRelationshipsAndTombstonesAndCoalesces() async throws {
+        let f = try await Fixture.make()
+        defer { Task { await f.close() } }
+        let (store, ids) = try await QueryAndModelTests().notesStore(f)
+        let start = try await store.currentToken()
+        var feed = store.changes(from: .token(start), includeValues: true, includeTombstones: true).makeAsyncIterator()
+        var coalesced = store.changes(from: .token(start), coalesceWindow: .milliseconds(100)).makeAsyncIterator()
+        defer {
+            feed.cancel()
+            coalesced.cancel()
+        }
+        let note = try await store.save(inserts: [
+            Insert("n", "Note", ["text": "four"], relationships: ["author": [.object(ids["cy"]!)]])
+        ])
+        let gone = try await store.save(deletes: [ids["dee"]!])
+        let inserted = try await nextTransaction(&feed)
+        #expect(inserted.changes.first?.relationships["author"] == [ids["cy"]!])
+        #expect(inserted.changes.first?.values["text"] == "four")
+        let deleted = try await nextTransaction(&feed)
+        #expect(deleted.changes.first?.kind == .delete && deleted.changes.first?.tombstone["name"] == "Dee")
+        #expect(deleted.changes.first?.tombstone["city"] == nil && deleted.generation == gone.generation)
+        // Coalesced: the same transactions, in order, each once (however they were grouped).
+        var generations: [Int64] = []
+        while generations.count < 2 {
+            let event = try await nextEvent(&coalesced, "coalesced transactions")
+            generations += event.transactions.map(\.generation)
+        }
+        #expect(generations == [note.generation, gone.generation])
+        // A window past the server's bound ends the feed, typed.
+        var tooLong = store.changes(coalesceWindow: .seconds(20)).makeAsyncIterator()
+        defer { tooLong.cancel() }
+        let refused = await #expect(throws: UbiquityError.self) { _ = try await nextEvent(&tooLong, "the refusal") }
+        #expect(refused?.code == .invalidArgument && refused?.reason == "LIMIT_EXCEEDED")
+    }
+
     @Test func aLiveQueryReportsWhatEntersChangesInsideAndLeaves() async throws {
         let f = try await Fixture.make()
         defer { Task { await f.close() } }

@@ -11,6 +11,7 @@ func notesModel(version: String = "v1", nickname: Bool = false) -> Ubiquity_V1_M
         .with {
             $0.name = name
             $0.type = type
+            $0.keepOnDelete = name == "name"  // in delete tombstones
         }
     }
     return .with {
