@@ -185,3 +185,25 @@ def test_a_sign_out_killed_while_it_waits_is_closed_by_a_cancelled_did_change(tm
             feed.close()
     finally:
         srv.stop()
+
+
+def test_a_sign_out_the_server_holds_past_the_client_timeout_still_returns(tmp_path: Path) -> None:
+    # The server holds this SignOut until a silent subscriber's acknowledgement deadline (3 s),
+    # past the signing-out client's 1 s call timeout: SignOut's deadline is at least
+    # TRANSITION_SECONDS, so it returns instead of failing DEADLINE_EXCEEDED on a sign-out the
+    # server then finishes.
+    srv = server(tmp_path, 3)
+    try:
+        with ubiquity.Client(srv.address, timeout=30, api_key=srv.api_key, device_id="slow-link") as listener, \
+                ubiquity.Client(srv.address, timeout=1, api_key=srv.api_key, device_id="slow-link") as client:
+            client.open_store("notes")  # signs in
+            feed = listener.open_store("notes").changes(acknowledges_store_events=True)
+            until_caught_up(feed)
+            client.sign_out()
+            returned = datetime.now(timezone.utc)
+            will, did = store_events(feed, 2)
+            assert will.acknowledgement is not None and returned >= will.acknowledgement.deadline
+            assert did.phase == Phase.DID_CHANGE and not did.cancelled
+            feed.close()
+    finally:
+        srv.stop()

@@ -19,7 +19,7 @@ import grpc
 import grpc.aio
 
 from .errors import UbiquityError, from_rpc_error
-from .session import AsyncSession, Session
+from .session import TRANSITION_SECONDS, AsyncSession, Session
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -48,6 +48,9 @@ class Unary(Generic[R]):
     # sent instead of the client's session: an acknowledgement is the session's whose stream got
     # the event, which a sign-out in flight may be ending or a renewal may have replaced
     authorization: tuple[tuple[str, str], ...] | None = None
+    # the call's deadline is at least this many seconds, whatever the client's timeout
+    # (TRANSITION_SECONDS for the calls that run a store transition)
+    at_least: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,8 @@ class Caller:
     def run(self, call: Unary[R] | Retried[R]) -> R:
         method = getattr(self._stubs[call.service], call.method)
         if isinstance(call, Unary):
-            return call.result(self.unary(method, call.request, authorization=call.authorization))
+            return call.result(self.unary(method, call.request, timeout=max(self.timeout, call.at_least),
+                                          authorization=call.authorization))
         for delay in retry_delays(self.save_attempts):
             try:
                 return call.result(self.unary(method, call.request))
@@ -159,7 +163,8 @@ class AsyncCaller:
     async def run(self, call: Unary[R] | Retried[R]) -> R:
         method = getattr(self._stubs[call.service], call.method)
         if isinstance(call, Unary):
-            return call.result(await self._unary(method, call.request, call.authorization))
+            return call.result(await self._unary(method, call.request, call.authorization,
+                                                 timeout=max(self.timeout, call.at_least)))
         for delay in retry_delays(self.save_attempts):
             try:
                 return call.result(await self._unary(method, call.request))
@@ -178,9 +183,10 @@ class AsyncCaller:
         except grpc.aio.AioRpcError as e:
             raise failed(e, self.session, metadata) from None
 
-    async def _unary(self, method: Callable[..., Any], request: object, authorization: Metadata | None = None) -> Any:
+    async def _unary(self, method: Callable[..., Any], request: object, authorization: Metadata | None = None,
+                     timeout: float | None = None) -> Any:
         metadata = self._metadata + tuple(authorization) if authorization is not None else await self.metadata()
         try:
-            return await method(request, timeout=self.timeout, metadata=metadata)
+            return await method(request, timeout=timeout or self.timeout, metadata=metadata)
         except grpc.aio.AioRpcError as e:
             raise failed(e, self.session, metadata) from None

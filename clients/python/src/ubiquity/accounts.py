@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from ubiquity.v1 import accounts_pb2 as ac
 
 from ._calls import AsyncCaller, Caller, Unary
+from .session import TRANSITION_SECONDS
 from .events import _ProtoEnum
 
 
@@ -122,7 +123,7 @@ def revoke_api_key(key_id: str) -> Unary[int]:
 
 
 def archive_account(account_id: str) -> Unary[Account]:
-    return Unary("accounts", "ArchiveAccount", ac.ArchiveAccountRequest(account_id=account_id), Account.of)
+    return Unary("accounts", "ArchiveAccount", ac.ArchiveAccountRequest(account_id=account_id), Account.of, at_least=TRANSITION_SECONDS)
 
 
 def restore_account(account_id: str) -> Unary[Account]:
@@ -130,7 +131,7 @@ def restore_account(account_id: str) -> Unary[Account]:
 
 
 def delete_account(account_id: str) -> Unary[DeletedAccount]:
-    return Unary("accounts", "DeleteAccount", ac.DeleteAccountRequest(account_id=account_id), DeletedAccount.of)
+    return Unary("accounts", "DeleteAccount", ac.DeleteAccountRequest(account_id=account_id), DeletedAccount.of, at_least=TRANSITION_SECONDS)
 
 
 class Accounts:

@@ -26,6 +26,12 @@ from .errors import from_rpc_error
 from .events import ImportCounts
 from .v1 import accounts_pb2, accounts_pb2_grpc
 
+# A call that runs a store transition (SignOut, ArchiveAccount, DeleteAccount) answers only after
+# the server's acknowledgement and save windows (`--transition-ack-seconds` +
+# `--transition-save-seconds`, 40 s at the defaults; docs/lifecycle.md): its deadline is at least
+# this, so a client's 30 s timeout does not give up on a sign-out the server then finishes.
+TRANSITION_SECONDS = 120.0
+
 # Sign in again this long before the expiry the server gave, so a call sent just before it
 # (or one in flight across it) does not fail.
 REFRESH_MARGIN_SECONDS = 60.0
@@ -236,7 +242,8 @@ class Session:
                 token = self.state.begin_sign_out()
         try:
             if token:
-                self._stub.SignOut(accounts_pb2.SignOutRequest(), metadata=_bearer(token), timeout=self._timeout)
+                self._stub.SignOut(accounts_pb2.SignOutRequest(), metadata=_bearer(token),
+                                   timeout=max(self._timeout, TRANSITION_SECONDS))
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
         finally:
@@ -308,7 +315,7 @@ class AsyncSession:
         try:
             if token:
                 await self._stub.SignOut(accounts_pb2.SignOutRequest(), metadata=_bearer(token),
-                                         timeout=self._timeout)
+                                         timeout=max(self._timeout, TRANSITION_SECONDS))
         except grpc.aio.AioRpcError as e:
             raise from_rpc_error(e) from None
         finally:
