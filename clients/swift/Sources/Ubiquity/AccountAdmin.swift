@@ -37,9 +37,10 @@ public struct AccountAdmin: Sendable {
             })
     }
 
-    /// Every account, ordered by ID (`Accounts.ListAccounts`), read when the iteration starts:
+    /// Every account, ordered by ID (`Accounts.ListAccounts`), read a page at a time as the
+    /// iteration goes (`pageSize` 0: the server's default, 100; at most 1,000):
     /// `for try await account in ops.accountAdmin.accounts() { … }`.
-    public func accounts() -> AccountList { AccountList(admin: self) }
+    public func accounts(pageSize: Int = 0) -> AccountList { AccountList(admin: self, pageSize: pageSize) }
 
     /// A new API key for account `accountID` (`Accounts.CreateApiKey`). Its secret is in the
     /// answer and nowhere else (the server keeps a hash): hand it to the device, which signs in
@@ -77,7 +78,7 @@ public struct AccountAdmin: Sendable {
     @discardableResult
     public func archive(_ accountID: String) async throws -> Account {
         Account(
-            proto: try await client.unary { md, opts in
+            proto: try await client.unary(timeout: client.transitionDeadline) { md, opts in
                 try await client.accounts.archiveAccount(.with { $0.accountID = accountID }, metadata: md, options: opts)
             })
     }
@@ -100,15 +101,21 @@ public struct AccountAdmin: Sendable {
     @discardableResult
     public func delete(_ accountID: String) async throws -> DeletedAccount {
         DeletedAccount(
-            proto: try await client.unary { md, opts in
+            proto: try await client.unary(timeout: client.transitionDeadline) { md, opts in
                 try await client.accounts.deleteAccount(.with { $0.accountID = accountID }, metadata: md, options: opts)
             })
     }
 
-    fileprivate func list() async throws -> [Account] {
-        try await client.unary { md, opts in
-            try await client.accounts.listAccounts(.init(), metadata: md, options: opts)
-        }.accounts.map(Account.init(proto:))
+    /// One page of `ListAccounts` and the next page's token (empty after the last page).
+    fileprivate func page(after token: String, size: Int) async throws -> (accounts: [Account], next: String) {
+        let r = try await client.unary { md, opts in
+            try await client.accounts.listAccounts(
+                .with {
+                    $0.pageToken = token
+                    $0.pageSize = UInt32(clamping: size)
+                }, metadata: md, options: opts)
+        }
+        return (r.accounts.map(Account.init(proto:)), r.nextPageToken)
     }
 }
 
@@ -117,25 +124,35 @@ extension UbiquityClient {
     public var accountAdmin: AccountAdmin { AccountAdmin(client: self) }
 }
 
-/// The accounts of ``AccountAdmin/accounts()`` as an `AsyncSequence`. `ListAccounts` answers in
-/// one response today (the proto has no paging); the sequence reads it when iteration starts, so
-/// a server that pages later changes nothing for callers.
+/// The accounts of ``AccountAdmin/accounts(pageSize:)`` as an `AsyncSequence`: `ListAccounts`
+/// answers a page at a time, in ID order, and the iterator reads the next page when it has
+/// handed out the last one.
 public struct AccountList: AsyncSequence, Sendable {
     public typealias Element = Account
     let admin: AccountAdmin
+    let pageSize: Int
 
-    public func makeAsyncIterator() -> Iterator { Iterator(admin: admin) }
+    public func makeAsyncIterator() -> Iterator { Iterator(admin: admin, pageSize: pageSize) }
 
     public struct Iterator: AsyncIteratorProtocol {
         let admin: AccountAdmin
-        private var page: [Account]?
+        let pageSize: Int
+        private var page: [Account] = []
         private var index = 0
+        /// The next page's token; nil once the last page was read.
+        private var next: String? = ""
 
-        init(admin: AccountAdmin) { self.admin = admin }
+        init(admin: AccountAdmin, pageSize: Int) {
+            self.admin = admin
+            self.pageSize = pageSize
+        }
 
         public mutating func next() async throws -> Account? {
-            if page == nil { page = try await admin.list() }
-            guard let page, index < page.count else { return nil }
+            while index == page.count {
+                guard let token = next else { return nil }
+                let (accounts, following) = try await admin.page(after: token, size: pageSize)
+                (page, index, next) = (accounts, 0, following.isEmpty ? nil : following)
+            }
             defer { index += 1 }
             return page[index]
         }

@@ -154,6 +154,8 @@ actor SessionKeeper {
     func signOut() async throws {
         guard let token = state.signOut() else { return }
         do {
+            var options = options
+            options.timeout = options.timeout.map { max($0, UbiquityClient.transitionTimeout) }
             _ = try await accounts.signOut(.init(), metadata: bearer(token), options: options)
         } catch {
             throw UbiquityError.from(error)

@@ -80,6 +80,15 @@ public final class UbiquityClient: Sendable {
     let adminService: Ubiquity_V1_Admin.Client<Transport>
     /// The default deadline of a unary call (a feed's stream has none).
     public let timeout: Duration
+    /// The least deadline of a call that runs a store transition (`signOut()`, an account's
+    /// archive and delete): the server answers it only after its acknowledgement and save
+    /// windows (`--transition-ack-seconds` + `--transition-save-seconds`, 40 s at its defaults;
+    /// docs/lifecycle.md), so a shorter ``timeout`` would give up on a transition the server
+    /// then finishes.
+    public static let transitionTimeout: Duration = .seconds(120)
+
+    /// ``timeout``, or ``transitionTimeout`` if that is longer.
+    var transitionDeadline: Duration { max(timeout, Self.transitionTimeout) }
     /// Attempts of a save whose outcome is unknown (see `SaveRetry`).
     public let saveAttempts: Int
     private let session: Mutex<String?>
@@ -189,7 +198,7 @@ public final class UbiquityClient: Sendable {
             try await keeper.signOut()
         } else if let token = session.withLock({ token in defer { token = nil }; return token }) {
             do {
-                _ = try await accounts.signOut(.init(), metadata: bearer(token), options: options(timeout: timeout))
+                _ = try await accounts.signOut(.init(), metadata: bearer(token), options: options(timeout: transitionDeadline))
             } catch {
                 throw UbiquityError.from(error)
             }

@@ -17,6 +17,10 @@ import Testing
         var listed: [String] = []
         for try await account in ops.accountAdmin.accounts() { listed.append(account.id) }
         #expect(Set(listed) == ["default", acme.id] && listed == listed.sorted())
+        // one account a page: the sequence follows the pages to the end
+        var paged: [String] = []
+        for try await account in ops.accountAdmin.accounts(pageSize: 1) { paged.append(account.id) }
+        #expect(paged == listed)
 
         let writer = try await ops.accountAdmin.createApiKey(for: acme.id, label: "app")
         #expect(writer.key.accountID == acme.id && writer.key.scope == .readWrite && !writer.key.revoked)
