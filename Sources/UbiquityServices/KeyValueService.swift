@@ -54,6 +54,7 @@ public struct KeyValueService: Sendable {
         guard req.pageSize <= Self.maxPageSize else {
             throw ServiceError.invalid("page_size", "at most \(Self.maxPageSize)", reason: .limitExceeded)
         }
+        try KeyValueKeys.checkPrefix(req.prefix)
         let account = context.account.id
         var after: String?
         if !req.pageToken.isEmpty {
