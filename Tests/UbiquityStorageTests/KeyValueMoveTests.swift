@@ -107,16 +107,10 @@ final class KeyValueMoveTests: StorageTestCase, @unchecked Sendable {
     }
 
     func testAFileFromBeforeTheMoveGainsItsColumns() throws {
-        let path = dir + "/keyvalue.sqlite"
-        let c = try Connection(path: path, readOnly: false, vfs: nil, busyTimeoutMS: 5000)
-        try c.exec("""
-            CREATE TABLE ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
-                deleted INTEGER NOT NULL, author TEXT NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY(account, key)) WITHOUT ROWID;
-            CREATE TABLE ubq_kv_accounts(account TEXT PRIMARY KEY, seq INTEGER NOT NULL, keys INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID;
+        try makeFileFromBeforeTheImport(dir + "/keyvalue.sqlite", rows: """
             INSERT INTO ubq_kv VALUES ('a', 'k', x'01', 1, 1, 0, 'd', 5);
             INSERT INTO ubq_kv_accounts VALUES ('a', 1, 1, 2);
             """)
-        c.close()
         let kv = try open()
         defer { kv.close() }
         XCTAssertEqual(try kv.get(account: "a", key: "k")?.origin, .write)
@@ -178,15 +172,10 @@ final class KeyValueTrimTests: StorageTestCase, @unchecked Sendable {
 
     func testAFileFromBeforeTheTombstoneIndexGainsIt() throws {
         let path = dir + "/keyvalue.sqlite"
-        let c = try Connection(path: path, readOnly: false, vfs: nil, busyTimeoutMS: 5000)
-        try c.exec("""
-            CREATE TABLE ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
-                deleted INTEGER NOT NULL, author TEXT NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY(account, key)) WITHOUT ROWID;
-            CREATE TABLE ubq_kv_accounts(account TEXT PRIMARY KEY, seq INTEGER NOT NULL, keys INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID;
+        try makeFileFromBeforeTheImport(path, rows: """
             INSERT INTO ubq_kv VALUES ('a', 'gone', x'', 2, 2, 1, 'd', 5);
             INSERT INTO ubq_kv_accounts VALUES ('a', 2, 0, 0);
             """)
-        c.close()
         let kv = try KeyValueStore(path: path)
         defer { kv.close() }
         XCTAssertEqual(try kv.trimTombstones(before: 6), 1)
@@ -198,4 +187,16 @@ final class KeyValueTrimTests: StorageTestCase, @unchecked Sendable {
         XCTFail("expected a write, got \(o)")
         return nil
     }
+}
+
+/// A key-value file as servers wrote it before the first-sign-in import and the tombstone trim
+/// (no `origin`, `trimmed*`, tombstone index or move records), holding `rows`.
+private func makeFileFromBeforeTheImport(_ path: String, rows: String) throws {
+    let c = try Connection(path: path, readOnly: false, vfs: nil, busyTimeoutMS: 5000)
+    defer { c.close() }
+    try c.exec("""
+        CREATE TABLE ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
+            deleted INTEGER NOT NULL, author TEXT NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY(account, key)) WITHOUT ROWID;
+        CREATE TABLE ubq_kv_accounts(account TEXT PRIMARY KEY, seq INTEGER NOT NULL, keys INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID;
+        """ + rows)
 }
