@@ -42,12 +42,12 @@ public struct AccountsService: Sendable {
             t.unary("ListAccounts") { req, call in try Self.converting { try listAccounts(req, call) } }
             t.unary("CreateApiKey") { req, call in try Self.converting { try createApiKey(req, call) } }
             t.unary("RevokeApiKey") { req, call in try Self.converting { try revokeApiKey(req, call) } }
-            t.unary("SignIn") { req, call in try await Self.converting { try await signIn(req, call) } }
+            t.unary("SignIn") { req, call in try await Self.toTheEnd { try await signIn(req, call) } }
             t.unary("StartLocalSession") { req, call in try Self.converting { try startLocalSession(req, call) } }
-            t.unary("SignOut") { req, call in try await Self.converting { try await signOut(req, call) } }
-            t.unary("ArchiveAccount") { req, call in try await Self.converting { try await archiveAccount(req, call) } }
-            t.unary("RestoreAccount") { req, call in try await Self.converting { try await restoreAccount(req, call) } }
-            t.unary("DeleteAccount") { req, call in try await Self.converting { try await deleteAccount(req, call) } }
+            t.unary("SignOut") { req, call in try await Self.toTheEnd { try await signOut(req, call) } }
+            t.unary("ArchiveAccount") { req, call in try await Self.toTheEnd { try await archiveAccount(req, call) } }
+            t.unary("RestoreAccount") { req, call in try await Self.toTheEnd { try await restoreAccount(req, call) } }
+            t.unary("DeleteAccount") { req, call in try await Self.toTheEnd { try await deleteAccount(req, call) } }
         }
     }
 
@@ -156,6 +156,16 @@ public struct AccountsService: Sendable {
 
     static func converting<T>(_ body: () async throws -> T) async throws -> T {
         do { return try await body() } catch { throw ServiceErrors.rpcError(error) }
+    }
+
+    /// Runs a call that may run a store transition (a sign-out, an account's archive, restore or
+    /// delete, a first sign-in's import) to its end even if its caller goes away — the client
+    /// gave up, its deadline passed. In the call's own task, the cancellation would fail every
+    /// storage write after it: the DID_CHANGE after a WILL_CHANGE subscribers already have, the
+    /// rest of a half-done transition. The client may still time out; the transition completes.
+    static func toTheEnd<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        // an unstructured task: it does not inherit the caller's cancellation
+        try await Task { try await converting(body) }.value
     }
 
     /// The account's message as if active (`accountMessage` sets its state).

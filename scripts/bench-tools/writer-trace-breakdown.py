@@ -6,7 +6,9 @@ The trace comes from a build with `issue22-writer-trace.patch` applied (a study 
 the product): `git apply scripts/bench-tools/issue22-writer-trace.patch`, build ubiquityd in release,
 run it with UBQ_WRITER_TRACE=/path/trace.csv, drive W2 with ubiquity-load, stop it (the trace is
 flushed when the store closes). Lines: `S,queued,groupStart` per save (monotonic ns), `G,groupStart,
-commitStart,commitEnd,saves` per group commit, `C,start,end,action` per after-commit checkpoint step.
+commitStart,commitEnd,saves` per group commit, `C,start,end,action` per after-commit checkpoint step;
+the last step adds `,readerWait,passive,restart` (its bounded wait for readers, its PASSIVE checkpoint
+to the WAL's end = copy + database sync, its RESTART).
 
 For each save: time queued behind earlier groups, time queued behind checkpoint work (the
 after-commit steps that ran while it waited), its own group's saves before COMMIT, and its own
@@ -15,12 +17,14 @@ COMMIT (WAL write + fsync). Printed by latency band, with the checkpoint steps' 
 usage: writer-trace-breakdown.py trace.csv
 """
 import sys, bisect, collections
-S=[];G={};C=[]
+S=[];G={};C=[];L=[]
 for line in open(sys.argv[1]):
     p=line.strip().split(',')
     if p[0]=='S': S.append((int(p[1]),int(p[2])))
     elif p[0]=='G': G[int(p[1])]=(int(p[2]),int(p[3]),int(p[4]))
-    elif p[0]=='C': C.append((int(p[1]),int(p[2]),p[3]))
+    elif p[0]=='C':
+        C.append((int(p[1]),int(p[2]),p[3]))
+        if len(p)>=7: L.append(tuple(int(x)/1e6 for x in p[4:7]))
 C.sort(); cs=[c[0] for c in C]
 rows=[]
 for q,g in S:
@@ -51,3 +55,5 @@ for k,v in d.items():
     v.sort(); print(f"action {k:12s} n={len(v):5d} mean {sum(v)/len(v):6.2f} p99 {v[int(.99*len(v))]:6.1f} max {v[-1]:6.1f} ms")
 gs=sorted((te-tc)/1e6 for g,(tc,te,n) in G.items() if tc)
 print(f"COMMIT (WAL write + fsync) p50 {gs[len(gs)//2]:.2f} p99 {gs[int(.99*len(gs))]:.2f} max {gs[-1]:.2f} ms; groups {len(gs)}, mean size {sum(n for _,_,n in G.values())/len(G):.1f}")
+if L:
+    m=len(L); print(f"last step split: reader wait {sum(l[0] for l in L)/m:.2f} + PASSIVE to the WAL's end (copy + database sync) {sum(l[1] for l in L)/m:.1f} (max {max(l[1] for l in L):.1f}) + RESTART {sum(l[2] for l in L)/m:.2f} ms mean, n={m}")

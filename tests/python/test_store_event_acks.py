@@ -221,3 +221,25 @@ def test_bad_acknowledgements_get_a_clear_status_and_change_nothing(start_server
     assert _generation(t, sid, t.token) == before + 1
     assert _generation(other, other_sid, other.token) > 0
     assert _ack(t, t.token, token) is False
+
+
+def test_a_sign_out_whose_caller_gave_up_still_completes(start_server, raw):
+    # A caller that cancels (or whose deadline passes) while the sign-out waits used to cancel the
+    # transition's own work: its DID_CHANGE failed to write ("request cancelled") and the WILL_CHANGE
+    # stayed open until the next start. Once begun, a transition runs to its end.
+    srv = start_server(PATIENT, name="acks-caller-gone")
+    c = raw(srv)
+    t = Tenant(srv, c, "t")
+    sid, _ = t.store_with_data()
+    one = t.token
+    s = _subscribe(c, sid, one)
+    signing_out = t.accounts.SignOut.future(ac.SignOutRequest(), metadata=bearer(one), timeout=60)
+    will = _will(s)
+    assert signing_out.cancel(), "the call was still waiting for the acknowledgement"
+    assert _ack(t, one, will.store_event.acknowledgement.event_token) is True, "the transition still waits for it"
+    did = s.next()
+    assert did.HasField("store_event") and did.store_event.phase == DID and not did.store_event.cancelled, did
+    e = _ending(s)
+    assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), e
+    e = failure(t.stores.CurrentGeneration, st.CurrentGenerationRequest(store_id=sid), metadata=bearer(one), timeout=30)
+    assert e.code() == grpc.StatusCode.UNAUTHENTICATED, "the sign-out completed: the session is gone"

@@ -98,7 +98,9 @@ typedef struct ubq_tls_options {
 } ubq_tls_options;
 
 typedef struct ubq_client_options {
-    /* Deadline of each call in milliseconds (sent as grpc-timeout); 0 means 30000. */
+    /* Deadline of each call in milliseconds (sent as grpc-timeout); 0 means 30000. ubq_sign_out,
+     * ubq_archive_account and ubq_delete_account get at least 120000: the server answers them
+     * after its acknowledgement and save windows (40 s at its defaults). */
     int64_t timeout_ms;
     /* A session token sent as `authorization: Bearer <token>` on every call; NULL for none. */
     const char *bearer_token;

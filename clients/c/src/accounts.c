@@ -47,7 +47,7 @@ ubq_error *ubq_revoke_api_key(ubq_client *c, const char *key_id, Ubiquity__V1__R
 ubq_error *ubq_archive_account(ubq_client *c, const char *account_id, Ubiquity__V1__Account **out) {
     Ubiquity__V1__ArchiveAccountRequest req = UBIQUITY__V1__ARCHIVE_ACCOUNT_REQUEST__INIT;
     req.account_id = (char *)account_id;
-    return ubq__unary(c, ACCOUNTS "ArchiveAccount", &req.base, &ubiquity__v1__account__descriptor, (void **)out);
+    return ubq__transition_unary(c, ACCOUNTS "ArchiveAccount", &req.base, &ubiquity__v1__account__descriptor, (void **)out);
 }
 
 ubq_error *ubq_restore_account(ubq_client *c, const char *account_id, Ubiquity__V1__Account **out) {
@@ -59,6 +59,6 @@ ubq_error *ubq_restore_account(ubq_client *c, const char *account_id, Ubiquity__
 ubq_error *ubq_delete_account(ubq_client *c, const char *account_id, Ubiquity__V1__DeleteAccountResponse **out) {
     Ubiquity__V1__DeleteAccountRequest req = UBIQUITY__V1__DELETE_ACCOUNT_REQUEST__INIT;
     req.account_id = (char *)account_id;
-    return ubq__unary(c, ACCOUNTS "DeleteAccount", &req.base, &ubiquity__v1__delete_account_response__descriptor,
+    return ubq__transition_unary(c, ACCOUNTS "DeleteAccount", &req.base, &ubiquity__v1__delete_account_response__descriptor,
                       (void **)out);
 }

@@ -88,8 +88,11 @@ ubq_error *ubq__ensure_session(ubq_client *c) {
 
 ubq_error *ubq_sign_out(ubq_client *c) {
     Ubiquity__V1__SignOutRequest req = UBIQUITY__V1__SIGN_OUT_REQUEST__INIT;
+    int64_t timeout_ms = c->timeout_ms;  /* see UBQ__TRANSITION_TIMEOUT_MS */
+    if (c->timeout_ms < UBQ__TRANSITION_TIMEOUT_MS) c->timeout_ms = UBQ__TRANSITION_TIMEOUT_MS;
     ubq_error *err = ubq__call(c, "/ubiquity.v1.Accounts/SignOut", &req.base,
                                &ubiquity__v1__sign_out_response__descriptor, NULL);
+    c->timeout_ms = timeout_ms;
     if (!err) {
         free(c->authorization);
         c->authorization = NULL;

@@ -137,6 +137,16 @@ ubq_error *ubq__unary(ubq_client *c, const char *path, const ProtobufCMessage *r
     return ubq__call(c, path, request, response, out);
 }
 
+ubq_error *ubq__transition_unary(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                                 const ProtobufCMessageDescriptor *response, void **out) {
+    /* a client is one caller's at a time (README "Threads"), so the deadline can be lent */
+    int64_t timeout_ms = c->timeout_ms;
+    if (c->timeout_ms < UBQ__TRANSITION_TIMEOUT_MS) c->timeout_ms = UBQ__TRANSITION_TIMEOUT_MS;
+    ubq_error *err = ubq__unary(c, path, request, response, out);
+    c->timeout_ms = timeout_ms;
+    return err;
+}
+
 /* Packs `request` and runs the call on the client's connection; *r is the caller's to free. */
 static void packed_call(ubq_client *c, const char *path, const ProtobufCMessage *request, ubq__on_message on_message,
                         void *user, ubq__call_result *r) {

@@ -52,6 +52,15 @@ ubq_error *ubq__error(int code, const char *message, const uint8_t *details, siz
  * UNAUTHENTICATED (a revoked or lost session): sign in, call again. */
 ubq_error *ubq__unary(ubq_client *c, const char *path, const ProtobufCMessage *request,
                       const ProtobufCMessageDescriptor *response, void **out);
+/* A call that runs a store transition (SignOut, ArchiveAccount, DeleteAccount) is answered only
+ * after the server's acknowledgement and save windows (--transition-ack-seconds +
+ * --transition-save-seconds, 40 s at the defaults; docs/lifecycle.md): its deadline is at least
+ * this, whatever the client's timeout_ms, so the client does not give up on a transition the
+ * server then finishes. */
+#define UBQ__TRANSITION_TIMEOUT_MS 120000
+/* ubq__unary with a deadline of at least UBQ__TRANSITION_TIMEOUT_MS. */
+ubq_error *ubq__transition_unary(ubq_client *c, const char *path, const ProtobufCMessage *request,
+                                 const ProtobufCMessageDescriptor *response, void **out);
 /* The same without any session handling (SignIn itself, and what ubq__unary builds on). */
 ubq_error *ubq__call(ubq_client *c, const char *path, const ProtobufCMessage *request,
                      const ProtobufCMessageDescriptor *response, void **out);

@@ -233,6 +233,59 @@ done:
     if (t.pid) test_server_stop(&t);
 }
 
+/* A sign-out the server holds past the client's own deadline: a silent opted-in feed of the same
+ * device makes the server wait for its 2 s acknowledgement deadline, and the signing-out client's
+ * timeout_ms is 500. ubq_sign_out's deadline is at least UBQ__TRANSITION_TIMEOUT_MS, so it
+ * returns once the transition is over instead of failing DEADLINE_EXCEEDED. */
+static const char *const short_ack_wait[] = {"--transition-ack-seconds", "2", NULL};
+
+static ubq_feed_action stay_silent(ubq_feed *f, const ubq_store_event *e, void *user) {
+    (void)f;
+    crash_watch *w = user;
+    ubq_store_event copy = *e;
+    copy.token = copy.acknowledgement.event_token = (ProtobufCBinaryData){0, NULL};
+    if (e->phase == UBQ_PHASE_WILL_CHANGE) {
+        w->will = copy;
+        return UBQ_FEED_CONTINUE;
+    }
+    w->did = copy;
+    return UBQ_FEED_STOP;
+}
+
+static void test_a_sign_out_held_past_the_client_timeout_still_returns(ubq_client *unused) {
+    (void)unused;
+    test_server t;
+    ubq_client *c = NULL, *listener = NULL;
+    ubq_store *s = NULL;
+    ubq_feed *feed = NULL;
+    crash_watch w = {.server = &t};
+    char dir[600], uuid[37];
+    ubq__uuid(uuid);
+    snprintf(dir, sizeof dir, "%s/held-%s", workdir, uuid);
+    if (test_server_start_with(&t, dir, 0, short_ack_wait) != 0) { failed_checks++; return; }
+    OK(ubq_connect(t.address, &(ubq_client_options){.api_key = t.api_key, .device_id = "c-slow-link", .timeout_ms = 500},
+                   &c));
+    OK(ubq_connect(t.address, &(ubq_client_options){.api_key = t.api_key, .device_id = "c-slow-link"}, &listener));
+    OK(new_store(listener, "held", &s));
+    w.client = c;
+    OK(ubq_feed_new(s, &(ubq_feed_options){.acknowledges_store_events = true, .on_store_event = stay_silent}, &feed));
+    ubq_error *run = ubq_feed_run(feed, sign_out_once_caught_up, &w);
+    if (w.signing_out) pthread_join(w.signer, NULL);
+    int64_t returned_us = ubq__wall_micros();
+    OK(run);
+    CHECK(succeeded(&w.sign_out_err, "the sign-out"));
+    CHECK(w.will.phase == UBQ_PHASE_WILL_CHANGE && w.will.acknowledgement.requested);
+    CHECK(returned_us >= w.will.acknowledgement.deadline_micros);  /* it did wait for the deadline */
+    CHECK(w.did.phase == UBQ_PHASE_DID_CHANGE && !w.did.cancelled);
+done:
+    ubq_error_free(w.sign_out_err);
+    ubq_feed_free(feed);
+    ubq_store_free(s);
+    ubq_client_free(listener);
+    ubq_client_free(c);
+    if (t.pid) test_server_stop(&t);
+}
+
 /* A key-value feed is never waited for: asking it to acknowledge is refused at once. */
 static void test_a_key_value_feed_refuses_acknowledgements(ubq_client *c) {
     ubq_feed *feed = NULL;
@@ -246,6 +299,7 @@ const scenario acknowledge_scenarios[] = {
     T(test_a_sign_out_waits_for_the_acknowledgement_from_the_hook),
     T(test_a_sign_out_waits_for_the_acknowledgement_from_another_thread),
     T(test_a_sign_out_killed_mid_transition_reaches_the_feed_cancelled),
+    T(test_a_sign_out_held_past_the_client_timeout_still_returns),
     T(test_a_key_value_feed_refuses_acknowledgements),
 #undef T
     {NULL, NULL}};
