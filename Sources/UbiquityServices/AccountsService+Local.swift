@@ -65,7 +65,7 @@ extension AccountsService {
         let account = key.account
         let done = try await StoreTransitions(backend: backend, contexts: contexts).run(
             .initialImportCompleted, scope: .account(device.account), usingLocalStorage: (true, false),
-            importCounts: { $0.map { StoreEventRecord.ImportCounts(inserted: $0.inserted, merged: $0.merged, deduplicated: $0.deduplicated) } },
+            importCounts: { $0.map { StoreEventRecord.ImportCounts($0) } },
             didChangeStores: { _ in (account, []) }
         ) { try await beginImport(deviceID: deviceID, secret: secret, key: key) }
         return done.value
@@ -75,6 +75,7 @@ extension AccountsService {
     /// and runs it to its end.
     private func beginImport(deviceID: String, secret: String, key: Credentials.KeyRecord) async throws -> ImportJobCounts? {
         let credentials = auth.credentials
+        TestSequence.reach("import.begin")
         switch try credentials.beginImport(deviceID: deviceID, secret: secret, account: key.account) {
         case .nothingToImport:
             return nil
@@ -124,6 +125,8 @@ extension AccountsService {
         m.inserted = c.inserted
         m.merged = c.merged
         m.deduplicated = c.deduplicated
+        m.keyValuesMoved = c.keyValuesMoved
+        m.keyValuesKept = c.keyValuesKept
         return m
     }
 }

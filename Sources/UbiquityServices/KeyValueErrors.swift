@@ -30,6 +30,15 @@ enum KeyValueErrors {
         return e
     }
 
+    /// UNAUTHENTICATED SESSION_REVOKED for a write of a local session whose entries a first
+    /// sign-in moved into an account while the write was under way (its session was revoked
+    /// then): nothing was written, and it goes to the account once the device writes again with
+    /// the session SignIn returned (docs/keyvalue.md "First sign-in").
+    static func movedAway() -> ServiceError {
+        Authenticator.unauthenticated(reason: .sessionRevoked,
+                                      "this device signed in and its local key-value entries moved into the account while the write ran; nothing was written: write again with the session Accounts.SignIn returned")
+    }
+
     /// ABORTED KEY_VERSION_CONFLICT with `KeyValueConflictDetails`.
     static func conflict(key: String, exists: Bool, version: Int64, expected: KeyValueStore.Condition) -> ServiceError {
         var d = Ubiquity_V1_KeyValueConflictDetails()

@@ -33,6 +33,15 @@ enum KeyValueKeys {
         if let p = problem(key) { throw ServiceError.invalid(field, p, reason: .badKey) }
         if let v = quotas.checkKey(bytes: key.utf8.count) { throw KeyValueErrors.quota(v, field: field) }
     }
+
+    /// Checks List's `prefix`: empty lists every key; one with a character no key may hold would
+    /// list nothing, silently — refused with BAD_KEY instead, so "settings/" is told to be
+    /// "settings." rather than answered with an empty page.
+    static func checkPrefix(_ prefix: String) throws {
+        if !prefix.isEmpty, let p = problem(prefix) {
+            throw ServiceError.invalid("prefix", "no key can start with this prefix: " + p, reason: .badKey)
+        }
+    }
 }
 
 /// A 64-bit FNV-1a hash: ties a token to the account (and prefix) it was made for, so a token

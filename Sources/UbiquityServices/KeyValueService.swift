@@ -32,8 +32,10 @@ public struct KeyValueService: Sendable {
     }
 
     func set(_ req: Ubiquity_V1_KeyValueSetRequest, context: ServerContext) throws -> Ubiquity_V1_KeyValueWriteResponse {
+        TestSequence.reach("kv.set.authorized")
         try KeyValueKeys.check(req.key, quotas: store.quotas)
         let condition = try Self.condition(req.hasPrecondition ? req.precondition : nil)
+        TestSequence.reach("kv.set.write")
         let outcome = try store.set(account: context.account.id, key: req.key, value: Array(req.value), condition: condition, author: req.author)
         return try respond(outcome, key: req.key, author: req.author, condition: condition, account: context.account)
     }
@@ -52,6 +54,7 @@ public struct KeyValueService: Sendable {
         guard req.pageSize <= Self.maxPageSize else {
             throw ServiceError.invalid("page_size", "at most \(Self.maxPageSize)", reason: .limitExceeded)
         }
+        try KeyValueKeys.checkPrefix(req.prefix)
         let account = context.account.id
         var after: String?
         if !req.pageToken.isEmpty {
@@ -101,6 +104,8 @@ public struct KeyValueService: Sendable {
                 backend.keyValueFeed.quotaViolation(account: account.id, key: key, author: author)
             }
             throw KeyValueErrors.quota(v, field: v.quota == .valueBytes ? "value" : "key")
+        case .movedAway:
+            throw KeyValueErrors.movedAway()
         }
         return res
     }

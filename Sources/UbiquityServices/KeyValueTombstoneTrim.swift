@@ -22,7 +22,7 @@ public struct KeyValueTombstoneTrim: Sendable {
         return try store.trimTombstones(before: nowMS - Int64(retentionSeconds * 1000))
     }
 
-    /// Trims every quarter of the retention (at most hourly: one full scan of a small table;
+    /// Trims every quarter of the retention (at most hourly: one indexed pass over what it trims;
     /// at least a second apart) until cancelled. Nothing runs with retention 0.
     public func start() -> Task<Void, Never> {
         let interval = min(3600, max(1, retentionSeconds / 4))

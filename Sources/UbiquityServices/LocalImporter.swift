@@ -26,8 +26,8 @@ struct LocalImporter: Sendable {
             Self.testStep()
         }
         if state.step == .removeLocalStores {
-            try await removeLocalStores(job)
-            try state.removed()
+            let keyValues = try await removeLocalStores(job)
+            try state.removed(keyValuesMoved: keyValues.moved, keyValuesKept: keyValues.kept)
             try credentials.advance(job, to: state)
             Self.testStep()
         }
@@ -106,8 +106,10 @@ struct LocalImporter: Sendable {
     /// subscribers woken (the moved keys reach them with reason ACCOUNT_CHANGE); then the local
     /// stores destroyed through the engine (pools closed first, SPEC §4.8) and forgotten, then
     /// their folder (migration backups included). Each part is a no-op when already done.
-    private func removeLocalStores(_ job: Credentials.ImportJob) async throws {
+    /// Returns the key-value counts (a redo: those the move recorded).
+    private func removeLocalStores(_ job: Credentials.ImportJob) async throws -> KeyValueStore.MoveCounts {
         let moved = try backend.keyValues.moveLocalEntries(from: job.localAccount, to: job.account)
+        TestSequence.reach("import.kv.moved")
         if !moved.written.isEmpty {
             backend.keyValueFeed.committed(account: job.account, seq: moved.seq)
             // other devices filled the account since the sign-in checked: the device's keys are
@@ -127,6 +129,7 @@ struct LocalImporter: Sendable {
         }
         let folder = backend.directory.root + "/accounts/" + job.localAccount
         if FileManager.default.fileExists(atPath: folder) { try FileManager.default.removeItem(atPath: folder) }
+        return moved.counts
     }
 
     /// Step 3: StoresDidChange(INITIAL_IMPORT_COMPLETED), `using_local_storage: false`, with the
@@ -136,8 +139,7 @@ struct LocalImporter: Sendable {
     /// is keyed by the job, so a redo after a kill never writes a second one.
     private func announce(_ job: Credentials.ImportJob, _ state: ImportJobState) async throws {
         let c = state.counts ?? ImportJobCounts()
-        let did = StoreEventRecord(phase: .didChange, transition: .initialImportCompleted, usingLocalStorage: false,
-                                   importCounts: .init(inserted: c.inserted, merged: c.merged, deduplicated: c.deduplicated))
+        let did = StoreEventRecord(phase: .didChange, transition: .initialImportCompleted, usingLocalStorage: false, importCounts: .init(c))
         let present = Set(backend.catalog.stores(account: job.account).map(\.id))
         // a store destroyed since the copy has no subscribers left to tell
         for id in state.stores where present.contains(id) {

@@ -18,6 +18,8 @@ extension Convert {
             m.importCounts.inserted = c.inserted
             m.importCounts.merged = c.merged
             m.importCounts.deduplicated = c.deduplicated
+            m.importCounts.keyValuesMoved = c.keyValuesMoved ?? 0
+            m.importCounts.keyValuesKept = c.keyValuesKept ?? 0
         }
         return m
     }

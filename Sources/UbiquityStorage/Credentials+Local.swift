@@ -40,7 +40,7 @@ extension Credentials {
         CREATE TABLE IF NOT EXISTS ubq_import_jobs(id TEXT PRIMARY KEY, device_id TEXT NOT NULL, local_account TEXT NOT NULL,
             account TEXT NOT NULL, secret_hash BLOB NOT NULL, state TEXT NOT NULL, inserted INTEGER NOT NULL DEFAULT 0,
             merged INTEGER NOT NULL DEFAULT 0, deduplicated INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL,
-            stores TEXT NOT NULL DEFAULT '');
+            stores TEXT NOT NULL DEFAULT '', kv_moved INTEGER NOT NULL DEFAULT 0, kv_kept INTEGER NOT NULL DEFAULT 0);
         """
 
     /// Adds `ubq_import_jobs.stores` to a database from before the import announced its DID_CHANGE
@@ -49,6 +49,12 @@ extension Credentials {
         // (the hardened connection's authorizer refuses pragma_table_info: probe the column instead)
         do { try c.query("SELECT stores FROM ubq_import_jobs LIMIT 1") { _ in } } catch {
             try c.exec("ALTER TABLE ubq_import_jobs ADD COLUMN stores TEXT NOT NULL DEFAULT ''")
+        }
+        // and the key-value counts (`ImportJobCounts.keyValuesMoved` / `keyValuesKept`)
+        for column in ["kv_moved", "kv_kept"] {
+            do { try c.query("SELECT \(column) FROM ubq_import_jobs LIMIT 1") { _ in } } catch {
+                try c.exec("ALTER TABLE ubq_import_jobs ADD COLUMN \(column) INTEGER NOT NULL DEFAULT 0")
+            }
         }
     }
 
@@ -165,9 +171,11 @@ extension Credentials {
             let counts = state.counts ?? ImportJobCounts()
             try c.run("BEGIN IMMEDIATE")
             do {
-                try c.run("UPDATE ubq_import_jobs SET state = ?, inserted = ?, merged = ?, deduplicated = ?, stores = ? WHERE id = ?",
-                          [.text(state.column), .integer(counts.inserted), .integer(counts.merged), .integer(counts.deduplicated),
-                           .text(state.storesColumn), .text(job.id)])
+                try c.run("""
+                    UPDATE ubq_import_jobs SET state = ?, inserted = ?, merged = ?, deduplicated = ?, stores = ?, kv_moved = ?, kv_kept = ?
+                    WHERE id = ?
+                    """, [.text(state.column), .integer(counts.inserted), .integer(counts.merged), .integer(counts.deduplicated),
+                          .text(state.storesColumn), .integer(counts.keyValuesMoved), .integer(counts.keyValuesKept), .text(job.id)])
                 if state.isDone {
                     try c.run("DELETE FROM ubq_local_devices WHERE device_id = ? AND account = ?", [.text(job.deviceID), .text(job.localAccount)])
                 }
@@ -189,9 +197,11 @@ extension Credentials {
 
     private static func jobs(_ c: Connection, _ whereSQL: String, _ args: [SQLValue]) throws -> [ImportJob] {
         var out: [ImportJob] = []
-        try c.query("SELECT id, device_id, local_account, account, secret_hash, state, inserted, merged, deduplicated, stores FROM ubq_import_jobs " + whereSQL, args) { st in
+        let columns = "id, device_id, local_account, account, secret_hash, state, inserted, merged, deduplicated, stores, kv_moved, kv_kept"
+        try c.query("SELECT \(columns) FROM ubq_import_jobs " + whereSQL, args) { st in
             let hash: [UInt8] = if case .blob(let b) = st.value(4) { b } else { [] }
-            let counts = ImportJobCounts(inserted: st.int(6), merged: st.int(7), deduplicated: st.int(8))
+            let counts = ImportJobCounts(inserted: st.int(6), merged: st.int(7), deduplicated: st.int(8),
+                                         keyValuesMoved: st.int(10), keyValuesKept: st.int(11))
             out.append(ImportJob(id: st.text(0), deviceID: st.text(1), localAccount: st.text(2), account: st.text(3),
                                  state: ImportJobState(column: st.text(5), counts: counts, stores: st.text(9)), secretHash: hash))
         }

@@ -11,10 +11,17 @@ public struct ImportJobCounts: Sendable, Equatable {
     /// local store, by the model's uniqueness constraints).
     public var deduplicated: Int64 = 0
 
-    public init(inserted: Int64 = 0, merged: Int64 = 0, deduplicated: Int64 = 0) {
+    /// Local key-value entries moved into the account (keys it did not have set).
+    public var keyValuesMoved: Int64 = 0
+    /// Local key-value entries of keys the account already had set: the account's value kept.
+    public var keyValuesKept: Int64 = 0
+
+    public init(inserted: Int64 = 0, merged: Int64 = 0, deduplicated: Int64 = 0, keyValuesMoved: Int64 = 0, keyValuesKept: Int64 = 0) {
         self.inserted = inserted
         self.merged = merged
         self.deduplicated = deduplicated
+        self.keyValuesMoved = keyValuesMoved
+        self.keyValuesKept = keyValuesKept
     }
 
     /// The counts of one store's import save: its inserts that clashed on a uniqueness constraint
@@ -33,7 +40,8 @@ public struct ImportJobCounts: Sendable, Equatable {
     }
 
     public static func + (a: Self, b: Self) -> Self {
-        Self(inserted: a.inserted + b.inserted, merged: a.merged + b.merged, deduplicated: a.deduplicated + b.deduplicated)
+        Self(inserted: a.inserted + b.inserted, merged: a.merged + b.merged, deduplicated: a.deduplicated + b.deduplicated,
+             keyValuesMoved: a.keyValuesMoved + b.keyValuesMoved, keyValuesKept: a.keyValuesKept + b.keyValuesKept)
     }
 }
 
@@ -46,13 +54,15 @@ public struct ImportJobCounts: Sendable, Equatable {
 ///    local store is copied into the account's store of the same name in one save whose client
 ///    transaction ID is the job's: a copy that committed before a crash is replayed (its stored
 ///    result), never applied twice.
-/// 2. `imported(counts, stores)` — every copy committed; the counts are final, and so is the list
+/// 2. `imported(counts, stores)` — every copy committed; the object counts are final, and so is the list
 ///    of the account's stores the copies went to (the DID_CHANGE goes there, and the local
 ///    stores naming them are about to go). The local key-value entries are moved into the
 ///    account's (one SQLite transaction: moved entirely or not at all, so a redo finds nothing
 ///    left to move), then the local stores are destroyed (pools closed first) and forgotten;
 ///    destroying a store already gone is a no-op.
-/// 3. `removed(counts, stores)` — nothing local is left. StoresDidChange(INITIAL_IMPORT_COMPLETED)
+/// 3. `removed(counts, stores)` — nothing local is left; the counts now include the key-value
+///    entries moved and kept (the move records them in keyvalue.sqlite, so a redo after a kill
+///    between the move and this state still reports them). StoresDidChange(INITIAL_IMPORT_COMPLETED)
 ///    with the counts is appended to each of `stores`, each append idempotent under the job's ID
 ///    (`Store.appendEvent(_:once:)`): a redo after a kill between two appends writes only the
 ///    missing ones, so every store gets exactly one, whether the SignIn or a restart finished it.
@@ -110,9 +120,12 @@ public enum ImportJobState: Sendable, Equatable {
         self = .imported(counts, stores: stores)
     }
 
-    /// The local key-value entries were moved and the local stores removed.
-    public mutating func removed() throws {
-        guard case .imported(let c, let s) = self else { throw InvalidTransition(from: self, event: "removed") }
+    /// The local key-value entries were moved (`keyValuesMoved` of them into the account,
+    /// `keyValuesKept` where the account's value stayed) and the local stores removed.
+    public mutating func removed(keyValuesMoved: Int64 = 0, keyValuesKept: Int64 = 0) throws {
+        guard case .imported(var c, let s) = self else { throw InvalidTransition(from: self, event: "removed") }
+        c.keyValuesMoved = keyValuesMoved
+        c.keyValuesKept = keyValuesKept
         self = .removed(c, stores: s)
     }
 

@@ -4,7 +4,23 @@ import Foundation
 // "First sign-in"). One SQLite transaction copies them and removes them from the device's local
 // pseudo-account, so a kill leaves them either all still local or all moved: the import job redoes
 // the move after a restart and finds nothing left to move — never twice, never lost.
+//
+// The same transaction records the move in `ubq_kv_moved` (keyed by the local pseudo-account):
+// - its counts, which a redo returns — the SignIn reports them (`ImportCounts`) even when a kill
+//   fell between the move's commit and the job's next state;
+// - a seal: a write to the local pseudo-account after the move is refused (`.movedAway`), so a
+//   write that got past authentication just before the import revoked its session can never
+//   commit into entries nobody will read (docs/keyvalue.md "First sign-in"). The local
+//   pseudo-account is never reused (a device working locally again gets a new one), so the seal
+//   never has to be lifted.
 extension KeyValueStore {
+    /// How many local keys a move took into the account, and how many the account already had set.
+    public struct MoveCounts: Sendable, Equatable {
+        public var moved: Int64 = 0
+        public var kept: Int64 = 0
+        public init(moved: Int64 = 0, kept: Int64 = 0) { self.moved = moved; self.kept = kept }
+    }
+
     /// What moving a device's local entries into its account does (or would do).
     public struct Move: Sendable, Equatable {
         /// The account's rows written: local keys the account did not have set, now set to the
@@ -17,6 +33,9 @@ extension KeyValueStore {
         public var usage = KeyValueUsage()
         /// The account's position after (its last write's seq; unchanged if nothing was written).
         public var seq: Int64 = 0
+        /// `written` and `kept` counted; for a redo of a move already made (`written` and `kept`
+        /// empty), the counts that move recorded.
+        public var counts = MoveCounts()
     }
 
     /// The rule for a key in both (NSUbiquitousKeyValueStore's: on an account's initial sync the
@@ -35,8 +54,18 @@ extension KeyValueStore {
                                    author: e.author, updatedMS: nowMS, origin: .accountChange))
             m.usage = m.usage.setting(keyBytes: e.key.utf8.count, oldValueBytes: nil, valueBytes: e.value.count)
         }
+        m.counts = MoveCounts(moved: Int64(m.written.count), kept: Int64(m.kept.count))
         return m
     }
+
+    /// The counts of the move already made out of `local`, if one was.
+    static func recordedMove(_ c: Connection, _ local: String) throws -> MoveCounts? {
+        var found: MoveCounts?
+        try c.query("SELECT moved, kept FROM ubq_kv_moved WHERE local = ?", [.text(local)]) { found = MoveCounts(moved: $0.int(0), kept: $0.int(1)) }
+        return found
+    }
+
+    static func movedAway(_ c: Connection, _ account: String) throws -> Bool { try recordedMove(c, account) != nil }
 
     private static func plan(_ c: Connection, from local: String, to account: String, nowMS: Int64) throws -> Move {
         var entries: [Entry] = []
@@ -57,8 +86,10 @@ extension KeyValueStore {
         }
     }
 
-    /// Moves `local`'s set keys into `account` by the rule of `plan`, and removes `local`'s
-    /// entries and counters, in one transaction. Quotas are not enforced here: the sign-in checked
+    /// Moves `local`'s set keys into `account` by the rule of `plan`, removes `local`'s entries
+    /// and counters, and records the move (its counts, and the seal that refuses `local` any
+    /// further write), in one transaction; a redo writes nothing and returns the recorded
+    /// counts. Quotas are not enforced here: the sign-in checked
     /// them before the job began, and an account that other devices filled meanwhile takes the
     /// device's keys anyway and is left over its quota (like one over a lowered quota: it can
     /// shrink) rather than lose them; the caller tells its subscribers (QUOTA_VIOLATION).
@@ -67,11 +98,18 @@ extension KeyValueStore {
         try writer.withConnection { c in
             try c.run("BEGIN IMMEDIATE")
             do {
+                if let done = try Self.recordedMove(c, local) {
+                    try c.run("ROLLBACK")
+                    let acct = try Self.account(c, account)
+                    return Move(usageBefore: acct.usage, usage: acct.usage, seq: acct.seq, counts: done)
+                }
                 let m = try Self.plan(c, from: local, to: account, nowMS: nowMS)
                 for e in m.written { try Self.put(c, account: account, e) }
                 if !m.written.isEmpty { try Self.putAccount(c, account: account, seq: m.seq, usage: m.usage) }
                 try c.run("DELETE FROM ubq_kv WHERE account = ?", [.text(local)])
                 try c.run("DELETE FROM ubq_kv_accounts WHERE account = ?", [.text(local)])
+                try c.run("INSERT INTO ubq_kv_moved(local, account, moved, kept) VALUES (?, ?, ?, ?)",
+                          [.text(local), .text(account), .integer(m.counts.moved), .integer(m.counts.kept)])
                 try c.run("COMMIT")
                 return m
             } catch { try? c.run("ROLLBACK"); throw error }

@@ -13,26 +13,44 @@ extension KeyValueStore {
     /// deletion (`trimFloor`) — and its `trimmed_version` to the highest version it removed: a key
     /// set anew starts above it, so an `expected_version` of a trimmed incarnation never matches
     /// (no ABA, as while the tombstone was kept). Returns how many tombstones it removed.
+    ///
+    /// Its cost scales with what it trims, not with the table: it reads the tombstones older than
+    /// the cutoff through `ubq_kv_tombstones` (a partial, covering index of tombstones only, by
+    /// age), updates the accounts they belong to, and deletes them through the same index. On a
+    /// table of 1,000,000 entries of 100,000 accounts, trimming 100 tombstones took 11 ms (mostly
+    /// the commit's fsync) and 1,000 took 19 ms, where the full scan it replaced took 0.4–0.5 s
+    /// whatever it trimmed (docs/benchmarks.md "Key-value tombstone trim").
     @discardableResult
     public func trimTombstones(before cutoffMS: Int64) throws -> Int {
         try writer.withConnection { c in
             try c.run("BEGIN IMMEDIATE")
             do {
-                // (a full scan: this runs once per sweep, and the table is each key's latest state only)
-                try c.run("""
-                    UPDATE ubq_kv_accounts SET trimmed = max(trimmed, (SELECT max(seq) FROM ubq_kv k
-                        WHERE k.account = ubq_kv_accounts.account AND k.deleted = 1 AND k.updated_ms < ?1)),
-                      trimmed_version = max(trimmed_version, (SELECT max(version) FROM ubq_kv k
-                        WHERE k.account = ubq_kv_accounts.account AND k.deleted = 1 AND k.updated_ms < ?1))
-                    WHERE EXISTS (SELECT 1 FROM ubq_kv k WHERE k.account = ubq_kv_accounts.account AND k.deleted = 1 AND k.updated_ms < ?1)
-                    """, [.integer(cutoffMS)])
-                try c.run("DELETE FROM ubq_kv WHERE deleted = 1 AND updated_ms < ?", [.integer(cutoffMS)])
+                var floors: [(account: String, seq: Int64, version: Int64)] = []
+                try c.query(Self.trimStatements[0], [.integer(cutoffMS)]) { floors.append(($0.text(0), $0.int(1), $0.int(2))) }
+                for f in floors {
+                    try c.run("""
+                        UPDATE ubq_kv_accounts SET trimmed = max(trimmed, ?), trimmed_version = max(trimmed_version, ?) WHERE account = ?
+                        """, [.integer(f.seq), .integer(f.version), .text(f.account)])
+                }
+                try c.run(Self.trimStatements[1], [.integer(cutoffMS)])
                 let removed = Int(c.changes)
                 try c.run("COMMIT")
                 return removed
             } catch { try? c.run("ROLLBACK"); throw error }
         }
     }
+
+    /// The trim's reads of the table, each bound to the cutoff: the trimmed tombstones' highest
+    /// seq and version per account, then their deletion. INDEXED BY: without statistics the
+    /// planner prefers the primary key's order for the GROUP BY, a scan of every entry
+    /// (`KeyValueTrimTests` checks both plans).
+    static let trimStatements = [
+        """
+        SELECT account, max(seq), max(version) FROM ubq_kv INDEXED BY ubq_kv_tombstones
+        WHERE deleted = 1 AND updated_ms < ? GROUP BY account
+        """,
+        "DELETE FROM ubq_kv INDEXED BY ubq_kv_tombstones WHERE deleted = 1 AND updated_ms < ?",
+    ]
 
     /// The account's trim floor: the highest seq of a tombstone trimmed (0: none ever was). A
     /// subscriber at a position below it may have missed a deletion.

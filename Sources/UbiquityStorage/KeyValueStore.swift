@@ -61,6 +61,11 @@ public final class KeyValueStore: Sendable {
         case conflict(exists: Bool, version: Int64)
         /// The write would exceed a quota: nothing changed.
         case quota(KeyValueQuotas.Violation)
+        /// The account's entries were moved into another account at a first sign-in
+        /// (`moveLocalEntries`): it takes no more writes, nothing changed. A write that got past
+        /// authentication before the move revoked its session lands here instead of in a store
+        /// nobody reads any more.
+        case movedAway
     }
 
     /// A page of `list`.
@@ -123,7 +128,14 @@ public final class KeyValueStore: Sendable {
                 CREATE TABLE IF NOT EXISTS ubq_kv_accounts(account TEXT PRIMARY KEY, seq INTEGER NOT NULL,
                     keys INTEGER NOT NULL, bytes INTEGER NOT NULL, trimmed INTEGER NOT NULL DEFAULT 0,
                     trimmed_version INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS ubq_kv_moved(local TEXT PRIMARY KEY, account TEXT NOT NULL, moved INTEGER NOT NULL,
+                    kept INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS ubq_kv_moved_by_account ON ubq_kv_moved(account);
                 """)
+            // the tombstone trim's index (KeyValueStore+Trim.swift): tombstones only, so a write
+            // that sets a key never touches it, and covering, so a trim reads nothing else.
+            // Created here for a file from before it too (one pass over the table, once).
+            try c.exec("CREATE INDEX IF NOT EXISTS ubq_kv_tombstones ON ubq_kv(updated_ms, seq, version, deleted) WHERE deleted = 1")
             // columns a file from before the import and the tombstone trim lacks (the hardened
             // connection's authorizer refuses pragma_table_info: probe each column instead)
             for (table, column) in [("ubq_kv", "origin"), ("ubq_kv_accounts", "trimmed"), ("ubq_kv_accounts", "trimmed_version")] {
@@ -241,6 +253,8 @@ public final class KeyValueStore: Sendable {
         try writer.withConnection { c in
             try c.run("BEGIN IMMEDIATE")
             do {
+                // checked inside the transaction: the writer lock orders this write and the move
+                if try Self.movedAway(c, account) { try c.run("ROLLBACK"); return .movedAway }
                 let acct = try Self.account(c, account)
                 let outcome = decide(try Self.row(c, account: account, key: key), acct)
                 if case .written(let e) = outcome.0, let usage = outcome.1 {
@@ -324,6 +338,7 @@ public final class KeyValueStore: Sendable {
                 try c.query("SELECT count(*) FROM ubq_kv WHERE account = ? AND deleted = 0", [.text(account)]) { removed = Int($0.int(0)) }
                 try c.run("DELETE FROM ubq_kv WHERE account = ?", [.text(account)])
                 try c.run("DELETE FROM ubq_kv_accounts WHERE account = ?", [.text(account)])
+                try c.run("DELETE FROM ubq_kv_moved WHERE account = ?", [.text(account)])
                 try c.run("COMMIT")
                 return removed
             } catch { try? c.run("ROLLBACK"); throw error }

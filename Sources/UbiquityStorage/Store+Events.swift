@@ -16,8 +16,17 @@ public struct StoreEventRecord: Codable, Sendable, Equatable {
     /// What an initial import did (`didChange` of `initialImportCompleted`).
     public struct ImportCounts: Codable, Sendable, Equatable {
         public var inserted: Int64, merged: Int64, deduplicated: Int64
-        public init(inserted: Int64, merged: Int64, deduplicated: Int64) {
+        /// Local key-value entries moved into the account, and kept as the account had them. Nil
+        /// on events written before they were counted (their JSON lacks them) and read as 0.
+        public var keyValuesMoved: Int64?, keyValuesKept: Int64?
+        public init(inserted: Int64, merged: Int64, deduplicated: Int64, keyValuesMoved: Int64? = nil, keyValuesKept: Int64? = nil) {
             self.inserted = inserted; self.merged = merged; self.deduplicated = deduplicated
+            self.keyValuesMoved = keyValuesMoved; self.keyValuesKept = keyValuesKept
+        }
+        /// What `counts` says, as an event records it.
+        public init(_ c: ImportJobCounts) {
+            self.init(inserted: c.inserted, merged: c.merged, deduplicated: c.deduplicated,
+                      keyValuesMoved: c.keyValuesMoved, keyValuesKept: c.keyValuesKept)
         }
     }
 

@@ -2,8 +2,9 @@
 // Build and run (release):
 //   swift build -c release --scratch-path .build-storage-rel --product UbiquityStorageBench
 //   .build-storage-rel/release/UbiquityStorageBench [rows] [dir]
-// Environment: UBQ_BENCH_ONLY=W1|W2|W4|W6 (one section), UBQ_BENCH_SAVES (W2's saves, 200),
-// UBQ_BENCH_WAL_COALESCING=off, UBQ_BENCH_RETENTION=off.
+// Environment: UBQ_BENCH_ONLY=W1|W2|W4|W6|KV (one section), UBQ_BENCH_SAVES (W2's saves, 200),
+// UBQ_BENCH_WAL_COALESCING=off, UBQ_BENCH_RETENTION=off. KV (the key-value tombstone trim,
+// KeyValueTrimBench.swift) runs only when asked, on its own data: [rows] is then its accounts.
 import CSQLite
 import Foundation
 import UbiquityStorage
@@ -46,6 +47,13 @@ final class Raw {
 }
 
 func values(_ i: Int) -> (String, Int, Double) { ("name-\(i)", (i &* 7919) % 100, Double(i) * 0.5) }
+
+if ProcessInfo.processInfo.environment["UBQ_BENCH_ONLY"] == "KV" {
+    print("UbiquityStorageBench KV, SQLite \(String(cString: sqlite3_libversion()))")
+    try keyValueTrimBench(dir: dir, accounts: rows)
+    try? FileManager.default.removeItem(atPath: dir)
+    exit(0)
+}
 
 print("UbiquityStorageBench: \(rows) rows, synchronous=FULL for writes, \(ProcessInfo.processInfo.activeProcessorCount) cores, SQLite \(String(cString: sqlite3_libversion()))")
 

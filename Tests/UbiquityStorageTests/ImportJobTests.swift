@@ -27,17 +27,18 @@ final class ImportJobTests: XCTestCase {
         XCTAssertEqual(s.stores, stores)
         XCTAssertThrowsError(try s.copied(counts, into: stores))  // never copied twice
         XCTAssertThrowsError(try s.announced())  // DID_CHANGE only once nothing local is left
-        try s.removed()
-        XCTAssertEqual(s, .removed(counts, stores: stores))
+        try s.removed(keyValuesMoved: 4, keyValuesKept: 1)
+        let withKeyValues = ImportJobCounts(inserted: 3, merged: 1, deduplicated: 2, keyValuesMoved: 4, keyValuesKept: 1)
+        XCTAssertEqual(s, .removed(withKeyValues, stores: stores), "the key-value counts join once the move is made")
         XCTAssertEqual(s.step, .announce)
         XCTAssertEqual(s.stores, stores, "where the DID_CHANGE goes outlives the local stores")
         XCTAssertFalse(s.isDone)
         XCTAssertThrowsError(try s.removed())
         try s.announced()
-        XCTAssertEqual(s, .done(counts))
+        XCTAssertEqual(s, .done(withKeyValues))
         XCTAssertEqual(s.step, .none)
         XCTAssertTrue(s.isDone)
-        XCTAssertEqual(s.counts, counts)
+        XCTAssertEqual(s.counts, withKeyValues)
         XCTAssertEqual(s.stores, [])
         XCTAssertThrowsError(try s.copied(counts, into: stores))
         XCTAssertThrowsError(try s.removed())
@@ -122,19 +123,23 @@ final class ImportJobTests: XCTestCase {
         let pending = try c.pendingImports()
         XCTAssertEqual(pending.map(\.id), [job.id])
         XCTAssertEqual(pending.first?.state, .imported(counts, stores: stores))
-        try c.advance(job, to: .removed(counts, stores: stores))
+        var removed = counts
+        removed.keyValuesMoved = 3
+        removed.keyValuesKept = 2
+        try c.advance(job, to: .removed(removed, stores: stores))
         c.close()
         c = try Credentials(root: dir.path)
         defer { c.close() }
-        XCTAssertEqual(try c.pendingImports().first?.state, .removed(counts, stores: stores), "a restart announces to the stores recorded")
+        XCTAssertEqual(try c.pendingImports().first?.state, .removed(removed, stores: stores),
+                       "a restart announces to the stores recorded, with the key-value counts")
         XCTAssertNotNil(c.localDevice("phone"), "registered until the job is done")
 
-        try c.advance(job, to: .done(counts))
+        try c.advance(job, to: .done(removed))
         XCTAssertEqual(try c.pendingImports(), [])
         XCTAssertNil(c.localDevice("phone"))
         // a retried SignIn into the same account gets the done job (its counts); another account nothing
         guard case .existing(let done) = try c.beginImport(deviceID: "phone", secret: secret, account: "acct") else { return XCTFail("done job") }
-        XCTAssertEqual(done.state, .done(counts))
+        XCTAssertEqual(done.state, .done(removed))
         XCTAssertEqual(try c.beginImport(deviceID: "phone", secret: secret, account: "other"), .nothingToImport)
     }
 }

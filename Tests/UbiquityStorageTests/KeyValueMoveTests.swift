@@ -39,6 +39,7 @@ final class KeyValueMoveTests: StorageTestCase, @unchecked Sendable {
         let m = try kv.moveLocalEntries(from: "local-1", to: "acct")
         XCTAssertEqual(m.written.map(\.key), ["seeded"])
         XCTAssertEqual(m.kept, ["theme"])
+        XCTAssertEqual(m.counts, .init(moved: 1, kept: 1))
         XCTAssertEqual(try kv.get(account: "acct", key: "theme")?.value, Array("dark".utf8))
         XCTAssertEqual(try kv.get(account: "acct", key: "seeded")?.author, "phone")
         let changes = try kv.changes(account: "acct", after: before, limit: 10)
@@ -50,10 +51,41 @@ final class KeyValueMoveTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(try kv.position(account: "local-1").seq, 0)
         let again = try kv.moveLocalEntries(from: "local-1", to: "acct")
         XCTAssertEqual(again.written, [])
-        XCTAssertEqual(try kv.position(account: "acct").seq, m.seq)
+        XCTAssertEqual(again.counts, .init(moved: 1, kept: 1), "a redo reports what the move did (the SignIn's counts after a kill)")
+        kv.close()
+        let reopened = try open()
+        defer { reopened.close() }
+        XCTAssertEqual(try reopened.moveLocalEntries(from: "local-1", to: "acct").counts, .init(moved: 1, kept: 1), "recorded on disk")
+        XCTAssertEqual(try reopened.position(account: "acct").seq, m.seq)
         // a device's write afterwards is a write again
-        _ = try kv.set(account: "acct", key: "seeded", value: [2], condition: .none, author: "tablet")
-        XCTAssertEqual(try kv.changes(account: "acct", after: m.seq, limit: 10).map(\.origin), [.write])
+        _ = try reopened.set(account: "acct", key: "seeded", value: [2], condition: .none, author: "tablet")
+        XCTAssertEqual(try reopened.changes(account: "acct", after: m.seq, limit: 10).map(\.origin), [.write])
+    }
+
+    func testAWriteToTheLocalEntriesAfterTheMoveIsRefusedAndWritesNothing() throws {
+        let kv = try open()
+        defer { kv.close() }
+        _ = try kv.set(account: "local-1", key: "early", value: [1], condition: .none, author: "phone")
+        let m = try kv.moveLocalEntries(from: "local-1", to: "acct")
+        XCTAssertEqual(m.counts, .init(moved: 1, kept: 0))
+        let position = try kv.position(account: "acct")
+        // a write that was authenticated before the move revoked its session, committing after it
+        XCTAssertEqual(try kv.set(account: "local-1", key: "late", value: [2], condition: .none, author: "phone"), .movedAway)
+        XCTAssertEqual(try kv.set(account: "local-1", key: "early", value: [3], condition: .version(1), author: "phone"), .movedAway)
+        XCTAssertEqual(try kv.delete(account: "local-1", key: "early", condition: .none, author: "phone"), .movedAway)
+        XCTAssertEqual(try kv.changes(account: "local-1", after: 0, limit: 10), [], "nothing written where nobody reads")
+        XCTAssertEqual(try kv.position(account: "local-1").seq, 0)
+        XCTAssertEqual(try kv.position(account: "acct").seq, position.seq, "nor in the account")
+        XCTAssertNil(try kv.get(account: "acct", key: "late"))
+        // a device with no local entries is sealed all the same: its racing write is its first
+        _ = try kv.moveLocalEntries(from: "local-2", to: "acct")
+        XCTAssertEqual(try kv.set(account: "local-2", key: "k", value: [], condition: .none, author: ""), .movedAway)
+        // the account itself, and any other, writes as before
+        XCTAssertEqual(written(try kv.set(account: "acct", key: "late", value: [2], condition: .none, author: "phone"))?.version, 1)
+        XCTAssertNotNil(written(try kv.set(account: "local-3", key: "k", value: [], condition: .none, author: "")))
+        // deleting the account forgets the record with the rest
+        try kv.removeAccount("acct")
+        XCTAssertNotNil(written(try kv.set(account: "local-1", key: "k", value: [], condition: .none, author: "")))
     }
 
     func testQuotasArePlannedAndTheMoveNeverDropsAKey() throws {
@@ -75,16 +107,10 @@ final class KeyValueMoveTests: StorageTestCase, @unchecked Sendable {
     }
 
     func testAFileFromBeforeTheMoveGainsItsColumns() throws {
-        let path = dir + "/keyvalue.sqlite"
-        let c = try Connection(path: path, readOnly: false, vfs: nil, busyTimeoutMS: 5000)
-        try c.exec("""
-            CREATE TABLE ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
-                deleted INTEGER NOT NULL, author TEXT NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY(account, key)) WITHOUT ROWID;
-            CREATE TABLE ubq_kv_accounts(account TEXT PRIMARY KEY, seq INTEGER NOT NULL, keys INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID;
+        try makeFileFromBeforeTheImport(dir + "/keyvalue.sqlite", rows: """
             INSERT INTO ubq_kv VALUES ('a', 'k', x'01', 1, 1, 0, 'd', 5);
             INSERT INTO ubq_kv_accounts VALUES ('a', 1, 1, 2);
             """)
-        c.close()
         let kv = try open()
         defer { kv.close() }
         XCTAssertEqual(try kv.get(account: "a", key: "k")?.origin, .write)
@@ -127,4 +153,50 @@ final class KeyValueTrimTests: StorageTestCase, @unchecked Sendable {
         XCTAssertEqual(fresh.version, 3, "a key set anew in an account that trimmed starts above every trimmed version")
         XCTAssertEqual(try kv.position(account: "a").usage.keys, 3, "usage counts set keys only; trimming changes nothing it counts")
     }
+
+    /// Its cost scales with what it trims: every statement of the trim reads the tombstone index,
+    /// none scans the table (the pass it replaced scanned every entry of every account).
+    func testTheTrimReadsTheTombstoneIndexNotTheTable() throws {
+        let path = dir + "/keyvalue.sqlite"
+        let kv = try KeyValueStore(path: path)
+        kv.close()
+        let c = try Connection(path: path, readOnly: true, vfs: nil, busyTimeoutMS: 5000)
+        defer { c.close() }
+        for sql in KeyValueStore.trimStatements {
+            var plan: [String] = []
+            try c.query("EXPLAIN QUERY PLAN " + sql, [.integer(0)]) { plan.append($0.text(3)) }
+            XCTAssertTrue(plan.contains { $0.contains("COVERING INDEX ubq_kv_tombstones") }, "\(sql): \(plan)")
+            XCTAssertFalse(plan.contains { $0.hasPrefix("SCAN") }, "\(sql): \(plan)")
+        }
+    }
+
+    func testAFileFromBeforeTheTombstoneIndexGainsIt() throws {
+        let path = dir + "/keyvalue.sqlite"
+        try makeFileFromBeforeTheImport(path, rows: """
+            INSERT INTO ubq_kv VALUES ('a', 'gone', x'', 2, 2, 1, 'd', 5);
+            INSERT INTO ubq_kv_accounts VALUES ('a', 2, 0, 0);
+            """)
+        let kv = try KeyValueStore(path: path)
+        defer { kv.close() }
+        XCTAssertEqual(try kv.trimTombstones(before: 6), 1)
+        XCTAssertEqual(try kv.trimFloor(account: "a"), 2)
+    }
+
+    private func written(_ o: KeyValueStore.WriteOutcome) -> KeyValueStore.Entry? {
+        if case .written(let e) = o { return e }
+        XCTFail("expected a write, got \(o)")
+        return nil
+    }
+}
+
+/// A key-value file as servers wrote it before the first-sign-in import and the tombstone trim
+/// (no `origin`, `trimmed*`, tombstone index or move records), holding `rows`.
+private func makeFileFromBeforeTheImport(_ path: String, rows: String) throws {
+    let c = try Connection(path: path, readOnly: false, vfs: nil, busyTimeoutMS: 5000)
+    defer { c.close() }
+    try c.exec("""
+        CREATE TABLE ubq_kv(account TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL, seq INTEGER NOT NULL,
+            deleted INTEGER NOT NULL, author TEXT NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY(account, key)) WITHOUT ROWID;
+        CREATE TABLE ubq_kv_accounts(account TEXT PRIMARY KEY, seq INTEGER NOT NULL, keys INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID;
+        """ + rows)
 }

@@ -228,6 +228,11 @@ def test_malformed_keys_are_refused_and_change_nothing(client, server, key, why)
         code, msg, reason, violations, _ = error_of(err)
         assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_KEY")
         assert why in msg and violations[0].field == "key"
+    if key:
+        # a List prefix no key can start with is refused too, not answered with an empty page
+        code, msg, reason, violations, _ = error_of(refused(kv_list, client, prefix=key))
+        assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "BAD_KEY")
+        assert why in msg and violations[0].field == "prefix"
     after = kv_list(client).usage
     assert (after.keys, after.bytes) == (before.keys, before.bytes)
     ping_ok(server.address)
@@ -623,11 +628,27 @@ def test_first_sign_in_moves_the_devices_local_keys_into_the_account_as_an_accou
     try:
         assert live.caught_up()[-1].HasField("caught_up")
         signed = tenant.accounts.SignIn(ac.SignInRequest(api_key=tenant.api_key, device_id="phone", local_device_secret=phone.secret), timeout=60)
-        change = live.until(lambda r: r.HasField("key_value_change"))[-1].key_value_change
+        seen: dict[str, ch.SubscribeResponse] = {}
+
+        def both_seen(r: ch.SubscribeResponse) -> bool:
+            if r.HasField("key_value_change") or (r.HasField("store_event") and r.store_event.phase == ch.StoreEvent.PHASE_DID_CHANGE):
+                seen.setdefault(r.WhichOneof("event"), r)
+            return len(seen) == 2
+
+        live.until(both_seen)
+        change = seen["key_value_change"].key_value_change
         # the account's value wins for a key both have; the device's other keys move in
         assert (change.key, change.value, change.reason, change.author, change.version) == ("seeded", b"1", ACCOUNT_CHANGE, "phone", 1)
+        # the import's DID_CHANGE counts the keys too: one moved, one kept as the account had it
+        did = seen["store_event"].store_event
+        assert did.transition == ch.StoreEvent.TRANSITION_INITIAL_IMPORT_COMPLETED and did.phase == ch.StoreEvent.PHASE_DID_CHANGE
+        assert (did.import_counts.key_values_moved, did.import_counts.key_values_kept) == (1, 1)
     finally:
         live.cancel()
+    # and so does the SignIn (a device with local keys and no local store has an import too)
+    assert signed.HasField("local_import")
+    assert (signed.local_import.key_values_moved, signed.local_import.key_values_kept) == (1, 1)
+    assert (signed.local_import.inserted, signed.local_import.merged) == (0, 0)
     session = bearer(signed.session_token)
     listed = stub.List(kv.KeyValueListRequest(), metadata=session, timeout=TIMEOUT)
     assert {e.key: e.value for e in listed.entries} == {"theme": b"dark", "seeded": b"1"}
@@ -643,6 +664,37 @@ def test_first_sign_in_moves_the_devices_local_keys_into_the_account_as_an_accou
     retried = tenant.accounts.SignIn(ac.SignInRequest(api_key=tenant.api_key, device_id="phone", local_device_secret=phone.secret), timeout=60)
     again = stub.List(kv.KeyValueListRequest(), metadata=bearer(retried.session_token), timeout=TIMEOUT)
     assert again.feed_token == listed.feed_token
+    assert retried.local_import == signed.local_import
+
+
+def test_a_local_write_racing_the_first_sign_in_is_refused_never_lost(start_server, raw, monkeypatch):
+    """A local Set authenticated just before the import revoked its session, and committing after
+    the import moved the local keys, would land in entries nobody reads again. The server's test
+    sequence points (UBIQUITYD_TEST_SEQUENCE) put the calls in exactly that order: the write
+    passes authentication, the SignIn begins the import and moves the keys, then the write
+    commits. It must fail with SESSION_REVOKED and write nothing; written again with the account's
+    session it lands in the account."""
+    # the device's second Set is the racing one (its first sets "early" before the sign-in)
+    monkeypatch.setenv("UBIQUITYD_TEST_SEQUENCE", "kv.set.authorized:2,import.begin,import.kv.moved,kv.set.write:2")
+    srv = start_server(args=["--local-stores"], name="kvimport-race")
+    monkeypatch.delenv("UBIQUITYD_TEST_SEQUENCE")
+    channel = raw(srv)
+    tenant = Tenant(srv, channel, "family")
+    phone, stub = _local_device_with_keys(srv, channel, "phone", {"early": b"1"})
+    late = stub.Set.future(kv.KeyValueSetRequest(key="late", value=b"2", author="phone"), metadata=phone.md, timeout=60)
+    signed = tenant.accounts.SignIn(ac.SignInRequest(api_key=tenant.api_key, device_id="phone", local_device_secret=phone.secret), timeout=60)
+    with pytest.raises(grpc.RpcError) as e:
+        late.result()
+    code, msg, reason, _, _ = error_of(e.value)
+    assert (code, reason) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REVOKED"), msg
+    assert "nothing was written" in msg and "SignIn" in msg
+    session = bearer(signed.session_token)
+    listed = stub.List(kv.KeyValueListRequest(), metadata=session, timeout=TIMEOUT)
+    assert {x.key: x.value for x in listed.entries} == {"early": b"1"}
+    assert (signed.local_import.key_values_moved, signed.local_import.key_values_kept) == (1, 0)
+    # the device writes it again as the account: now it is the account's
+    assert stub.Set(kv.KeyValueSetRequest(key="late", value=b"2", author="phone"), metadata=session, timeout=TIMEOUT).version == 1
+    assert {x.key for x in stub.List(kv.KeyValueListRequest(), metadata=session, timeout=TIMEOUT).entries} == {"early", "late"}
 
 
 def test_first_sign_in_whose_local_keys_would_exceed_the_accounts_quota_is_refused_and_changes_nothing(start_server, raw):

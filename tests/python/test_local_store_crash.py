@@ -44,6 +44,9 @@ EXPECTED_EXTRA = ["eve@x", "fay@x", "gus@x"]
 EXPECTED_COUNTS = (9, 1, 0)  # Ann, Bob, 4 notes, Eve, Fay, Gus inserted; Cy merged
 # the account had "theme" = dark; the device "theme" = light, "seeded", "zoom" (and "tmp", deleted)
 EXPECTED_KEY_VALUES = {"theme": b"dark", "seeded": b"1", "zoom": b"2"}
+# ImportCounts' key_values_moved, key_values_kept: "seeded" and "zoom" moved, "theme" kept the
+# account's value — reported even when the kill fell between the move and the job's next state
+EXPECTED_KEY_VALUE_COUNTS = (2, 1)
 ACCOUNT_CHANGE = ch.KeyValueChange.REASON_ACCOUNT_CHANGE
 
 
@@ -94,6 +97,7 @@ def check_announced(channel, session, ids: dict[str, str], notes_token: bytes, k
         assert kinds.index("store_event") > kinds.index("transactions"), f"{name}: the DID_CHANGE comes after the import: {kinds}"
         c = dids[0].import_counts
         assert (c.inserted, c.merged, c.deduplicated) == EXPECTED_COUNTS and not dids[0].using_local_storage
+        assert (c.key_values_moved, c.key_values_kept) == EXPECTED_KEY_VALUE_COUNTS, name
     got = replay_until_caught_up(channel, session, ch.SubscribeRequest(key_values=ch.KeyValueSubscription(), **{"from": ch.StartPoint(token=kv_token)}))
     changes = [r.key_value_change for r in got if r.HasField("key_value_change")]
     assert sorted((c.key, c.value, c.reason, c.author) for c in changes) == [
@@ -107,6 +111,7 @@ def check_imported(srv, channel, api_key: str, secret: str, notes_token: bytes, 
     signed = accounts.SignIn(ac.SignInRequest(api_key=api_key, device_id="phone", local_device_secret=secret), timeout=60)
     c = signed.local_import
     assert (c.inserted, c.merged, c.deduplicated) == EXPECTED_COUNTS
+    assert (c.key_values_moved, c.key_values_kept) == EXPECTED_KEY_VALUE_COUNTS
     session = bearer(signed.session_token)
     stores = stg.StoresStub(channel)
     ids = {s.name: s.store_id for s in stores.ListStores(st.ListStoresRequest(), metadata=session, timeout=30).stores}

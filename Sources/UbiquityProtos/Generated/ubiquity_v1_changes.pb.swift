@@ -771,6 +771,15 @@ public nonisolated struct Ubiquity_V1_ImportCounts: Sendable {
   /// Duplicates removed.
   public var deduplicated: Int64 = 0
 
+  /// The device's local key-value entries set in the account (keys it did not have set), each
+  /// sent on the account's key-value feed with reason ACCOUNT_CHANGE (docs/keyvalue.md "First
+  /// sign-in"). 0 on events recorded before key-value entries were counted.
+  public var keyValuesMoved: Int64 = 0
+
+  /// The device's local key-value entries of keys the account already had set: the account's
+  /// value was kept and the device's dropped (the account's value is the truth).
+  public var keyValuesKept: Int64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1952,7 +1961,7 @@ nonisolated extension Ubiquity_V1_StoreEventAcknowledgement: SwiftProtobuf.Messa
 
 nonisolated extension Ubiquity_V1_ImportCounts: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ImportCounts"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}inserted\0\u{1}merged\0\u{1}deduplicated\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}inserted\0\u{1}merged\0\u{1}deduplicated\0\u{3}key_values_moved\0\u{3}key_values_kept\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1963,6 +1972,8 @@ nonisolated extension Ubiquity_V1_ImportCounts: SwiftProtobuf.Message, SwiftProt
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.inserted) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.merged) }()
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.deduplicated) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.keyValuesMoved) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.keyValuesKept) }()
       default: break
       }
     }
@@ -1978,6 +1989,12 @@ nonisolated extension Ubiquity_V1_ImportCounts: SwiftProtobuf.Message, SwiftProt
     if self.deduplicated != 0 {
       try visitor.visitSingularInt64Field(value: self.deduplicated, fieldNumber: 3)
     }
+    if self.keyValuesMoved != 0 {
+      try visitor.visitSingularInt64Field(value: self.keyValuesMoved, fieldNumber: 4)
+    }
+    if self.keyValuesKept != 0 {
+      try visitor.visitSingularInt64Field(value: self.keyValuesKept, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1985,6 +2002,8 @@ nonisolated extension Ubiquity_V1_ImportCounts: SwiftProtobuf.Message, SwiftProt
     if lhs.inserted != rhs.inserted {return false}
     if lhs.merged != rhs.merged {return false}
     if lhs.deduplicated != rhs.deduplicated {return false}
+    if lhs.keyValuesMoved != rhs.keyValuesMoved {return false}
+    if lhs.keyValuesKept != rhs.keyValuesKept {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

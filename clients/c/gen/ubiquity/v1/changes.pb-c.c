@@ -2759,7 +2759,7 @@ const ProtobufCMessageDescriptor ubiquity__v1__store_event_acknowledgement__desc
   (ProtobufCMessageInit) ubiquity__v1__store_event_acknowledgement__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__import_counts__field_descriptors[3] =
+static const ProtobufCFieldDescriptor ubiquity__v1__import_counts__field_descriptors[5] =
 {
   {
     "inserted",
@@ -2797,16 +2797,42 @@ static const ProtobufCFieldDescriptor ubiquity__v1__import_counts__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "key_values_moved",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__ImportCounts, key_values_moved),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key_values_kept",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__ImportCounts, key_values_kept),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned ubiquity__v1__import_counts__field_indices_by_name[] = {
   2,   /* field[2] = deduplicated */
   0,   /* field[0] = inserted */
+  4,   /* field[4] = key_values_kept */
+  3,   /* field[3] = key_values_moved */
   1,   /* field[1] = merged */
 };
 static const ProtobufCIntRange ubiquity__v1__import_counts__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__import_counts__descriptor =
 {
@@ -2816,7 +2842,7 @@ const ProtobufCMessageDescriptor ubiquity__v1__import_counts__descriptor =
   "Ubiquity__V1__ImportCounts",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__ImportCounts),
-  3,
+  5,
   ubiquity__v1__import_counts__field_descriptors,
   ubiquity__v1__import_counts__field_indices_by_name,
   1,  ubiquity__v1__import_counts__number_ranges,

@@ -706,10 +706,21 @@ struct  Ubiquity__V1__ImportCounts
    * Duplicates removed.
    */
   int64_t deduplicated;
+  /*
+   * The device's local key-value entries set in the account (keys it did not have set), each
+   * sent on the account's key-value feed with reason ACCOUNT_CHANGE (docs/keyvalue.md "First
+   * sign-in"). 0 on events recorded before key-value entries were counted.
+   */
+  int64_t key_values_moved;
+  /*
+   * The device's local key-value entries of keys the account already had set: the account's
+   * value was kept and the device's dropped (the account's value is the truth).
+   */
+  int64_t key_values_kept;
 };
 #define UBIQUITY__V1__IMPORT_COUNTS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__import_counts__descriptor) \
-    , 0, 0, 0 }
+    , 0, 0, 0, 0, 0 }
 
 
 /*

@@ -239,14 +239,18 @@ class StoreEventAcknowledgement(_message.Message):
     def __init__(self, event_token: _Optional[bytes] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ImportCounts(_message.Message):
-    __slots__ = ("inserted", "merged", "deduplicated")
+    __slots__ = ("inserted", "merged", "deduplicated", "key_values_moved", "key_values_kept")
     INSERTED_FIELD_NUMBER: _ClassVar[int]
     MERGED_FIELD_NUMBER: _ClassVar[int]
     DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    KEY_VALUES_MOVED_FIELD_NUMBER: _ClassVar[int]
+    KEY_VALUES_KEPT_FIELD_NUMBER: _ClassVar[int]
     inserted: int
     merged: int
     deduplicated: int
-    def __init__(self, inserted: _Optional[int] = ..., merged: _Optional[int] = ..., deduplicated: _Optional[int] = ...) -> None: ...
+    key_values_moved: int
+    key_values_kept: int
+    def __init__(self, inserted: _Optional[int] = ..., merged: _Optional[int] = ..., deduplicated: _Optional[int] = ..., key_values_moved: _Optional[int] = ..., key_values_kept: _Optional[int] = ...) -> None: ...
 
 class KeyValueChange(_message.Message):
     __slots__ = ("reason", "key", "value", "version", "deleted", "author")
