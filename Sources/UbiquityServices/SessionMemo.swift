@@ -42,7 +42,8 @@ struct SessionMemo: Sendable, Equatable {
 
     /// Byte equality whose time depends on the lengths only, not on where the values differ: a
     /// peer probing another token's bytes on its own connection learns nothing from timing.
-    /// Eight bytes at a time (a session's value is 54 bytes: 6 words and 6 bytes, not 54 steps).
+    /// Eight bytes at a time (a session's value is 33 bytes, 4 words and 1 byte; 54 with a token
+    /// issued before issue 18).
     static func equal(_ a: String, _ b: String) -> Bool {
         a.utf8.withContiguousStorageIfAvailable { x in
             b.utf8.withContiguousStorageIfAvailable { y in
