@@ -8,44 +8,22 @@ import UbiquityStorage
 /// One transition waiting for its contexts: done when every one settled (nothing left to save) or
 /// its deadline passed, whichever comes first.
 final class TransitionWait: Sendable {
-    private struct State {
-        var remaining: Set<UUID>
-        var done = false
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-    private let state: Lock<State>
+    private let remaining: Lock<Set<UUID>>
+    private let gate = DeadlineGate()
 
-    init(_ contexts: Set<UUID>) { state = Lock(State(remaining: contexts)) }
+    init(_ contexts: Set<UUID>) {
+        remaining = Lock(contexts)
+        if contexts.isEmpty { gate.open() }
+    }
 
     func settle(_ id: UUID) {
-        let done = state.withLock { s in s.remaining.remove(id); return s.remaining.isEmpty }
-        if done { finish() }
+        if remaining.withLock({ $0.remove(id); return $0.isEmpty }) { gate.open() }
     }
 
-    func finish() {
-        state.withLock { s -> CheckedContinuation<Void, Never>? in
-            s.done = true
-            defer { s.waiter = nil }
-            return s.waiter
-        }?.resume()
-    }
+    func finish() { gate.open() }
 
     /// Returns once every context settled, or after `seconds`.
-    func wait(seconds: Double) async {
-        let timer = Task { [weak self] in
-            guard (try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))) != nil else { return }
-            self?.finish()
-        }
-        defer { timer.cancel() }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.done || s.remaining.isEmpty { return true }
-                s.waiter = c
-                return false
-            }
-            if now { c.resume() }
-        }
-    }
+    func wait(seconds: Double) async { await gate.wait(seconds: seconds) }
 }
 
 extension ContextRegistry {

@@ -10,28 +10,24 @@ import UbiquityLock
 final class AcknowledgementWait: Sendable {
     let id: UInt64
     private let registry: StoreEventAcks
-    private struct State {
-        var book: AcknowledgementBook
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-    private let state: Lock<State>
+    private let book: Lock<AcknowledgementBook>
+    /// Opened when the book first says proceed.
+    private let gate = DeadlineGate()
 
     fileprivate init(id: UInt64, book: AcknowledgementBook, registry: StoreEventAcks) {
         self.id = id
         self.registry = registry
-        state = Lock(State(book: book))
+        var book = book
+        let action = book.action
+        self.book = Lock(book)
+        if case .proceed = action { gate.open() }
     }
 
     /// Applies an event to the book; once it says proceed, the waiting transition resumes.
     @discardableResult
     fileprivate func apply<R>(_ event: (inout AcknowledgementBook) -> (R, AcknowledgementBook.Action)) -> R {
-        let (result, waiter) = state.withLock { s -> (R, CheckedContinuation<Void, Never>?) in
-            let (r, action) = event(&s.book)
-            guard case .proceed = action else { return (r, nil) }
-            defer { s.waiter = nil }
-            return (r, s.waiter)
-        }
-        waiter?.resume()
+        let (result, action) = book.withLock { event(&$0) }
+        if case .proceed = action { gate.open() }
         return result
     }
 
@@ -43,26 +39,14 @@ final class AcknowledgementWait: Sendable {
     /// Returns once everyone expected acknowledged or went away, or after `seconds`: the outcome.
     @discardableResult
     func wait(seconds: Double) async -> AcknowledgementBook.Outcome {
-        let timer = Task { [weak self] in
-            guard (try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))) != nil else { return }
-            self?.apply { ((), $0.deadlinePassed()) }
-        }
-        defer { timer.cancel() }
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if case .proceed = s.book.action { return true }
-                s.waiter = c
-                return false
-            }
-            if now { c.resume() }
-        }
-        return state.withLock { $0.book.outcome } ?? .acknowledged
+        await gate.wait(seconds: seconds, late: { [weak self] in self?.apply { ((), $0.deadlinePassed()) } })
+        return book.withLock { $0.outcome } ?? .acknowledged
     }
 
     /// The transition is done with it (went on, or failed before waiting).
     func close() { registry.close(id) }
 
-    fileprivate func has(store: UUID) -> Bool { state.withLock { $0.book.events[store] != nil } }
+    fileprivate func has(store: UUID) -> Bool { book.withLock { $0.events[store] != nil } }
 }
 
 /// Every transition's open acknowledgement step (one registry per server, in `Subscriptions`).
