@@ -63,8 +63,8 @@ struct RequestHead {
             // (RFC 7541 §7.1.3), so its bytes come fresh each call: the key is a literal (no
             // lookup of the name, no "-bin" test) and the value is matched against the
             // connection's last one only (the same bytes each call), not scanned for among
-            // the recent metadata strings. Measured gain: docs/benchmarks.md "What
-            // authentication costs" (callgrind, W1).
+            // the recent metadata strings. Measured gain (callgrind, W1): the header callback
+            // 570 → 343 instructions per call (docs/benchmarks.md "What authentication costs").
             metadata.append(lowercased: "authorization", .string(strings.authorization.string(value)))
         } else if NGHTTP2Glue.equal(name, "te") || NGHTTP2Glue.equal(name, "grpc-accept-encoding")
                     || NGHTTP2Glue.equal(name, "connection") || NGHTTP2Glue.equal(name, "host") {

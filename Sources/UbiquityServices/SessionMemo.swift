@@ -8,8 +8,8 @@ import UbiquityGRPC
 ///
 /// Why it keeps no secret the server did not hold already: the peer sends `authorization` on
 /// every call of the connection, and the transport already keeps it per connection (its
-/// `HeaderStrings` interns the 16 most recent metadata strings, so every call's metadata shares
-/// one copy).
+/// `HeaderStrings` keeps the connection's last `authorization` value, so every call's metadata
+/// shares one copy).
 /// The memo is one value per connection, in the connection's `ConnectionLocal`, and goes with
 /// it: no token is kept for a connection that is gone, and none in a table that outlives
 /// connections (which a token → session cache would be). HPACK does not help here: nghttp2's
