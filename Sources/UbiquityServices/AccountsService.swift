@@ -12,6 +12,8 @@ public struct AccountsService: Sendable {
     /// Archive, restore and delete's file work (AccountsService+Lifecycle.swift).
     let transitions: AccountTransitions
     var auth: Authenticator { backend.authenticator }
+    /// ListAccounts' default and largest page (as the key-value store's List).
+    static let defaultAccountsPage = 100, maxAccountsPage = 1000
     /// `--local-stores`: devices not signed in may work in local stores (StartLocalSession).
     public var allowLocalStores = false
 
@@ -64,8 +66,15 @@ public struct AccountsService: Sendable {
 
     func listAccounts(_ req: Ubiquity_V1_ListAccountsRequest, _ call: ServerCall) throws -> Ubiquity_V1_ListAccountsResponse {
         try auth.requireOperator(call.context.metadata)
+        guard req.pageSize <= Self.maxAccountsPage else {
+            throw ServiceError.invalid("page_size", "at most \(Self.maxAccountsPage)", reason: .limitExceeded)
+        }
+        let after = try AccountPageToken.after(req.pageToken)
+        let size = req.pageSize == 0 ? Self.defaultAccountsPage : Int(req.pageSize)
+        let page = auth.credentials.accounts(after: after, limit: size + 1)
         var res = Ubiquity_V1_ListAccountsResponse()
-        res.accounts = auth.credentials.accounts().map(accountMessage)
+        res.accounts = page.prefix(size).map(accountMessage)
+        if page.count > size, let last = page.prefix(size).last { res.nextPageToken = AccountPageToken.make(after: last.id) }
         return res
     }
 

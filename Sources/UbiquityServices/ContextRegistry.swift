@@ -50,13 +50,23 @@ struct PendingUpdate: Sendable {
 /// A context's unsaved changes. `merge(_:)` applies a later set of changes on top (a child's
 /// save into its parent, a call's changes into its context, and a child's view through its
 /// ancestors all use it).
+///
+/// A change to a temporary ID whose insert is in the same set is folded into the insert. One
+/// whose insert is not — an object an ancestor context inserted, changed or deleted in a child,
+/// or a call's changes before they reach their context — is kept in `updated` / `deleted` under
+/// its temporary ID until a merge meets the insert. Whatever reaches a store save without its
+/// insert (the object was deleted before the save) is dropped there, as a change to a deleted
+/// permanent object is.
 struct Pending: Sendable {
     var inserted: [Int64: PendingInsert] = [:]       // by temporary pk
     var insertOrder: [Int64] = []
     var updated: [ObjectID: PendingUpdate] = [:]
-    var deleted: [ObjectID: Int64] = [:]             // object → version read
+    var deleted: [ObjectID: Int64] = [:]             // object → version read (0 for a temporary ID)
 
     var count: Int { inserted.count + updated.count + deleted.count }
+
+    /// The changed and deleted objects that exist in the store (not temporary IDs).
+    var storedIDs: [ObjectID] { (Array(updated.keys) + Array(deleted.keys)).filter { !$0.isTemporary } }
 
     mutating func merge(_ later: Pending) {
         for k in later.insertOrder {
@@ -65,8 +75,7 @@ struct Pending: Sendable {
             inserted[k] = i
         }
         for (id, u) in later.updated {
-            if id.isTemporary {
-                guard var i = inserted[id.pk] else { continue }   // deleted meanwhile
+            if id.isTemporary, var i = inserted[id.pk] {
                 i.values.merge(u.values) { _, new in new }
                 i.relationships.merge(u.relationships) { _, new in new }
                 inserted[id.pk] = i
@@ -79,12 +88,13 @@ struct Pending: Sendable {
             }
         }
         for (id, v) in later.deleted {
-            if id.isTemporary {
+            updated[id] = nil
+            if id.isTemporary, inserted[id.pk] != nil {
+                // inserted and deleted before any save: nothing of it is left to save
                 inserted[id.pk] = nil
                 insertOrder.removeAll { $0 == id.pk }
-            } else {
-                updated[id] = nil
-                if deleted[id] == nil { deleted[id] = v }
+            } else if deleted[id] == nil {
+                deleted[id] = v
             }
         }
     }

@@ -108,7 +108,7 @@ extension ContextsService {
                 return Self.state(box)
             }
             // keep the changes, re-based on the store's current values: they win on save
-            let ids = Array(box.pending.updated.keys) + Array(box.pending.deleted.keys)
+            let ids = box.pending.storedIDs
             let current = ids.isEmpty ? [] : try await store.objects(ids, at: .token(now))
             for (id, o) in zip(ids, current) {
                 if let o {

@@ -119,11 +119,12 @@ extension ContextsService {
             InsertOperation(temporaryID: i.id.uri, entity: i.id.entity, values: i.values,
                             relationships: try i.relationships.mapValues { try $0.map(ref) })
         }
-        s.updates = try p.updated.sorted { $0.key < $1.key }.map { id, u in
+        // temporary IDs left without their insert: objects deleted before this save
+        s.updates = try p.updated.filter { !$0.key.isTemporary }.sorted { $0.key < $1.key }.map { id, u in
             UpdateOperation(objectID: id, expectedVersion: u.baseVersion, values: u.values,
                             relationships: try u.relationships.mapValues { try $0.map(ref) }, snapshot: u.baseValues)
         }
-        s.deletes = p.deleted.sorted { $0.key < $1.key }.map { DeleteOperation(objectID: $0.key, expectedVersion: $0.value) }
+        s.deletes = p.deleted.filter { !$0.key.isTemporary }.sorted { $0.key < $1.key }.map { DeleteOperation(objectID: $0.key, expectedVersion: $0.value) }
         return s
     }
 
@@ -141,7 +142,7 @@ extension ContextsService {
             edits += PendingView.edits(i.id, before: [:], after: i.relationships)
         }
         // updated and deleted objects as stored: what their changes edit
-        let ids = Array(p.updated.keys) + Array(p.deleted.keys)
+        let ids = p.storedIDs
         let stored = ids.isEmpty ? [] : try await store.objects(ids, at: at)
         for (id, o) in zip(ids, stored) {
             guard let o else { continue }

@@ -226,8 +226,12 @@ public final class Credentials: Sendable {
         state.withLock { s in s.accounts[id].flatMap { (s.inactive[id]?.visible ?? true) ? $0 : nil } }
     }
     /// Every visible account, by ID.
-    public func accounts() -> [AccountRecord] {
-        state.withLock { s in s.accounts.values.filter { s.inactive[$0.id]?.visible ?? true }.sorted { $0.id < $1.id } }
+    /// Up to `limit` listed accounts whose ID sorts after `after` (nil: from the first), in ID order.
+    public func accounts(after: String?, limit: Int) -> [AccountRecord] {
+        state.withLock { s in
+            s.accounts.values.filter { a in (after.map { a.id > $0 } ?? true) && (s.inactive[a.id]?.visible ?? true) }
+                .sorted { $0.id < $1.id }.prefix(limit).map { $0 }
+        }
     }
 
     // MARK: API keys

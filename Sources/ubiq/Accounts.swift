@@ -97,8 +97,13 @@ struct AccountCommand: AsyncParsableCommand {
         @OptionGroup var server: ServerOptions
         @OptionGroup var op: OperatorOptions
         func run() async throws {
-            let r = try await op.call(server, "Accounts/ListAccounts", Ubiquity_V1_ListAccountsRequest(), Ubiquity_V1_ListAccountsResponse.self)
-            for a in r.accounts { print(AccountCommand.show(a)) }
+            var req = Ubiquity_V1_ListAccountsRequest()
+            req.pageSize = 1000
+            repeat {
+                let r = try await op.call(server, "Accounts/ListAccounts", req, Ubiquity_V1_ListAccountsResponse.self)
+                for a in r.accounts { print(AccountCommand.show(a)) }
+                req.pageToken = r.nextPageToken
+            } while !req.pageToken.isEmpty
         }
     }
     struct Get: AsyncParsableCommand {

@@ -91,7 +91,8 @@ final class AccountLifecycleTests: StorageTestCase, @unchecked Sendable {
         try c.finishTransition(account: "b")
         _ = try c.beginTransition(.delete, account: "d")
         XCTAssertNil(c.account("d"), "a tombstone is invisible at once")
-        XCTAssertEqual(c.accounts().map(\.id), ["a", "b"])
+        XCTAssertEqual(c.accounts(after: nil, limit: 10).map(\.id), ["a", "b"])
+        XCTAssertEqual(c.accounts(after: "a", limit: 10).map(\.id), ["b"], "a page starts after its token's ID")
         c.close()
 
         c = try Credentials(root: dir)

@@ -178,6 +178,42 @@ def test_operator_rpcs_need_the_operator_key(start_server, raw):
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "api_key" in e.details()
 
 
+def test_list_accounts_pages_in_id_order_and_refuses_bad_pages(start_server, raw):
+    srv = start_server(name="accounts-pages")
+    stub = acg.AccountsStub(raw(srv))
+    ops = bearer(srv.operator_key)
+    made = [stub.CreateAccount(ac.CreateAccountRequest(display_name=f"a{i}"), metadata=ops, timeout=30).account_id
+            for i in range(7)]
+
+    def pages(size, deleting=None):
+        seen, token, sizes = [], "", []
+        while True:
+            r = stub.ListAccounts(ac.ListAccountsRequest(page_size=size, page_token=token), metadata=ops, timeout=30)
+            seen += [a.account_id for a in r.accounts]
+            sizes.append(len(r.accounts))
+            if deleting and len(sizes) == 1:
+                stub.DeleteAccount(ac.DeleteAccountRequest(account_id=deleting), metadata=ops, timeout=60)
+            token = r.next_page_token
+            if not token:
+                return seen, sizes
+
+    everyone = sorted(made + ["default"])
+    assert pages(3) == (everyone, [3, 3, 2])
+    assert pages(4) == (everyone, [4, 4]), "a last full page has no next token"
+    assert pages(0) == (everyone, [8]), "0 is the default page (100)"
+    # an account deleted while a client pages: nobody else is skipped or listed twice
+    gone = everyone[5]
+    seen, _ = pages(3, deleting=gone)
+    assert seen == [a for a in everyone if a != gone]
+
+    for req, field in [(ac.ListAccountsRequest(page_size=1001), "page_size"),
+                       (ac.ListAccountsRequest(page_token="not a token"), "page_token"),
+                       (ac.ListAccountsRequest(page_token="p1."), "page_token"),
+                       (ac.ListAccountsRequest(page_token="p1.a/b"), "page_token")]:
+        e = failure(stub.ListAccounts, req, metadata=ops, timeout=30)
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and field in e.details(), e
+
+
 def test_failed_sign_ins_say_nothing_about_the_key_and_are_rate_limited(start_server, raw):
     srv = start_server(name="accounts-limits")
     c = raw(srv)

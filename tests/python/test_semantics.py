@@ -170,6 +170,38 @@ def test_context_fetch_sees_the_inverse_side_of_pending_relationship_changes(cli
     assert stored == {"Carol": [], "Dave": [saved.result.permanent_ids[new_note]]}
 
 
+def test_updates_and_deletes_of_pending_inserts_are_saved_from_the_context_and_from_a_child(client):
+    # Contexts.Update on an insert's temporary ID answered OK and dropped the change, in the
+    # inserting context and in a child (the C client's scenario found it)
+    sid = client.open(model=person_model())
+    (carol,) = client.insert_people(sid, [{"name": "Carol"}])
+    cid = context(client, sid)
+    ins = client.contexts.Insert(cx.ContextInsertRequest(context_id=cid, inserts=[
+        ob.Insert(temporary_id="a", entity="Note", values={"title": v("draft a")}),
+        ob.Insert(temporary_id="b", entity="Note", values={"title": v("draft b")}),
+        ob.Insert(temporary_id="c", entity="Note", values={"title": v("draft c")})]), timeout=30)
+    a, b, c = ins.object_ids["a"], ins.object_ids["b"], ins.object_ids["c"]
+    client.contexts.Update(cx.ContextUpdateRequest(context_id=cid, updates=[
+        ob.Update(object_id=a, values={"title": v("final a")}, relationships={"owner": ref(carol)})]), timeout=30)
+    child = client.contexts.CreateContext(cx.CreateContextRequest(parent_context_id=cid), timeout=30).context_id
+    client.contexts.Update(cx.ContextUpdateRequest(context_id=child, updates=[
+        ob.Update(object_id=b, values={"title": v("final b")})]), timeout=30)
+    client.contexts.Delete(cx.ContextDeleteRequest(context_id=child, object_ids=[c]), timeout=30)
+
+    def titles(context_id):
+        got = client.contexts.Fetch(cx.ContextFetchRequest(context_id=context_id, fetch=ob.FetchSpec(entity="Note")), timeout=30)
+        return sorted(unpack(o.values["title"]) for o in got.objects)
+
+    assert titles(child) == ["final a", "final b"]
+    assert titles(cid) == ["draft b", "draft c", "final a"], "the parent sees the child's changes only once it saves"
+    client.contexts.Save(cx.ContextSaveRequest(context_id=child), timeout=30)
+    assert titles(cid) == ["final a", "final b"]
+    saved = client.contexts.Save(cx.ContextSaveRequest(context_id=cid), timeout=30)
+    stored = {unpack(o.values["title"]): list(o.relationships["owner"].object_ids) for o in client.fetch(sid, "Note").objects}
+    assert stored == {"final a": [carol], "final b": []}
+    assert set(saved.result.permanent_ids) == {a, b}
+
+
 # also: NO_MODEL on every write path, request paths in save issues, a column stated once
 
 def test_writes_into_a_store_without_a_model_are_no_model(client):

@@ -25,6 +25,7 @@
 
 #include "google/rpc/error_details.pb-c.h"
 #include "google/rpc/status.pb-c.h"
+#include "ubiquity/v1/accounts.pb-c.h"
 #include "ubiquity/v1/admin.pb-c.h"
 #include "ubiquity/v1/changes.pb-c.h"
 #include "ubiquity/v1/contexts.pb-c.h"
@@ -172,6 +173,46 @@ ubq_error *ubq_admin_backup(ubq_client *client, const char *directory, const cha
 ubq_error *ubq_admin_restore_store(ubq_client *client, const char *directory, const char *store_id,
                                    bool replace_existing, Ubiquity__V1__RestoreStoreResponse **out);
 
+/* ---- Accounts: the operator calls (accounts.proto, docs/accounts.md) ---------------------------
+ * For a client connected with options.bearer_token = the operator key (<data-dir>/operator.key);
+ * a session is refused (UNAUTHENTICATED). Each *out is the caller's: free it with
+ * ubq_message_free; `out` may be NULL. Strings passed in are borrowed for the call. */
+/* A new account with a server-generated ID (out->account_id); display_name may be NULL. */
+ubq_error *ubq_create_account(ubq_client *client, const char *display_name, Ubiquity__V1__Account **out);
+/* One account (NOT_FOUND if none, or deleted). */
+ubq_error *ubq_get_account(ubq_client *client, const char *account_id, Ubiquity__V1__Account **out);
+/* One page of the accounts, ordered by ID: page_size 0 is the server's default (100), at most
+ * 1,000; page_token NULL or "" for the first page, else the previous page's
+ * out->next_page_token (copy it before freeing that page). out->next_page_token is "" after the
+ * last page. *out is the caller's: ubq_message_free. */
+ubq_error *ubq_list_accounts(ubq_client *client, uint32_t page_size, const char *page_token,
+                             Ubiquity__V1__ListAccountsResponse **out);
+
+typedef struct ubq_api_key_options {
+    /* What the key's sessions may do; 0: read-write. READ_ONLY: writes answer PERMISSION_DENIED
+     * SCOPE_EXCEEDED; ONE_STORE: only the store `store_name`. */
+    Ubiquity__V1__ApiKeyScope scope;
+    const char *store_name;   /* for UBIQUITY__V1__API_KEY_SCOPE__API_KEY_SCOPE_ONE_STORE */
+    const char *label;
+} ubq_api_key_options;
+/* A new API key for `account_id`; out->secret ("ubk_…", the only time it is shown: it goes to
+ * ubq_client_options.api_key) and out->key (its ID, scope, …). `options` may be NULL. */
+ubq_error *ubq_create_api_key(ubq_client *client, const char *account_id, const ubq_api_key_options *options,
+                              Ubiquity__V1__CreateApiKeyResponse **out);
+/* Revokes a key (its ApiKey.key_id): it no longer signs in, and its sessions end
+ * (out->sessions_revoked). */
+ubq_error *ubq_revoke_api_key(ubq_client *client, const char *key_id, Ubiquity__V1__RevokeApiKeyResponse **out);
+/* Archives an account: its sessions end (its feeds hear WILL_CHANGE / DID_CHANGE(ACCOUNT_REMOVED)
+ * first), its stores are kept and served to nobody, its keys do not sign in. out: ARCHIVED.
+ * FAILED_PRECONDITION ACCOUNT_ARCHIVED / ACCOUNT_BUSY / DEFAULT_ACCOUNT. */
+ubq_error *ubq_archive_account(ubq_client *client, const char *account_id, Ubiquity__V1__Account **out);
+/* Brings an archived account back unchanged; its keys sign in again. out: ACTIVE. ALREADY_EXISTS
+ * ACCOUNT_NOT_ARCHIVED for an active one. */
+ubq_error *ubq_restore_account(ubq_client *client, const char *account_id, Ubiquity__V1__Account **out);
+/* "Start over": removes the account and everything of it (stores, archive, key-value entries,
+ * keys, sessions); out says what was removed. FAILED_PRECONDITION DEFAULT_ACCOUNT for "default". */
+ubq_error *ubq_delete_account(ubq_client *client, const char *account_id, Ubiquity__V1__DeleteAccountResponse **out);
+
 /* ---- values -------------------------------------------------------------------------------- */
 
 /*
@@ -238,6 +279,21 @@ typedef struct ubq_fetch_options {
     Ubiquity__V1__ResultType result_type;  /* 0: objects */
     ProtobufCBinaryData at;            /* read at this token; {0, NULL}: current */
     int32_t batch_size;                /* ubq_fetch_stream: objects per batch; 0: the server's default */
+    /* UBIQUITY__V1__RESULT_TYPE__RESULT_TYPE_DICTIONARIES (results->rows; UBQ_GET(row, values, k)):
+     * NULL-terminated key paths to return, or aggregates written "alias = fn:(keyPath)" with fn
+     * count, sum, min, max or average ("n = count:(SELF)"); NULL: every attribute. */
+    const char *const *properties;
+    const char *const *group_by;       /* NULL-terminated key paths to group rows by */
+    const char *having;                /* with group_by: a predicate over the groups ("n > 1") */
+    bool distinct;                     /* dictionaries: drop duplicate rows */
+    /* NULL-terminated relationship key paths whose destinations come with the results
+     * (results->prefetched). */
+    const char *const *prefetch;
+    bool excludes_subentities;         /* leave out objects of sub-entities */
+    bool sort_case_insensitive;        /* every sort key compares strings ignoring case */
+    /* ubq_fetch and ubq_fetch_stream: a read-your-writes fence, UNAVAILABLE GENERATION_NOT_REACHED
+     * unless the store has reached this generation (a save's result->generation); 0: none. */
+    int64_t minimum_generation;
 } ubq_fetch_options;
 
 /* Fetch objects of `entity`; `options` may be NULL. Free *out with ubq_message_free; out->token
@@ -270,6 +326,12 @@ void ubq_changes_insert(ubq_changes *c, const char *temporary_id, const char *en
 /* New values for an existing object; expected_version < 0: no optimistic-locking check. */
 void ubq_changes_update(ubq_changes *c, const char *object_id, const ubq_values *values, int64_t expected_version);
 void ubq_changes_delete(ubq_changes *c, const char *object_id, int64_t expected_version);
+/* Sets relationship `name` of `from` to `targets` (NULL-terminated; NULL or empty: no target),
+ * replacing its whole set (zero or one target for a to-one). `from` is the temporary ID of an
+ * insert in these changes, else an object ID (its update in these changes, or a new one with no
+ * values). Each target that is the temporary ID of an insert already in these changes points at
+ * that insert; any other is an object ID. Copied, like everything given to the changes. */
+void ubq_changes_relate(ubq_changes *c, const char *from, const char *name, const char *const *targets);
 
 typedef struct ubq_save_options {
     Ubiquity__V1__MergePolicy merge_policy;  /* 0: the server's default (error) */
@@ -396,6 +458,10 @@ const char *ubq_context_id(const ubq_context *ctx);
 ubq_error *ubq_context_insert(ubq_context *ctx, const char *entity, const ubq_values *values, char **object_id);
 ubq_error *ubq_context_update(ubq_context *ctx, const char *object_id, const ubq_values *values);
 ubq_error *ubq_context_delete(ubq_context *ctx, const char *object_id);
+/* Sets relationship `name` of `object_id` to `targets`, NULL-terminated object IDs (the IDs of
+ * the context's pending inserts too), replacing its whole set: pending until the save. The
+ * strings are borrowed for the call. */
+ubq_error *ubq_context_relate(ubq_context *ctx, const char *object_id, const char *name, const char *const *targets);
 /* A fetch through the context (its pinned generation; pending changes unless excluded). Free *out
  * with ubq_message_free. */
 ubq_error *ubq_context_fetch(ubq_context *ctx, const char *entity, const ubq_fetch_options *options,
@@ -480,13 +546,72 @@ typedef struct ubq_store_event {
     ubq_import_counts import_counts;  /*   what the import did */
     ProtobufCBinaryData token;        /* the event's resume token: borrowed from the feed event */
     int64_t generation;               /* its place in the store's history */
+    /* DID_CHANGE only: the transition announced by the WILL_CHANGE did not happen (it failed
+     * part-way, or the server was killed and closed it at its next start). The store is as it
+     * was; contexts were reset all the same: re-create them and carry on. */
+    bool cancelled;
+    /* WILL_CHANGE on a feed with options.acknowledges_store_events (and a server that waits,
+     * --transition-ack-seconds > 0): `requested` is true and the transition waits until
+     * ubq_acknowledge_store_event(feed, event_token, …) or deadline_micros (wall clock,
+     * microseconds since the Unix epoch; in the past on a replayed event). event_token is
+     * borrowed from the feed event, like `token` (they are equal on a store feed). */
+    struct {
+        bool requested;
+        ProtobufCBinaryData event_token;
+        int64_t deadline_micros;
+    } acknowledgement;
 } ubq_store_event;
 
 /* Reads a feed event as a store transition into *out; false (out untouched) for any other event. */
 bool ubq_store_event_of(const Ubiquity__V1__SubscribeResponse *event, ubq_store_event *out);
+
+/* Why a key changed (KeyValueChange.Reason, docs/keyvalue.md "Change feed"). */
+typedef enum {
+    UBQ_KV_REASON_UNSPECIFIED = 0,      /* never sent */
+    UBQ_KV_REASON_SERVER_CHANGE = 1,    /* a device set or deleted the key */
+    UBQ_KV_REASON_INITIAL_SYNC = 2,     /* start_oldest: every key set, as the feed begins */
+    UBQ_KV_REASON_QUOTA_VIOLATION = 3,  /* a notice, not a change: a Set of `key` was refused for a
+                                           quota (key "" : the account is over a quota); value,
+                                           version and deleted unset, the token does not move */
+    UBQ_KV_REASON_ACCOUNT_CHANGE = 4    /* moved in from a device's local entries at its first sign-in */
+} ubq_kv_reason;
+
+/* One key-value change, typed. The strings and the value are borrowed from the feed event. */
+typedef struct ubq_kv_change {
+    ubq_kv_reason reason;
+    const char *key;
+    ProtobufCBinaryData value;        /* empty when deleted */
+    int64_t version;                  /* the key's version after the change (for compare-and-set) */
+    bool deleted;
+    const char *author;               /* "" when the writer gave none */
+    ProtobufCBinaryData token;        /* the event's resume token (a key-value feed token) */
+} ubq_kv_change;
+
+/* Reads a feed event as a key-value change into *out; false (out untouched) for any other event. */
+bool ubq_kv_change_of(const Ubiquity__V1__SubscribeResponse *event, ubq_kv_change *out);
+
+/* One transaction's effect on a live query's result set, typed. Every pointer is borrowed from
+ * the feed event. An object's `object` (its values) is set with options.include_values. */
+typedef struct ubq_live_query_update {
+    ProtobufCBinaryData token;        /* the transaction's token */
+    int64_t generation;
+    Ubiquity__V1__LiveQueryObject *const *entered;   /* now match, did not before */
+    size_t n_entered;
+    Ubiquity__V1__LiveQueryObject *const *changed;   /* matched before and after, and changed */
+    size_t n_changed;
+    char *const *left;                                /* object IDs that matched and no longer do */
+    size_t n_left;
+} ubq_live_query_update;
+
+/* Reads a feed event as a live query update into *out; false (out untouched) for any other event. */
+bool ubq_live_query_update_of(const Ubiquity__V1__SubscribeResponse *event, ubq_live_query_update *out);
 /* Called with each store transition, typed (borrowed for the call), before on_event gets the same
  * event; return UBQ_FEED_STOP to end ubq_feed_run there (on_event is then not called). */
 typedef ubq_feed_action (*ubq_store_event_fn)(ubq_feed *feed, const ubq_store_event *event, void *user);
+/* The same for key-value changes and live query updates: typed, borrowed for the call, before
+ * on_event gets the same event; UBQ_FEED_STOP ends ubq_feed_run there. */
+typedef ubq_feed_action (*ubq_kv_change_fn)(ubq_feed *feed, const ubq_kv_change *change, void *user);
+typedef ubq_feed_action (*ubq_live_query_fn)(ubq_feed *feed, const ubq_live_query_update *update, void *user);
 
 /* HISTORY_EXPIRED: re-baseline (e.g. a fetch at error->history_expired->current_token), then set
  * *resume_from to the token to continue from (copied by the feed; it stays the hook's) and return
@@ -521,6 +646,16 @@ typedef struct ubq_feed_options {
      * reach on_event only. After a sign-out's DID_CHANGE the stream ends SESSION_REVOKED: a feed
      * with an API key signs in again and goes on from that event's token. */
     ubq_store_event_fn on_store_event;
+    /* Opt in to acknowledging store transitions (docs/lifecycle.md "Acknowledgements"; store feeds
+     * only, a key-value feed refuses it): each WILL_CHANGE carries event->acknowledgement, and the
+     * transition (a sign-out: ubq_sign_out does not return) waits until the feed acknowledges
+     * with ubq_acknowledge_store_event, its stream ends, or the deadline passes. Flush what you
+     * hold outside contexts first. Do not sign out this feed's session from inside its own
+     * callbacks then: the sign-out would wait for an acknowledgement the blocked callback cannot
+     * give until the deadline (sign out from another thread). */
+    bool acknowledges_store_events;
+    ubq_kv_change_fn on_kv_change;       /* key-value feeds: each change typed; NULL: on_event only */
+    ubq_live_query_fn on_live_query;     /* live query feeds: each update typed; NULL: on_event only */
 } ubq_feed_options;
 
 /* A feed on its own connection to the store's server. `options` may be NULL. Free with ubq_feed_free. */
@@ -534,6 +669,16 @@ ubq_error *ubq_kv_feed_new(ubq_client *client, const ubq_feed_options *options, 
  * (server restart or drain, network, SUBSCRIBER_TOO_SLOW) it subscribes again from the last resume
  * token: no transaction is lost or delivered twice. Can be called again after it returned. */
 ubq_error *ubq_feed_run(ubq_feed *feed, ubq_feed_event_fn on_event, void *user);
+/* Confirms a WILL_CHANGE the feed received with an acknowledgement (Changes.AcknowledgeStoreEvent,
+ * event->acknowledgement.event_token, borrowed for the call): the transition stops waiting for
+ * this feed's session on that store. Safe from inside the feed's callbacks (on_store_event is the
+ * place: flush, then acknowledge) and from any other thread while ubq_feed_run runs: it goes on a
+ * connection of its own with the feed's current session, never the stream's or the client's (a
+ * client blocked in ubq_sign_out is no obstacle). Acknowledging twice or late is no error; *awaited
+ * (may be NULL) says whether the transition was still waiting for it. Errors: NOT_FOUND
+ * STORE_EVENT_NOT_FOUND for a token that is not a WILL_CHANGE of this device, INVALID_ARGUMENT
+ * BAD_TOKEN for a malformed one. Not after ubq_feed_free. */
+ubq_error *ubq_acknowledge_store_event(ubq_feed *feed, ProtobufCBinaryData event_token, bool *awaited);
 /* The last resume token (borrowed; valid until the next event or ubq_feed_free). */
 ProtobufCBinaryData ubq_feed_token(const ubq_feed *feed);
 /* How many times the feed subscribed again after a broken stream. */

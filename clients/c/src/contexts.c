@@ -100,6 +100,19 @@ ubq_error *ubq_context_update(ubq_context *ctx, const char *object_id, const ubq
     return err;
 }
 
+ubq_error *ubq_context_relate(ubq_context *ctx, const char *object_id, const char *name, const char *const *targets) {
+    ubq_changes *c = ubq_changes_new();
+    ubq_changes_relate(c, object_id, name, targets);  /* no inserts in c: every target is an object ID */
+    Ubiquity__V1__ContextUpdateRequest req = UBIQUITY__V1__CONTEXT_UPDATE_REQUEST__INIT;
+    req.context_id = ctx->id;
+    req.updates = c->updates;
+    req.n_updates = c->n_updates;
+    ubq_error *err = ubq__unary(ctx->store->client, CONTEXTS "Update", &req.base,
+                                &ubiquity__v1__context_state__descriptor, NULL);
+    ubq_changes_free(c);
+    return err;
+}
+
 ubq_error *ubq_context_delete(ubq_context *ctx, const char *object_id) {
     Ubiquity__V1__ContextDeleteRequest req = UBIQUITY__V1__CONTEXT_DELETE_REQUEST__INIT;
     char *ids[1] = {(char *)object_id};

@@ -1,4 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +22,17 @@ struct ubq_feed {
     int64_t reconnect_for_ms;
     ubq_history_expired_fn on_history_expired;
     ubq_store_event_fn on_store_event;
+    ubq_kv_change_fn on_kv_change;
+    ubq_live_query_fn on_live_query;
+    bool acknowledges_store_events;
+    /* Acknowledgements go on a connection of their own: the stream's is busy inside the callback
+     * that acknowledges, and the caller's client may be blocked in the very SignOut that waits for
+     * them. ack_lock guards ack (made on first use) and ack_authorization, the session the feed
+     * last subscribed with — which may be called from any thread while the feed runs. */
+    pthread_mutex_t ack_lock;
+    ubq_client *ack;
+    char *ack_authorization;
+    int64_t ack_timeout_ms;
     ProtobufCBinaryData token;       /* the last resume token, or the start token; len 0: none yet */
     int reconnects;
     int sign_ins;                    /* new sessions after the feed's ended (expired, revoked) */
@@ -51,18 +63,24 @@ static void free_strings(char **list, size_t n) {
     free(list);
 }
 
+/* A client of its own connection to `like`'s server (same TLS settings), with no session handling. */
+static ubq_client *connection_to(const ubq_client *like, const char *authorization, int64_t timeout_ms) {
+    ubq_client *c = ubq__xcalloc(1, sizeof *c);
+    c->target = ubq__xstrdup(like->target);
+    c->authorization = authorization ? ubq__xstrdup(authorization) : NULL;
+    c->timeout_ms = timeout_ms;
+    c->save_attempts = 1;
+    c->tls = ubq__tls_ref(like->tls);
+    c->conn = ubq__conn_new(c->target, c->authorization, c->tls);
+    return c;
+}
+
 /* store_id NULL: the account's key-value feed. */
 static ubq_feed *feed_new(ubq_client *client, const char *store_id, const ubq_feed_options *o) {
     static const ubq_feed_options none = {0};
     if (!o) o = &none;
     ubq_feed *f = ubq__xcalloc(1, sizeof *f);
-    f->client = ubq__xcalloc(1, sizeof *f->client);
-    f->client->target = ubq__xstrdup(client->target);
-    f->client->authorization = client->authorization ? ubq__xstrdup(client->authorization) : NULL;
-    f->client->timeout_ms = STREAM_TIMEOUT_MS;
-    f->client->save_attempts = 1;
-    f->client->tls = ubq__tls_ref(client->tls);
-    f->client->conn = ubq__conn_new(f->client->target, f->client->authorization, f->client->tls);
+    f->client = connection_to(client, client->authorization, STREAM_TIMEOUT_MS);
     /* The feed renews its own copy of the session (same key, same device). */
     if (client->api_key) {
         f->client->api_key = ubq__xstrdup(client->api_key);
@@ -96,6 +114,11 @@ static ubq_feed *feed_new(ubq_client *client, const char *store_id, const ubq_fe
     f->reconnect_for_ms = o->reconnect_for_ms > 0 ? o->reconnect_for_ms : 60000;
     f->on_history_expired = o->on_history_expired;
     f->on_store_event = o->on_store_event;
+    f->on_kv_change = o->on_kv_change;
+    f->on_live_query = o->on_live_query;
+    f->acknowledges_store_events = o->acknowledges_store_events;
+    pthread_mutex_init(&f->ack_lock, NULL);
+    f->ack_timeout_ms = client->timeout_ms;
     if (o->start_token.len) set_token(f, o->start_token);
     return f;
 }
@@ -106,6 +129,9 @@ ubq_error *ubq_feed_new(ubq_store *store, const ubq_feed_options *o, ubq_feed **
 }
 
 ubq_error *ubq_kv_feed_new(ubq_client *client, const ubq_feed_options *o, ubq_feed **out) {
+    if (o && o->acknowledges_store_events)
+        return ubq__error(UBQ_INVALID_ARGUMENT,
+                          "acknowledges_store_events is for store feeds: a key-value feed is never waited for", NULL, 0);
     *out = feed_new(client, NULL, o);
     return NULL;
 }
@@ -118,24 +144,26 @@ void ubq_feed_free(ubq_feed *f) {
     free_strings(f->exclude_authors, f->n_exclude_authors);
     ubq_message_free(f->live_query);
     free(f->token.data);
+    ubq_client_free(f->ack);
+    free(f->ack_authorization);
+    pthread_mutex_destroy(&f->ack_lock);
     free(f);
 }
 
-bool ubq_store_event_of(const Ubiquity__V1__SubscribeResponse *ev, ubq_store_event *out) {
-    if (!ev || ev->event_case != UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_STORE_EVENT || !ev->store_event) return false;
-    const Ubiquity__V1__StoreEvent *e = ev->store_event;
-    *out = (ubq_store_event){
-        .phase = (ubq_phase)e->phase,
-        .transition = (ubq_transition)e->transition,
-        .using_local_storage = e->using_local_storage,
-        .has_import_counts = e->import_counts != NULL,
-        .token = ev->resume_token,
-        .generation = ev->resume_generation,
-    };
-    if (e->import_counts)
-        out->import_counts = (ubq_import_counts){e->import_counts->inserted, e->import_counts->merged,
-                                                 e->import_counts->deduplicated};
-    return true;
+ubq_error *ubq_acknowledge_store_event(ubq_feed *f, ProtobufCBinaryData event_token, bool *awaited) {
+    Ubiquity__V1__AcknowledgeStoreEventRequest req = UBIQUITY__V1__ACKNOWLEDGE_STORE_EVENT_REQUEST__INIT;
+    req.event_token = event_token;
+    Ubiquity__V1__AcknowledgeStoreEventResponse *resp = NULL;
+    pthread_mutex_lock(&f->ack_lock);
+    if (!f->ack) f->ack = connection_to(f->client, NULL, f->ack_timeout_ms);
+    /* No session handling of its own: the acknowledgement must come from the subscribing session. */
+    ubq__conn_set_authorization(f->ack->conn, f->ack_authorization);
+    ubq_error *err = ubq__call(f->ack, "/ubiquity.v1.Changes/AcknowledgeStoreEvent", &req.base,
+                               &ubiquity__v1__acknowledge_store_event_response__descriptor, (void **)&resp);
+    pthread_mutex_unlock(&f->ack_lock);
+    if (!err && awaited) *awaited = resp->awaited;
+    ubq_message_free(resp);
+    return err;
 }
 
 ProtobufCBinaryData ubq_feed_token(const ubq_feed *f) { return f->token; }
@@ -152,7 +180,11 @@ static bool on_message(void *user, const uint8_t *message, size_t len) {
     f->got_event = true;
     if (ev->resume_token.len) set_token(f, ev->resume_token);
     ubq_store_event se;
-    bool stop = f->on_store_event && ubq_store_event_of(ev, &se) && f->on_store_event(f, &se, f->user) == UBQ_FEED_STOP;
+    ubq_kv_change kv;
+    ubq_live_query_update lq;
+    bool stop = (f->on_store_event && ubq_store_event_of(ev, &se) && f->on_store_event(f, &se, f->user) == UBQ_FEED_STOP) ||
+                (f->on_kv_change && ubq_kv_change_of(ev, &kv) && f->on_kv_change(f, &kv, f->user) == UBQ_FEED_STOP) ||
+                (f->on_live_query && ubq_live_query_update_of(ev, &lq) && f->on_live_query(f, &lq, f->user) == UBQ_FEED_STOP);
     if (!stop) stop = f->on_event(f, ev, f->user) == UBQ_FEED_STOP;
     ubq_message_free(ev);
     return stop;
@@ -177,6 +209,7 @@ static ubq_error *subscribe_once(ubq_feed *f, bool *stopped) {
         req.filter = &filter;
         req.coalesce_window_ms = f->coalesce_window_ms;
         req.live_query = f->live_query;
+        req.acknowledges_store_events = f->acknowledges_store_events;
     } else {  /* the account's key-value changes: no store, no filter */
         key_values.exclude_authors = f->exclude_authors;
         key_values.n_exclude_authors = f->n_exclude_authors;
@@ -185,6 +218,11 @@ static ubq_error *subscribe_once(ubq_feed *f, bool *stopped) {
     size_t len = ubiquity__v1__subscribe_request__get_packed_size(&req);
     uint8_t *buf = ubq__xmalloc(len);
     ubiquity__v1__subscribe_request__pack(&req, buf);
+    /* The session this stream subscribes with is the one its acknowledgements must carry. */
+    pthread_mutex_lock(&f->ack_lock);
+    free(f->ack_authorization);
+    f->ack_authorization = f->client->authorization ? ubq__xstrdup(f->client->authorization) : NULL;
+    pthread_mutex_unlock(&f->ack_lock);
     ubq__call_result r;
     f->got_event = false;
     ubq__conn_call(f->client->conn, "/ubiquity.v1.Changes/Subscribe", buf, len, STREAM_TIMEOUT_MS, on_message, f, &r);

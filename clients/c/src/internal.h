@@ -78,6 +78,18 @@ void ubq__uuid(char out[37]);
 void ubq__start_point(Ubiquity__V1__StartPoint *from, ProtobufCBinaryData token, bool oldest);
 /* A malloc'd copy of a token. */
 ProtobufCBinaryData ubq__token_copy(ProtobufCBinaryData t);
+/* The changes of a save: owned copies of each message, in the order given. */
+struct ubq_changes {
+    Ubiquity__V1__Insert **inserts;
+    size_t n_inserts;
+    Ubiquity__V1__Update **updates;
+    size_t n_updates;
+    Ubiquity__V1__Delete **deletes;
+    size_t n_deletes;
+};
+/* Appends x to the malloc'd array arr of n elements. */
+#define UBQ__PUSH(arr, n, x) do { (arr) = ubq__xrealloc((arr), ((n) + 1) * sizeof *(arr)); (arr)[(n)++] = (x); } while (0)
+
 /* Points a SaveRequest's inserts/updates/deletes at the changes' own messages (no copy). */
 void ubq__changes_fill(const ubq_changes *c, Ubiquity__V1__SaveRequest *r);
 /* FetchSpec for a fetch; free with ubq__fetch_spec_free. */

@@ -61,6 +61,12 @@ ubq_error *ubq_current_token(ubq_store *s, ProtobufCBinaryData *out) {
     return NULL;
 }
 
+static size_t count_strings(const char *const *list) {
+    size_t n = 0;
+    while (list && list[n]) n++;
+    return n;
+}
+
 Ubiquity__V1__FetchSpec *ubq__fetch_spec(const char *entity, const ubq_fetch_options *o) {
     static const ubq_fetch_options none = {0};
     if (!o) o = &none;
@@ -70,8 +76,7 @@ Ubiquity__V1__FetchSpec *ubq__fetch_spec(const char *entity, const ubq_fetch_opt
     if (o->predicate) spec->predicate = (char *)o->predicate;
     spec->variables = (Ubiquity__V1__FetchSpec__VariablesEntry **)ubq__argument_entries(
         o->arguments, &ubiquity__v1__fetch_spec__variables_entry__descriptor, &spec->n_variables);
-    size_t n_sort = 0;
-    while (o->sort && o->sort[n_sort]) n_sort++;
+    size_t n_sort = count_strings(o->sort);
     if (n_sort) {
         spec->sort_descriptors = ubq__xcalloc(n_sort, sizeof *spec->sort_descriptors);
         for (size_t i = 0; i < n_sort; i++) {
@@ -79,6 +84,7 @@ Ubiquity__V1__FetchSpec *ubq__fetch_spec(const char *entity, const ubq_fetch_opt
             ubiquity__v1__sort_descriptor__init(d);
             d->descending = o->sort[i][0] == '-';
             d->key_path = (char *)o->sort[i] + (d->descending ? 1 : 0);
+            d->case_insensitive = o->sort_case_insensitive;
             spec->sort_descriptors[i] = d;
         }
         spec->n_sort_descriptors = n_sort;
@@ -87,6 +93,16 @@ Ubiquity__V1__FetchSpec *ubq__fetch_spec(const char *entity, const ubq_fetch_opt
     spec->fetch_offset = o->offset;
     spec->result_type = o->result_type;
     spec->fetch_batch_size = o->batch_size;
+    /* The lists and strings point into the caller's options: they only live for the call too. */
+    spec->properties_to_fetch = (char **)o->properties;
+    spec->n_properties_to_fetch = count_strings(o->properties);
+    spec->properties_to_group_by = (char **)o->group_by;
+    spec->n_properties_to_group_by = count_strings(o->group_by);
+    if (o->having) spec->having_predicate = (char *)o->having;
+    spec->returns_distinct_results = o->distinct;
+    spec->relationship_key_paths_for_prefetching = (char **)o->prefetch;
+    spec->n_relationship_key_paths_for_prefetching = count_strings(o->prefetch);
+    spec->excludes_subentities = o->excludes_subentities;
     return spec;
 }
 
@@ -105,8 +121,9 @@ static void fetch_request(ubq_store *s, const char *entity, const ubq_fetch_opti
     ubiquity__v1__read_generation__init(at);
     req->store_id = s->id;
     req->fetch = ubq__fetch_spec(entity, o);
-    if (o && o->at.len) {
+    if (o && (o->at.len || o->minimum_generation)) {
         at->token = o->at;
+        at->minimum_generation = o->minimum_generation;
         req->at = at;
     }
 }

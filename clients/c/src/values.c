@@ -189,15 +189,6 @@ const char *ubq_value_string(const Ubiquity__V1__Value *v) {
 
 /* ---- changes ---------------------------------------------------------------------------------- */
 
-struct ubq_changes {
-    Ubiquity__V1__Insert **inserts;
-    size_t n_inserts;
-    Ubiquity__V1__Update **updates;
-    size_t n_updates;
-    Ubiquity__V1__Delete **deletes;
-    size_t n_deletes;
-};
-
 ubq_changes *ubq_changes_new(void) { return ubq__xcalloc(1, sizeof(ubq_changes)); }
 
 void ubq_changes_free(ubq_changes *c) {
@@ -209,7 +200,6 @@ void ubq_changes_free(ubq_changes *c) {
     free(c);
 }
 
-#define PUSH(arr, n, x) do { (arr) = ubq__xrealloc((arr), ((n) + 1) * sizeof *(arr)); (arr)[(n)++] = (x); } while (0)
 
 void ubq_changes_insert(ubq_changes *c, const char *temporary_id, const char *entity, const ubq_values *values) {
     Ubiquity__V1__Insert x = UBIQUITY__V1__INSERT__INIT;
@@ -217,7 +207,7 @@ void ubq_changes_insert(ubq_changes *c, const char *temporary_id, const char *en
     x.entity = (char *)entity;
     x.values = (Ubiquity__V1__Insert__ValuesEntry **)ubq__value_entries(
         values, &ubiquity__v1__insert__values_entry__descriptor, &x.n_values);
-    PUSH(c->inserts, c->n_inserts, ubq__copy_message(&x.base));
+    UBQ__PUSH(c->inserts, c->n_inserts, ubq__copy_message(&x.base));
     ubq__entries_free((void **)x.values, x.n_values);
 }
 
@@ -230,7 +220,7 @@ void ubq_changes_update(ubq_changes *c, const char *object_id, const ubq_values 
     }
     x.values = (Ubiquity__V1__Update__ValuesEntry **)ubq__value_entries(
         values, &ubiquity__v1__update__values_entry__descriptor, &x.n_values);
-    PUSH(c->updates, c->n_updates, ubq__copy_message(&x.base));
+    UBQ__PUSH(c->updates, c->n_updates, ubq__copy_message(&x.base));
     ubq__entries_free((void **)x.values, x.n_values);
 }
 
@@ -241,7 +231,7 @@ void ubq_changes_delete(ubq_changes *c, const char *object_id, int64_t expected_
         x._expected_version_case = UBIQUITY__V1__DELETE___EXPECTED_VERSION_EXPECTED_VERSION;
         x.expected_version = expected_version;
     }
-    PUSH(c->deletes, c->n_deletes, ubq__copy_message(&x.base));
+    UBQ__PUSH(c->deletes, c->n_deletes, ubq__copy_message(&x.base));
 }
 
 /* Used by stores.c to fill a SaveRequest without copying. */

@@ -48,6 +48,7 @@ int64_t age_at(ubq_store *s, const char *id, const ProtobufCBinaryData *at);
 typedef struct { const char *name; void (*fn)(ubq_client *); } scenario;
 /* Each NULL-terminated, in the order they run. */
 extern const scenario store_scenarios[], context_scenarios[], call_scenarios[], feed_scenarios[],
-    keyvalue_scenarios[], auth_scenarios[], maintenance_scenarios[], tls_scenarios[], lifecycle_scenarios[];
+    keyvalue_scenarios[], auth_scenarios[], maintenance_scenarios[], tls_scenarios[], lifecycle_scenarios[],
+    acknowledge_scenarios[], account_scenarios[], relationship_scenarios[];
 
 #endif

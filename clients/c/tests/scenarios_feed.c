@@ -143,6 +143,56 @@ done:
     ubq_store_free(s);
 }
 
+/* The on_live_query hook gets each update typed, with the objects' values (include_values): Ann
+ * enters at 40 with her values, then leaves at 20 by her ID. */
+typedef struct { int updates; int64_t generation; size_t entered, changed, left; int64_t age; char id[256]; } typed_live;
+
+static ubq_feed_action on_live(ubq_feed *f, const ubq_live_query_update *u, void *user) {
+    (void)f;
+    typed_live *k = user;
+    k->updates++;
+    k->generation = u->generation;
+    k->entered = u->n_entered;
+    k->changed = u->n_changed;
+    k->left = u->n_left;
+    if (u->n_entered) {
+        snprintf(k->id, sizeof k->id, "%s", u->entered[0]->object_id);
+        k->age = int_of(u->entered[0]->object, "age");
+    }
+    if (u->n_left) snprintf(k->id, sizeof k->id, "%s", u->left[0]);
+    return UBQ_FEED_STOP;
+}
+
+static ubq_feed_action caught_up_once(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
+    (void)f;
+    typed_live *k = user;
+    return ev->event_case == UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_CAUGHT_UP && k->updates == 0 ? UBQ_FEED_STOP
+                                                                                                 : UBQ_FEED_CONTINUE;
+}
+
+static void test_live_query_updates_reach_the_hook_typed(ubq_client *c) {
+    ubq_store *s = NULL;
+    ubq_feed *feed = NULL;
+    char *ann = NULL;
+    typed_live subscribed = {0}, entered = {0}, left = {0};
+    OK(new_store(c, "live-typed", &s));
+    OK(ubq_feed_new(s, &(ubq_feed_options){.include_values = true, .on_live_query = on_live,
+                                           .live_query = {.entity = "Person", .predicate = "age > 30"}}, &feed));
+    OK(ubq_feed_run(feed, caught_up_once, &subscribed));
+    OK(add_person(s, "Ann", 40, NULL, -1, &ann));
+    OK(ubq_feed_run(feed, caught_up_once, &entered));
+    CHECK(entered.updates == 1 && entered.entered == 1 && entered.changed == 0 && entered.left == 0);
+    CHECK(strcmp(entered.id, ann) == 0 && entered.age == 40);
+    OK(update_person(s, ann, ubq_values_int32(ubq_values_new(), "age", 20)));
+    OK(ubq_feed_run(feed, caught_up_once, &left));
+    CHECK(left.updates == 1 && left.left == 1 && left.entered == 0 && strcmp(left.id, ann) == 0);
+    CHECK(left.generation == entered.generation + 1);
+done:
+    free(ann);
+    ubq_feed_free(feed);
+    ubq_store_free(s);
+}
+
 /* History pages from the oldest and from a token; the deletions after a token. */
 static void test_history_and_deletions_page_by_page(ubq_client *c) {
     ubq_store *s = NULL;
@@ -325,6 +375,7 @@ const scenario feed_scenarios[] = {
     T(test_feed_delivers_saves_in_order_with_values),
     T(test_feed_skips_excluded_authors),
     T(test_feed_follows_a_live_query),
+    T(test_live_query_updates_reach_the_hook_typed),
     T(test_feed_resumes_from_its_last_token_after_a_server_restart),
     T(test_history_and_deletions_page_by_page),
     T(test_history_expired_calls_the_hook_which_rebaselines),

@@ -61,9 +61,76 @@ done:
     ubq_feed_free(feed);
 }
 
+/* The feed's on_kv_change hook gets each change typed: a set (SERVER_CHANGE, its value, version,
+ * author), the same key among every key set when a feed starts from the oldest (INITIAL_SYNC),
+ * and its delete (deleted, a newer version). */
+typedef struct {
+    const char *key;                  /* the test's key: the account has others */
+    bool stop_at_caught_up;
+    int changes;
+    ubq_kv_change last;               /* borrowed parts cleared */
+    char value[16];
+    char author[32];
+} typed_kv;
+
+static ubq_feed_action on_kv(ubq_feed *f, const ubq_kv_change *change, void *user) {
+    (void)f;
+    typed_kv *k = user;
+    if (strcmp(change->key, k->key) != 0) return UBQ_FEED_CONTINUE;
+    k->changes++;
+    k->last = *change;
+    snprintf(k->value, sizeof k->value, "%.*s", (int)change->value.len, (const char *)change->value.data);
+    snprintf(k->author, sizeof k->author, "%s", change->author);
+    k->last.key = k->last.author = NULL;
+    k->last.value = k->last.token = (ProtobufCBinaryData){0, NULL};
+    return k->stop_at_caught_up ? UBQ_FEED_CONTINUE : UBQ_FEED_STOP;
+}
+
+static ubq_feed_action until_caught_up(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
+    (void)f; (void)user;
+    return ev->event_case == UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_CAUGHT_UP ? UBQ_FEED_STOP : UBQ_FEED_CONTINUE;
+}
+
+static ubq_feed_action keep_going(ubq_feed *f, const Ubiquity__V1__SubscribeResponse *ev, void *user) {
+    (void)f; (void)ev; (void)user;
+    return UBQ_FEED_CONTINUE;
+}
+
+static void test_key_value_changes_reach_the_hook_typed(ubq_client *c) {
+    ubq_feed *live = NULL, *from_oldest = NULL;
+    Ubiquity__V1__KeyValueWriteResponse *set = NULL, *deleted = NULL;
+    char key[64], id[37];
+    ubq__uuid(id);
+    snprintf(key, sizeof key, "c-tests.%s.typed", id);
+    typed_kv seen_set = {.key = key}, seen_sync = {.key = key, .stop_at_caught_up = true}, seen_delete = {.key = key};
+    OK(ubq_kv_feed_new(c, &(ubq_feed_options){.on_kv_change = on_kv}, &live));
+    OK(ubq_feed_run(live, until_caught_up, &seen_set));   /* subscribed before the write */
+    OK(ubq_kv_set(c, key, "blue", 4, &(ubq_kv_options){.author = "c-typed"}, &set));
+    OK(ubq_feed_run(live, keep_going, &seen_set));
+    CHECK(seen_set.changes == 1 && seen_set.last.reason == UBQ_KV_REASON_SERVER_CHANGE);
+    CHECK(strcmp(seen_set.value, "blue") == 0 && seen_set.last.version == set->version && !seen_set.last.deleted);
+    CHECK(strcmp(seen_set.author, "c-typed") == 0);
+
+    OK(ubq_kv_feed_new(c, &(ubq_feed_options){.start_oldest = true, .on_kv_change = on_kv}, &from_oldest));
+    OK(ubq_feed_run(from_oldest, until_caught_up, &seen_sync));
+    CHECK(seen_sync.changes == 1 && seen_sync.last.reason == UBQ_KV_REASON_INITIAL_SYNC);
+    CHECK(strcmp(seen_sync.value, "blue") == 0 && seen_sync.last.version == set->version);
+
+    OK(ubq_kv_delete(c, key, NULL, &deleted));
+    OK(ubq_feed_run(live, keep_going, &seen_delete));
+    CHECK(seen_delete.changes == 1 && seen_delete.last.deleted && seen_delete.value[0] == 0);
+    CHECK(seen_delete.last.reason == UBQ_KV_REASON_SERVER_CHANGE && seen_delete.last.version > set->version);
+done:
+    ubq_message_free(deleted);
+    ubq_message_free(set);
+    ubq_feed_free(from_oldest);
+    ubq_feed_free(live);
+}
+
 const scenario keyvalue_scenarios[] = {
 #define T(f) {#f, f}
     T(test_key_values_set_get_list_compare_and_set_delete_and_feed),
+    T(test_key_value_changes_reach_the_hook_typed),
 #undef T
     {NULL, NULL},
 };

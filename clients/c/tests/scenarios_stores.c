@@ -241,6 +241,79 @@ done:
     ubq_store_free(s);
 }
 
+/* Dictionary fetches: rows of chosen properties grouped with aggregates and a HAVING over the
+ * groups, distinct rows; a prefetch path that is no relationship refused, typed. */
+static void test_dictionaries_grouped_aggregated_and_distinct(ubq_client *c) {
+    ubq_store *s = NULL;
+    Ubiquity__V1__FetchResults *groups = NULL, *names = NULL, *all = NULL;
+    OK(new_store(c, "dictionaries", &s));
+    OK(add_person(s, "Ann", 30, NULL, -1, NULL));
+    OK(add_person(s, "Ann", 40, NULL, -1, NULL));
+    OK(add_person(s, "Bob", 20, NULL, -1, NULL));
+    const char *aggregates[] = {"name", "n = count:(SELF)", "total = sum:(age)", NULL};
+    const char *by_name[] = {"name", NULL};
+    OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.result_type = UBIQUITY__V1__RESULT_TYPE__RESULT_TYPE_DICTIONARIES,
+                                                   .properties = aggregates, .group_by = by_name, .having = "n > 1"},
+                 &groups));
+    CHECK(groups->n_rows == 1);
+    if (groups->n_rows == 1) {
+        int64_t n = 0, total = 0;
+        CHECK(strcmp(ubq_value_string(UBQ_GET(groups->rows[0], values, "name")), "Ann") == 0);
+        CHECK(ubq_value_int(UBQ_GET(groups->rows[0], values, "n"), &n) && n == 2);
+        CHECK(ubq_value_int(UBQ_GET(groups->rows[0], values, "total"), &total) && total == 70);
+    }
+    const char *name_only[] = {"name", NULL}, *sort[] = {"name", NULL};
+    ubq_fetch_options rows = {.result_type = UBIQUITY__V1__RESULT_TYPE__RESULT_TYPE_DICTIONARIES,
+                              .properties = name_only, .sort = sort};
+    OK(ubq_fetch(s, "Person", &rows, &all));
+    rows.distinct = true;
+    OK(ubq_fetch(s, "Person", &rows, &names));
+    CHECK(all->n_rows == 3 && names->n_rows == 2);
+    CHECK(names->n_rows == 2 && strcmp(ubq_value_string(UBQ_GET(names->rows[1], values, "name")), "Bob") == 0);
+    const char *prefetch[] = {"friends", NULL};
+    ubq_error *e = ubq_fetch(s, "Person", &(ubq_fetch_options){.prefetch = prefetch}, NULL);
+    CHECK(e && e->code == UBQ_INVALID_ARGUMENT);
+    ubq_error_free(e);
+done:
+    ubq_message_free(all);
+    ubq_message_free(names);
+    ubq_message_free(groups);
+    ubq_store_free(s);
+}
+
+/* Sorting that ignores case puts "alice" before "Bob" (byte order puts it after); a fence at the
+ * generation a save reached reads, one past it is refused UNAVAILABLE GENERATION_NOT_REACHED. */
+static void test_fetch_sorts_ignoring_case_and_fences_a_generation(ubq_client *c) {
+    ubq_store *s = NULL;
+    Ubiquity__V1__FetchResults *bytes = NULL, *folded = NULL, *fenced = NULL;
+    Ubiquity__V1__SaveResult *saved = NULL;
+    OK(new_store(c, "case", &s));
+    OK(add_person(s, "alice", -1, NULL, -1, NULL));
+    ubq_changes *ch = ubq_changes_new();
+    ubq_values *bob = ubq_values_string(ubq_values_new(), "name", "Bob");
+    ubq_changes_insert(ch, "b", "Person", bob);
+    ubq_error *e = ubq_save(s, ch, NULL, &saved);
+    ubq_changes_free(ch);
+    ubq_values_free(bob);
+    OK(e);
+    const char *by_name[] = {"name", NULL};
+    OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.sort = by_name}, &bytes));
+    OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.sort = by_name, .sort_case_insensitive = true}, &folded));
+    CHECK(bytes->n_objects == 2 && strcmp(string_of(bytes->objects[0], "name"), "Bob") == 0);
+    CHECK(folded->n_objects == 2 && strcmp(string_of(folded->objects[0], "name"), "alice") == 0);
+    OK(ubq_fetch(s, "Person", &(ubq_fetch_options){.minimum_generation = saved->generation}, &fenced));
+    CHECK(fenced->n_objects == 2);
+    e = ubq_fetch(s, "Person", &(ubq_fetch_options){.minimum_generation = saved->generation + 1000}, NULL);
+    CHECK(e && e->code == UBQ_UNAVAILABLE && ubq_error_is(e, "GENERATION_NOT_REACHED"));
+    ubq_error_free(e);
+done:
+    ubq_message_free(fenced);
+    ubq_message_free(folded);
+    ubq_message_free(bytes);
+    ubq_message_free(saved);
+    ubq_store_free(s);
+}
+
 const scenario store_scenarios[] = {
 #define T(f) {#f, f}
     T(test_open_list_and_reopen_stores),
@@ -251,6 +324,8 @@ const scenario store_scenarios[] = {
     T(test_fetch_at_a_token_sees_the_store_as_it_was),
     T(test_the_same_client_transaction_id_applies_once),
     T(test_a_save_whose_response_was_lost_is_retried_and_applied_once),
+    T(test_dictionaries_grouped_aggregated_and_distinct),
+    T(test_fetch_sorts_ignoring_case_and_fences_a_generation),
 #undef T
     {NULL, NULL},
 };

@@ -1,8 +1,7 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE  /* pipe2 */
 #include "server.h"
 
-#include "internal.h"
-#include "ubiquity/v1/accounts.pb-c.h"
+#include "ubiquity.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,13 +35,8 @@ static int make_api_key(test_server *s, const ubq_tls_options *tls) {
     if (test_server_operator_key(s, key, sizeof key) != 0) return -1;
     ubq_client *operator = NULL;
     ubq_error *err = ubq_connect(s->address, &(ubq_client_options){.bearer_token = key, .tls = tls}, &operator);
-    Ubiquity__V1__CreateApiKeyRequest req = UBIQUITY__V1__CREATE_API_KEY_REQUEST__INIT;
-    req.account_id = "default";
-    req.scope = UBIQUITY__V1__API_KEY_SCOPE__API_KEY_SCOPE_READ_WRITE;
-    req.label = "c-tests";
     Ubiquity__V1__CreateApiKeyResponse *resp = NULL;
-    if (!err) err = ubq__unary(operator, "/ubiquity.v1.Accounts/CreateApiKey", &req.base,
-                               &ubiquity__v1__create_api_key_response__descriptor, (void **)&resp);
+    if (!err) err = ubq_create_api_key(operator, "default", &(ubq_api_key_options){.label = "c-tests"}, &resp);
     if (!err) snprintf(s->api_key, sizeof s->api_key, "%s", resp->secret);
     if (err) fprintf(stderr, "CreateApiKey: %s\n", err->message);
     int rc = err ? -1 : 0;
@@ -75,26 +69,36 @@ static int start(test_server *s, const char *data_dir, int port, const char *con
     snprintf(s->data_dir, sizeof s->data_dir, "%s", data_dir);
     snprintf(s->log_path, sizeof s->log_path, "%s.stderr.log", data_dir);
     mkdir(data_dir, 0700);
-    int out[2];
+    s->stdin_fd = -1;
+    int out[2], in[2];
     if (pipe(out) != 0) return -1;
+    /* Close-on-exec: a later server or program this process starts must not hold this server's
+     * stdin open, or the server would outlive a killed test run. */
+    if (pipe2(in, O_CLOEXEC) != 0) { close(out[0]); close(out[1]); return -1; }
     char port_arg[16];
     snprintf(port_arg, sizeof port_arg, "%d", port);
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        /* A session of its own: a Ctrl-C or a signal to the test's process group does not reach
+         * it; it ends when its stdin closes (or test_server_stop). */
+        setsid();
+        dup2(in[0], 0);
         dup2(out[1], 1);
         int log = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (log >= 0) dup2(log, 2);
         close(out[0]);
         const char *argv[32] = {bin, "--host", "127.0.0.1", "--port", port_arg, "--data-dir", data_dir,
-                                "--log-level", "info"};
-        int n = 9;
+                                "--log-level", "info", "--exit-on-stdin-eof"};
+        int n = 10;
         for (int i = 0; flags && flags[i] && n < 31; i++) argv[n++] = flags[i];
         argv[n] = NULL;
         execv(bin, (char *const *)argv);
         _exit(127);
     }
     close(out[1]);
+    close(in[0]);
+    s->stdin_fd = in[1];
     s->pid = pid;
     char line[256];
     size_t len = 0;
@@ -116,18 +120,14 @@ static int start(test_server *s, const char *data_dir, int port, const char *con
             close(out[0]);
             snprintf(s->address, sizeof s->address, "127.0.0.1:%d", s->port);
             if (make_api_key(s, tls) == 0) return 0;
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            s->pid = 0;
+            test_server_kill(s);
             return -1;
         }
         if (nl || len == sizeof line - 1) break;
     }
     close(out[0]);
     fprintf(stderr, "ubiquityd did not start (see %s)\n", s->log_path);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    s->pid = 0;
+    test_server_kill(s);
     return -1;
 }
 
@@ -137,5 +137,17 @@ int test_server_stop(test_server *s) {
     int status = 0;
     while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR) {}
     s->pid = 0;
+    close(s->stdin_fd);
+    s->stdin_fd = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void test_server_kill(test_server *s) {
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {}
+    }
+    s->pid = 0;
+    if (s->stdin_fd >= 0) close(s->stdin_fd);
+    s->stdin_fd = -1;
 }

@@ -16,6 +16,10 @@ typedef struct {
     /* An API key of the server's default account, made at start with the operator key the server
      * writes into its data directory (docs/accounts.md), as tests/python/ubiq_harness.py does. */
     char api_key[256];
+    /* The write end of the server's stdin, held and never written: the server runs with
+     * --exit-on-stdin-eof, so when this process dies, however it dies, the kernel closes the pipe
+     * and the server drains and exits (docs/testing.md). -1 when no server runs. */
+    int stdin_fd;
 } test_server;
 
 /* Starts $UBIQUITYD on `port` (0: any free port) with `data_dir` (created). 0 on success. */
@@ -29,5 +33,7 @@ int test_server_start_tls(test_server *s, const char *data_dir, const char *cons
 int test_server_operator_key(const test_server *s, char *key, size_t size);
 /* SIGTERM, then waits for the exit; the exit status (0 for a clean drain). */
 int test_server_stop(test_server *s);
+/* SIGKILL (a crash: nothing drains), then waits for the exit. */
+void test_server_kill(test_server *s);
 
 #endif

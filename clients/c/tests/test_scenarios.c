@@ -20,9 +20,10 @@
 #include "fixtures.h"
 #include "server.h"
 
-static const scenario *const groups[] = {store_scenarios, context_scenarios, call_scenarios, feed_scenarios,
+static const scenario *const groups[] = {store_scenarios, context_scenarios, relationship_scenarios, call_scenarios, feed_scenarios,
                                           keyvalue_scenarios, auth_scenarios, maintenance_scenarios,
-                                          tls_scenarios, lifecycle_scenarios};
+                                          tls_scenarios, lifecycle_scenarios, acknowledge_scenarios,
+                                          account_scenarios};
 
 /* --serve: run a program (the walkthrough) against a fresh server, with the server's address and
  * an API key as its last two arguments; its exit status is ours. */

@@ -202,6 +202,118 @@ static void test_backoff_doubles_to_a_cap_within_a_budget(void) {
     CHECK(!ubq__save_retryable(UBQ_ABORTED) && !ubq__save_retryable(UBQ_INVALID_ARGUMENT));
 }
 
+/* Events as they arrive on the wire (packed, then unpacked as the feed does), read as the typed
+ * structs: a cancelled DID_CHANGE (which no scenario provokes cheaply: it takes a server killed
+ * mid-transition), a WILL_CHANGE asking for an acknowledgement, a key-value change and a live
+ * query update; and each reader refuses the other kinds. */
+static Ubiquity__V1__SubscribeResponse *round_trip(const Ubiquity__V1__SubscribeResponse *ev) {
+    size_t len = ubiquity__v1__subscribe_response__get_packed_size(ev);
+    uint8_t *buf = ubq__xmalloc(len);
+    ubiquity__v1__subscribe_response__pack(ev, buf);
+    Ubiquity__V1__SubscribeResponse *back = ubiquity__v1__subscribe_response__unpack(NULL, len, buf);
+    free(buf);
+    return back;
+}
+
+static void test_typed_events_from_the_wire(void) {
+    uint8_t tok[] = {7, 7, 7};
+    Ubiquity__V1__StoreEvent did = UBIQUITY__V1__STORE_EVENT__INIT;
+    did.phase = UBIQUITY__V1__STORE_EVENT__PHASE__PHASE_DID_CHANGE;
+    did.transition = UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_ACCOUNT_REMOVED;
+    did.cancelled = true;
+    Ubiquity__V1__SubscribeResponse ev = UBIQUITY__V1__SUBSCRIBE_RESPONSE__INIT;
+    ev.event_case = UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_STORE_EVENT;
+    ev.store_event = &did;
+    ev.resume_token = (ProtobufCBinaryData){3, tok};
+    ev.resume_generation = 42;
+    Ubiquity__V1__SubscribeResponse *back = round_trip(&ev);
+    ubq_store_event se;
+    ubq_kv_change kv;
+    ubq_live_query_update lq;
+    CHECK(back && ubq_store_event_of(back, &se));
+    CHECK(se.phase == UBQ_PHASE_DID_CHANGE && se.transition == UBQ_TRANSITION_ACCOUNT_REMOVED && se.cancelled);
+    CHECK(se.generation == 42 && se.token.len == 3 && !se.acknowledgement.requested);
+    CHECK(!ubq_kv_change_of(back, &kv) && !ubq_live_query_update_of(back, &lq));
+    ubq_message_free(back);
+
+    Ubiquity__V1__StoreEvent will = UBIQUITY__V1__STORE_EVENT__INIT;
+    will.phase = UBIQUITY__V1__STORE_EVENT__PHASE__PHASE_WILL_CHANGE;
+    will.transition = UBIQUITY__V1__STORE_EVENT__TRANSITION__TRANSITION_ACCOUNT_REMOVED;
+    Google__Protobuf__Timestamp deadline = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
+    deadline.seconds = 1700000000;
+    deadline.nanos = 250000000;
+    Ubiquity__V1__StoreEventAcknowledgement ack = UBIQUITY__V1__STORE_EVENT_ACKNOWLEDGEMENT__INIT;
+    ack.event_token = (ProtobufCBinaryData){3, tok};
+    ack.deadline = &deadline;
+    will.acknowledgement = &ack;
+    ev.store_event = &will;
+    back = round_trip(&ev);
+    CHECK(back && ubq_store_event_of(back, &se));
+    CHECK(se.phase == UBQ_PHASE_WILL_CHANGE && !se.cancelled && se.acknowledgement.requested);
+    CHECK(se.acknowledgement.event_token.len == 3 && se.acknowledgement.event_token.data[2] == 7);
+    CHECK(se.acknowledgement.deadline_micros == 1700000000250000LL);
+    ubq_message_free(back);
+
+    Ubiquity__V1__KeyValueChange change = UBIQUITY__V1__KEY_VALUE_CHANGE__INIT;
+    change.reason = UBIQUITY__V1__KEY_VALUE_CHANGE__REASON__REASON_INITIAL_SYNC;
+    change.key = "theme";
+    change.value = (ProtobufCBinaryData){3, tok};
+    change.version = 5;
+    change.author = "phone";
+    Ubiquity__V1__SubscribeResponse kev = UBIQUITY__V1__SUBSCRIBE_RESPONSE__INIT;
+    kev.event_case = UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_KEY_VALUE_CHANGE;
+    kev.key_value_change = &change;
+    back = round_trip(&kev);
+    CHECK(back && ubq_kv_change_of(back, &kv) && !ubq_store_event_of(back, &se));
+    CHECK(kv.reason == UBQ_KV_REASON_INITIAL_SYNC && strcmp(kv.key, "theme") == 0 && kv.value.len == 3);
+    CHECK(kv.version == 5 && !kv.deleted && strcmp(kv.author, "phone") == 0);
+    ubq_message_free(back);
+
+    Ubiquity__V1__LiveQueryObject in = UBIQUITY__V1__LIVE_QUERY_OBJECT__INIT;
+    in.object_id = "ubq://p/1";
+    Ubiquity__V1__LiveQueryObject *entered[] = {&in};
+    char *left[] = {"ubq://p/2", "ubq://p/3"};
+    Ubiquity__V1__LiveQueryUpdate update = UBIQUITY__V1__LIVE_QUERY_UPDATE__INIT;
+    update.generation = 9;
+    update.entered = entered;
+    update.n_entered = 1;
+    update.left_object_ids = left;
+    update.n_left_object_ids = 2;
+    Ubiquity__V1__SubscribeResponse lev = UBIQUITY__V1__SUBSCRIBE_RESPONSE__INIT;
+    lev.event_case = UBIQUITY__V1__SUBSCRIBE_RESPONSE__EVENT_LIVE_QUERY;
+    lev.live_query = &update;
+    back = round_trip(&lev);
+    CHECK(back && ubq_live_query_update_of(back, &lq) && !ubq_kv_change_of(back, &kv));
+    CHECK(lq.generation == 9 && lq.n_entered == 1 && strcmp(lq.entered[0]->object_id, "ubq://p/1") == 0);
+    CHECK(lq.n_changed == 0 && lq.n_left == 2 && strcmp(lq.left[1], "ubq://p/3") == 0);
+    ubq_message_free(back);
+}
+
+/* ubq_changes_relate: targets naming an insert of the changes are temporary-ID refs, others object
+ * IDs; a second call replaces the first; an object not in the changes gets an update of its own. */
+static void test_relationships_in_changes(void) {
+    ubq_changes *c = ubq_changes_new();
+    ubq_changes_insert(c, "a", "Note", NULL);
+    const char *first[] = {"a", "x-ubiquity://s/Person/p1", NULL}, *second[] = {"x-ubiquity://s/Person/p2", NULL};
+    ubq_changes_relate(c, "a", "owner", first);
+    const Ubiquity__V1__Insert *a = c->inserts[0];
+    CHECK(a->n_relationships == 1 && a->relationships[0]->value->n_refs == 2);
+    CHECK(a->relationships[0]->value->refs[0]->ref_case == UBIQUITY__V1__OBJECT_REF__REF_TEMPORARY_ID);
+    CHECK(a->relationships[0]->value->refs[1]->ref_case == UBIQUITY__V1__OBJECT_REF__REF_OBJECT_ID);
+    ubq_changes_relate(c, "a", "owner", second);
+    a = c->inserts[0];
+    CHECK(a->n_relationships == 1 && a->relationships[0]->value->n_refs == 1);
+    CHECK(strcmp(a->relationships[0]->value->refs[0]->object_id, "x-ubiquity://s/Person/p2") == 0);
+    const char *to_a[] = {"a", NULL};
+    ubq_changes_relate(c, "x-ubiquity://s/Person/p9", "notes", to_a);
+    ubq_changes_relate(c, "x-ubiquity://s/Person/p9", "tags", NULL);
+    CHECK(c->n_updates == 1 && strcmp(c->updates[0]->object_id, "x-ubiquity://s/Person/p9") == 0);
+    CHECK(c->updates[0]->n_values == 0 && c->updates[0]->_expected_version_case != UBIQUITY__V1__UPDATE___EXPECTED_VERSION_EXPECTED_VERSION);
+    CHECK(c->updates[0]->n_relationships == 2 && strcmp(c->updates[0]->relationships[0]->value->refs[0]->temporary_id, "a") == 0);
+    CHECK(c->updates[0]->relationships[1]->value->n_refs == 0);   /* emptied */
+    ubq_changes_free(c);
+}
+
 int main(void) {
     test_frame_and_deframe_across_chunks();
     test_grpc_timeout_keeps_eight_digits_and_never_shortens();
@@ -213,7 +325,9 @@ int main(void) {
     test_feed_policy_resubscribes_only_where_resuming_can_help();
     test_a_session_is_renewed_with_a_tenth_of_its_lifetime_left();
     test_backoff_doubles_to_a_cap_within_a_budget();
+    test_typed_events_from_the_wire();
+    test_relationships_in_changes();
     if (failures) { fprintf(stderr, "test_wire: %d check(s) failed\n", failures); return 1; }
-    printf("test_wire: 10 tests passed\n");
+    printf("test_wire: 12 tests passed\n");
     return 0;
 }

@@ -19,7 +19,7 @@ import grpc
 import grpc.aio
 
 from .errors import UbiquityError, from_rpc_error
-from .session import AsyncSession, Session
+from .session import TRANSITION_SECONDS, AsyncSession, Session
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -45,6 +45,12 @@ class Unary(Generic[R]):
     method: str
     request: Any
     result: Callable[[Any], R]
+    # sent instead of the client's session: an acknowledgement is the session's whose stream got
+    # the event, which a sign-out in flight may be ending or a renewal may have replaced
+    authorization: tuple[tuple[str, str], ...] | None = None
+    # the call's deadline is at least this many seconds, whatever the client's timeout
+    # (TRANSITION_SECONDS for the calls that run a store transition)
+    at_least: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,20 @@ class Streaming(Generic[R]):
     method: str
     request: Any
     result: Callable[[Any], R]
+
+
+def authorization_of(metadata: Metadata) -> str:
+    return next((v for k, v in metadata if k == "authorization"), "")
+
+
+def failed(e: grpc.RpcError, session: Session | AsyncSession | None, metadata: Metadata) -> UbiquityError:
+    """The typed error; a session the server no longer knows (revoked by an operator or a
+    sign-out, expired, removed with its archived account) is forgotten, so the next call signs in
+    anew instead of sending it again."""
+    err = from_rpc_error(e)
+    if session is not None and err.code == grpc.StatusCode.UNAUTHENTICATED:
+        session.forget(authorization_of(metadata))
+    return err
 
 
 def new_transaction_id(given: str | None) -> str:
@@ -94,7 +114,8 @@ class Caller:
     def run(self, call: Unary[R] | Retried[R]) -> R:
         method = getattr(self._stubs[call.service], call.method)
         if isinstance(call, Unary):
-            return call.result(self.unary(method, call.request))
+            return call.result(self.unary(method, call.request, timeout=max(self.timeout, call.at_least),
+                                          authorization=call.authorization))
         for delay in retry_delays(self.save_attempts):
             try:
                 return call.result(self.unary(method, call.request))
@@ -106,17 +127,20 @@ class Caller:
 
     def stream(self, call: Streaming[R]) -> Iterator[R]:
         method = getattr(self._stubs[call.service], call.method)
+        metadata = self.metadata
         try:
-            for message in method(call.request, timeout=self.timeout, metadata=self.metadata):
+            for message in method(call.request, timeout=self.timeout, metadata=metadata):
                 yield call.result(message)
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            raise failed(e, self.session, metadata) from None
 
-    def unary(self, method: Callable[..., T], request: object, timeout: float | None = None) -> T:
+    def unary(self, method: Callable[..., T], request: object, timeout: float | None = None,
+              authorization: Metadata | None = None) -> T:
+        metadata = self._metadata + tuple(authorization) if authorization is not None else self.metadata
         try:
-            return method(request, timeout=timeout or self.timeout, metadata=self.metadata)
+            return method(request, timeout=timeout or self.timeout, metadata=metadata)
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            raise failed(e, self.session, metadata) from None
 
 
 class AsyncCaller:
@@ -139,7 +163,8 @@ class AsyncCaller:
     async def run(self, call: Unary[R] | Retried[R]) -> R:
         method = getattr(self._stubs[call.service], call.method)
         if isinstance(call, Unary):
-            return call.result(await self._unary(method, call.request))
+            return call.result(await self._unary(method, call.request, call.authorization,
+                                                 timeout=max(self.timeout, call.at_least)))
         for delay in retry_delays(self.save_attempts):
             try:
                 return call.result(await self._unary(method, call.request))
@@ -151,14 +176,17 @@ class AsyncCaller:
 
     async def stream(self, call: Streaming[R]) -> AsyncIterator[R]:
         method = getattr(self._stubs[call.service], call.method)
+        metadata = await self.metadata()
         try:
-            async for message in method(call.request, timeout=self.timeout, metadata=await self.metadata()):
+            async for message in method(call.request, timeout=self.timeout, metadata=metadata):
                 yield call.result(message)
         except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e) from None
+            raise failed(e, self.session, metadata) from None
 
-    async def _unary(self, method: Callable[..., Any], request: object) -> Any:
+    async def _unary(self, method: Callable[..., Any], request: object, authorization: Metadata | None = None,
+                     timeout: float | None = None) -> Any:
+        metadata = self._metadata + tuple(authorization) if authorization is not None else await self.metadata()
         try:
-            return await method(request, timeout=self.timeout, metadata=await self.metadata())
+            return await method(request, timeout=timeout or self.timeout, metadata=metadata)
         except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e) from None
+            raise failed(e, self.session, metadata) from None

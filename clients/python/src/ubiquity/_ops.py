@@ -12,6 +12,7 @@ from ubiquity.v1 import objects_pb2 as ob
 from ubiquity.v1 import stores_pb2 as st
 
 from ._calls import Retried, Streaming, Unary, new_transaction_id
+from .events import StoreEvent
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo, fetch_spec
 from .results import (BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult,
                       KeyValueEntry, KeyValuePage, KeyValueWrite, SeedResult)
@@ -94,6 +95,17 @@ def save(store_id: str, inserts: Inserts | None, updates: Updates | None, delete
 def delete_history(store_id: str, through_token: bytes) -> Unary[bytes]:
     return Unary("changes", "DeleteHistory", ch.DeleteHistoryRequest(store_id=store_id, through_token=through_token),
                  lambda r: r.oldest_retained_token)
+
+
+def acknowledge_store_event(event: StoreEvent) -> Unary[bool]:
+    ack = event.acknowledgement
+    if ack is None:
+        raise ValueError("this StoreEvent asks for no acknowledgement: subscribe with acknowledges_store_events=True")
+    # with the receiving stream's session, not the client's current one (`Acknowledgement.authorization`);
+    # True when a transition was waiting for it; a repeat or a late one is a harmless False
+    return Unary("changes", "AcknowledgeStoreEvent", ch.AcknowledgeStoreEventRequest(event_token=ack.event_token),
+                 lambda r: bool(r.awaited),
+                 authorization=(("authorization", ack.authorization),) if ack.authorization else None)
 
 
 def fetch_history(store_id: str, after: bytes | None, entities: Iterable[str], include_values: bool,

@@ -19,15 +19,17 @@ import grpc.aio
 from ubiquity.v1 import models_pb2 as md
 
 from . import _ops as ops
+from .accounts import AsyncAccounts
 from .admin import AsyncAdmin
-from ._calls import AsyncCaller, Metadata
+from ._calls import AsyncCaller, Metadata, authorization_of
 from ._ops import Inserts, Updates
 from .client import credentials_metadata, session_state, stubs
 from .context import ContextCore, ContextState, Generation
 from .errors import HistoryExpired, from_rpc_error
 from .events import KeyValueChange, StoreEvent
-from .feed import FeedEvent, Resumer, Start, Transaction, _authorization, _filter, renews_session, session_ended
+from .feed import FeedEvent, Resumer, Start, Transaction, _filter, renews_session, session_ended
 from .keyvalue import AsyncKeyValues
+from .live import LiveQuery, LiveQueryUpdate
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
 from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
 from .session import AsyncSession, SessionState, SignedIn
@@ -61,6 +63,8 @@ class Client:
         """The account's key-value store (`ubiquity.keyvalue.AsyncKeyValues`)."""
         self.admin = AsyncAdmin(self._calls)
         """The server's Admin calls (`ubiquity.admin.AsyncAdmin`); backups need `operator_key`."""
+        self.accounts = AsyncAccounts(self._calls)
+        """The operator's account calls (`ubiquity.accounts.AsyncAccounts`); they need `operator_key`."""
 
     @classmethod
     async def start_local_session(cls, target: str, device_id: str, device_secret: str | None = None,
@@ -211,14 +215,21 @@ class Store:
                       exclude_authors: Iterable[str] = (),
                       on_history_expired: Callable[[HistoryExpired], Awaitable[bytes | None]] | None = None,
                       on_store_event: AsyncStoreEventHook | None = None,
-                      reconnect_for: float = 60.0) -> "ChangeFeed":
+                      reconnect_for: float = 60.0, acknowledges_store_events: bool = False,
+                      live_query: LiveQuery | None = None) -> "ChangeFeed":
         """The change feed as an async iterator; "now" is read before this returns. The hooks are
         coroutines (`on_store_event` is awaited before the event is yielded)."""
         if start == "now":
             start = await self.current_token()
         resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for,
-                         renews_session=renews_session(self._calls.session))
+                         renews_session=renews_session(self._calls.session),
+                         acknowledges_store_events=acknowledges_store_events,
+                         live_query=live_query.message() if live_query else None)
         return ChangeFeed(self._calls, resume, on_history_expired, on_store_event)
+
+    async def acknowledge_store_event(self, event: StoreEvent) -> bool:
+        """`ubiquity.Store.acknowledge_store_event`, awaited."""
+        return await self._calls.run(ops.acknowledge_store_event(event))
 
 
 class Context(ContextCore):
@@ -310,7 +321,7 @@ class ChangeFeed:
                 if self._call is None:
                     # metadata is asked at each (re)subscribe, so a renewed session is used
                     metadata = await self._calls.metadata()
-                    self._sent = _authorization(metadata)
+                    self._sent = authorization_of(metadata)
                     self._call = self._calls.stub("changes").Subscribe(self._resume.request(), metadata=metadata)
                 r = await self._call.read()
             except grpc.aio.AioRpcError as e:
@@ -329,7 +340,7 @@ class ChangeFeed:
             if r is grpc.aio.EOF:
                 self._call = None  # the server ended the stream: resume
                 continue
-            event = self._resume.received(r)
+            event = self._resume.received(r, self._sent)
             if event.store_event is not None and self._on_store_event:
                 await self._on_store_event(event.store_event)
             return event
@@ -344,6 +355,11 @@ class ChangeFeed:
         async for event in self:
             if event.key_value_change is not None:
                 yield event.key_value_change
+
+    async def live_query_updates(self) -> AsyncIterator[LiveQueryUpdate]:
+        async for event in self:
+            if event.live_query is not None:
+                yield event.live_query
 
     def close(self) -> None:
         self._closed = True

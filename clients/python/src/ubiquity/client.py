@@ -8,17 +8,20 @@ from typing import Any
 
 import grpc
 
-from ubiquity.v1 import admin_pb2_grpc, changes_pb2_grpc, contexts_pb2_grpc, keyvalue_pb2_grpc, models_pb2 as md
+from ubiquity.v1 import accounts_pb2_grpc, admin_pb2_grpc, changes_pb2_grpc, contexts_pb2_grpc, keyvalue_pb2_grpc, models_pb2 as md
 from ubiquity.v1 import models_pb2_grpc, stores_pb2_grpc
 
 from . import _ops as ops
+from .accounts import Accounts
 from .admin import Admin
 from ._calls import Caller, Metadata
 from ._ops import Inserts, Updates
 from .context import Context, Generation
 from .errors import HistoryExpired
+from .events import StoreEvent
 from .feed import ChangeFeed, Resumer, Start, StoreEventHook, _filter, renews_session, sync_feed
 from .keyvalue import KeyValues
+from .live import LiveQuery
 from .model import FetchResult, MergePolicy, Object, ResultType, SaveResult, SortKey, StoreInfo
 from .results import BaselineChunk, BatchResult, DeduplicateResult, DeletionsPage, HistoryPage, ImportResult, SeedResult
 from .session import Session, SessionState, SignedIn
@@ -30,7 +33,8 @@ def stubs(channel: grpc.Channel | grpc.aio.Channel) -> dict[str, object]:
     """The generated stubs a client calls, by the service names `_calls` uses."""
     return {"stores": stores_pb2_grpc.StoresStub(channel), "models": models_pb2_grpc.ModelsStub(channel),
             "contexts": contexts_pb2_grpc.ContextsStub(channel), "changes": changes_pb2_grpc.ChangesStub(channel),
-            "keyvalue": keyvalue_pb2_grpc.KeyValueStub(channel), "admin": admin_pb2_grpc.AdminStub(channel)}
+            "keyvalue": keyvalue_pb2_grpc.KeyValueStub(channel), "admin": admin_pb2_grpc.AdminStub(channel),
+            "accounts": accounts_pb2_grpc.AccountsStub(channel)}
 
 
 def credentials_metadata(metadata: Metadata, api_key: str | None, operator_key: str | None) -> Metadata:
@@ -85,6 +89,8 @@ class Client:
         """The account's key-value store (`ubiquity.keyvalue.KeyValues`)."""
         self.admin = Admin(self._calls)
         """The server's Admin calls (`ubiquity.admin.Admin`); backups need `operator_key`."""
+        self.accounts = Accounts(self._calls)
+        """The operator's account calls (`ubiquity.accounts.Accounts`); they need `operator_key`."""
 
     @classmethod
     def start_local_session(cls, target: str, device_id: str, device_secret: str | None = None,
@@ -207,6 +213,11 @@ class Store:
         Feeds behind it end with HistoryExpired."""
         return self._calls.run(ops.delete_history(self.id, through_token))
 
+    def acknowledge_store_event(self, event: StoreEvent) -> bool:
+        """Tells the server this device flushed its work for `event` (a WILL_CHANGE received with
+        `acknowledges_store_events=True`); whether a transition was still waiting for it."""
+        return self._calls.run(ops.acknowledge_store_event(event))
+
     def history(self, after: bytes | None = None, *, entities: Iterable[str] = (), include_values: bool = False,
                 page_size: int = 0) -> HistoryPage:
         """Committed transactions after the token `after` (None: from the oldest retained), a page
@@ -275,17 +286,25 @@ class Store:
     def changes(self, *, start: Start = "now", entities: Iterable[str] = (), include_values: bool = False,
                 exclude_authors: Iterable[str] = (),
                 on_history_expired: Callable[[HistoryExpired], bytes | None] | None = None,
-                on_store_event: StoreEventHook | None = None, reconnect_for: float = 60.0) -> ChangeFeed:
+                on_store_event: StoreEventHook | None = None, reconnect_for: float = 60.0,
+                acknowledges_store_events: bool = False, live_query: LiveQuery | None = None) -> ChangeFeed:
         """The store's change feed as an iterator of events (see `ChangeFeed`).
 
         `start` is "now", "oldest" or a token. "now" is read here, so every save that returns after
         this call is in the feed, however late the iteration starts. `on_store_event` sees each
         store transition (`StoreEvent`: WILL_CHANGE, then DID_CHANGE) as it passes.
+        `acknowledges_store_events`: each WILL_CHANGE carries an `acknowledgement`, and the
+        transition waits (up to its deadline) for `acknowledge_store_event` — call it from the hook
+        once your pending work is saved.
+        `live_query` follows that query's result set instead of raw changes (`entities` must then
+        be empty): events of kind "live_query" with a `LiveQueryUpdate`, or `.live_query_updates()`.
         """
         if start == "now":
             start = self.current_token()
         resume = Resumer(self.id, start, _filter(entities, include_values, exclude_authors), reconnect_for,
-                         renews_session=renews_session(self._calls.session))
+                         renews_session=renews_session(self._calls.session),
+                         acknowledges_store_events=acknowledges_store_events,
+                         live_query=live_query.message() if live_query else None)
         return sync_feed(self._calls, resume, on_history_expired, on_store_event)
 
 

@@ -203,6 +203,11 @@ class PermissionDeniedError(UbiquityError):
     an operator call with a session)."""
 
 
+class AlreadyExistsError(UbiquityError):
+    """What the call would create or restore is there already (RestoreAccount of an active
+    account: ACCOUNT_NOT_ARCHIVED)."""
+
+
 _BY_REASON: dict[str, type[UbiquityError]] = {
     "MERGE_CONFLICT": ConflictError,
     "CONSTRAINT_CONFLICT": ConstraintError,
@@ -224,6 +229,7 @@ _BY_CODE: dict[grpc.StatusCode, type[UbiquityError]] = {
     grpc.StatusCode.CANCELLED: CancelledError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
 }
 
 _DETAILS_KEY = "grpc-status-details-bin"

@@ -8,7 +8,8 @@ instead of proto integers, and both clients (sync and asyncio) share them.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from ubiquity.v1 import changes_pb2 as ch
 
@@ -72,11 +73,38 @@ class StoreEvent:
     import_counts: ImportCounts | None  # DID_CHANGE of INITIAL_IMPORT_COMPLETED: what the import did
     token: bytes
     generation: int
+    # DID_CHANGE only: the transition did not happen (it failed, or a killed server's restart
+    # closed it); the store is as it was before the WILL_CHANGE.
+    cancelled: bool = False
+    # WILL_CHANGE to a feed opened with `acknowledges_store_events=True`: acknowledge it with
+    # `Store.acknowledge_store_event` once pending work is flushed.
+    acknowledgement: "Acknowledgement | None" = None
 
     @staticmethod
-    def of(e: ch.StoreEvent, token: bytes, generation: int) -> "StoreEvent":
+    def of(e: ch.StoreEvent, token: bytes, generation: int, authorization: str = "") -> "StoreEvent":
+        """`authorization`: what the stream that received it sent (its acknowledgement's)."""
         counts = ImportCounts.of(e.import_counts) if e.HasField("import_counts") else None
-        return StoreEvent(Phase(e.phase), Transition(e.transition), e.using_local_storage, counts, token, generation)
+        ack = Acknowledgement.of(e.acknowledgement, authorization) if e.HasField("acknowledgement") else None
+        return StoreEvent(Phase(e.phase), Transition(e.transition), e.using_local_storage, counts, token, generation,
+                          e.cancelled, ack)
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """What a WILL_CHANGE asks of a subscriber that opted in: the transition waits (until
+    `deadline`, after which the server goes on without it) for `Store.acknowledge_store_event`."""
+
+    event_token: bytes
+    deadline: datetime  # UTC; in the past on a replayed event (acknowledging is then a no-op)
+    # The `authorization` the receiving stream sent: the server counts an acknowledgement for the
+    # subscriptions of the session that sends it, so it goes with this one, not the client's current
+    # session (a renewal may have replaced it; a sign-out in flight is ending it).
+    authorization: str = field(default="", repr=False, compare=False)
+
+    @staticmethod
+    def of(a: ch.StoreEventAcknowledgement, authorization: str = "") -> "Acknowledgement":
+        deadline = datetime.fromtimestamp(a.deadline.seconds + a.deadline.nanos / 1e9, tz=timezone.utc)
+        return Acknowledgement(a.event_token, deadline, authorization)
 
 
 class KeyValueChangeReason(_ProtoEnum):

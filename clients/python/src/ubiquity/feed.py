@@ -19,9 +19,10 @@ import grpc
 
 from ubiquity.v1 import changes_pb2 as ch, changes_pb2_grpc
 
-from ._calls import Caller, Metadata
+from ._calls import Caller, Metadata, authorization_of
 from .errors import HistoryExpired, UbiquityError, from_rpc_error
 from .events import KeyValueChange, StoreEvent
+from .live import LiveQueryUpdate
 from .values import PyValue, from_values
 
 Start = Union[Literal["now", "oldest"], bytes]
@@ -54,8 +55,8 @@ class Transaction:
 class FeedEvent:
     """One feed message. `kind` is "transactions", "caught_up", "progress", "cursor_at_risk",
     "store_event", "key_value_change" or "live_query"; `transactions` is filled for the first,
-    `store_event` (a typed `StoreEvent`) and `key_value_change` (a typed `KeyValueChange`) for
-    theirs."""
+    `store_event` (a typed `StoreEvent`), `key_value_change` (a typed `KeyValueChange`) and
+    `live_query` (a typed `LiveQueryUpdate`) for theirs."""
 
     kind: str
     resume_token: bytes
@@ -64,6 +65,7 @@ class FeedEvent:
     raw: ch.SubscribeResponse = field(repr=False)
     store_event: StoreEvent | None = None
     key_value_change: KeyValueChange | None = None
+    live_query: LiveQueryUpdate | None = None
 
 
 def transaction_of(t: ch.Transaction) -> Transaction:
@@ -73,13 +75,15 @@ def transaction_of(t: ch.Transaction) -> Transaction:
                        t.context_name, changes)
 
 
-def _event(r: ch.SubscribeResponse) -> FeedEvent:
+def _event(r: ch.SubscribeResponse, authorization: str) -> FeedEvent:
     kind = r.WhichOneof("event") or "progress"
-    store_event = StoreEvent.of(r.store_event, r.resume_token, r.resume_generation) if kind == "store_event" else None
+    store_event = StoreEvent.of(r.store_event, r.resume_token, r.resume_generation, authorization) \
+        if kind == "store_event" else None
     kv_change = KeyValueChange.of(r.key_value_change, r.resume_token, r.resume_generation) \
         if kind == "key_value_change" else None
+    live = LiveQueryUpdate.of(r.live_query) if kind == "live_query" else None
     return FeedEvent(kind, r.resume_token, r.resume_generation,
-                     [transaction_of(t) for t in r.transactions.transactions], r, store_event, kv_change)
+                     [transaction_of(t) for t in r.transactions.transactions], r, store_event, kv_change, live)
 
 
 class Resumer:
@@ -91,8 +95,13 @@ class Resumer:
     """
 
     def __init__(self, store_id: str, start: Start, filter: ch.ChangeFilter, reconnect_for: float, *,
-                 key_values: ch.KeyValueSubscription | None = None, renews_session: bool = False) -> None:
+                 key_values: ch.KeyValueSubscription | None = None, renews_session: bool = False,
+                 acknowledges_store_events: bool = False, live_query: ch.LiveQuery | None = None) -> None:
         self.store_id = store_id
+        # set: the query's result set is followed instead of raw changes (docs/changes.md)
+        self.live_query = live_query
+        # WILL_CHANGEs carry an acknowledgement the caller answers (docs/lifecycle.md)
+        self.acknowledges_store_events = acknowledges_store_events
         self.start: Start = start
         self.filter = filter
         # set: the account's key-value feed (store_id and filter then unused)
@@ -117,16 +126,18 @@ class Resumer:
         if self.key_values is not None:
             request = ch.SubscribeRequest(key_values=self.key_values)
         else:
-            request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter)
+            request = ch.SubscribeRequest(store_id=self.store_id, filter=self.filter, live_query=self.live_query,
+                                          acknowledges_store_events=self.acknowledges_store_events)
         getattr(request, "from").CopyFrom(point)  # `from` is a Python keyword
         return request
 
-    def received(self, r: ch.SubscribeResponse) -> FeedEvent:
+    def received(self, r: ch.SubscribeResponse, authorization: str = "") -> FeedEvent:
+        """`authorization`: what the stream sent (a store event's acknowledgement goes with it)."""
         if r.resume_token:
             self.token = r.resume_token
         self._failing_since = None
         self._delay = 0.05
-        return _event(r)
+        return _event(r, authorization)
 
     def failed(self, err: UbiquityError, now: float) -> float:
         """The delay before subscribing again; raises `err` when the feed cannot go on.
@@ -175,10 +186,6 @@ def _filter(entities: Iterable[str], include_values: bool, exclude_authors: Iter
 StoreEventHook = Callable[[StoreEvent], None]
 
 
-def _authorization(metadata: Metadata) -> str:
-    return next((v for k, v in metadata if k == "authorization"), "")
-
-
 class ChangeFeed(Iterator[FeedEvent]):
     """Iterate for events; `token` is where a new feed would resume. `close()` ends it from any thread.
 
@@ -221,12 +228,12 @@ class ChangeFeed(Iterator[FeedEvent]):
         while not self._closed:
             if self._stream is None:
                 metadata = tuple(self._metadata())
-                self._sent = _authorization(metadata)
+                self._sent = authorization_of(metadata)
                 call = self._stub.Subscribe(self._resume.request(), metadata=metadata)
                 self._call, self._stream = call, call
             assert self._stream is not None
             try:
-                event = self._resume.received(next(self._stream))
+                event = self._resume.received(next(self._stream), self._sent)
             except StopIteration:
                 self._stream = None  # the server ended the stream: resume
                 continue
@@ -257,6 +264,12 @@ class ChangeFeed(Iterator[FeedEvent]):
         for event in self:
             if event.key_value_change is not None:
                 yield event.key_value_change
+
+    def live_query_updates(self) -> Iterator[LiveQueryUpdate]:
+        """Only the live query's updates (a feed opened with `live_query=`), in order."""
+        for event in self:
+            if event.live_query is not None:
+                yield event.live_query
 
     def close(self) -> None:
         self._closed = True

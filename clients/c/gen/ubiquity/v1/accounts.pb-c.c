@@ -1060,9 +1060,42 @@ const ProtobufCMessageDescriptor ubiquity__v1__get_account_request__descriptor =
   (ProtobufCMessageInit) ubiquity__v1__get_account_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-#define ubiquity__v1__list_accounts_request__field_descriptors NULL
-#define ubiquity__v1__list_accounts_request__field_indices_by_name NULL
-#define ubiquity__v1__list_accounts_request__number_ranges NULL
+static const ProtobufCFieldDescriptor ubiquity__v1__list_accounts_request__field_descriptors[2] =
+{
+  {
+    "page_size",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__ListAccountsRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__ListAccountsRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned ubiquity__v1__list_accounts_request__field_indices_by_name[] = {
+  0,   /* field[0] = page_size */
+  1,   /* field[1] = page_token */
+};
+static const ProtobufCIntRange ubiquity__v1__list_accounts_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
 const ProtobufCMessageDescriptor ubiquity__v1__list_accounts_request__descriptor =
 {
   PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
@@ -1071,14 +1104,14 @@ const ProtobufCMessageDescriptor ubiquity__v1__list_accounts_request__descriptor
   "Ubiquity__V1__ListAccountsRequest",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__ListAccountsRequest),
-  0,
+  2,
   ubiquity__v1__list_accounts_request__field_descriptors,
   ubiquity__v1__list_accounts_request__field_indices_by_name,
-  0,  ubiquity__v1__list_accounts_request__number_ranges,
+  1,  ubiquity__v1__list_accounts_request__number_ranges,
   (ProtobufCMessageInit) ubiquity__v1__list_accounts_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor ubiquity__v1__list_accounts_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor ubiquity__v1__list_accounts_response__field_descriptors[2] =
 {
   {
     "accounts",
@@ -1092,14 +1125,27 @@ static const ProtobufCFieldDescriptor ubiquity__v1__list_accounts_response__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Ubiquity__V1__ListAccountsResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned ubiquity__v1__list_accounts_response__field_indices_by_name[] = {
   0,   /* field[0] = accounts */
+  1,   /* field[1] = next_page_token */
 };
 static const ProtobufCIntRange ubiquity__v1__list_accounts_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor ubiquity__v1__list_accounts_response__descriptor =
 {
@@ -1109,7 +1155,7 @@ const ProtobufCMessageDescriptor ubiquity__v1__list_accounts_response__descripto
   "Ubiquity__V1__ListAccountsResponse",
   "ubiquity.v1",
   sizeof(Ubiquity__V1__ListAccountsResponse),
-  1,
+  2,
   ubiquity__v1__list_accounts_response__field_descriptors,
   ubiquity__v1__list_accounts_response__field_indices_by_name,
   1,  ubiquity__v1__list_accounts_response__number_ranges,

@@ -161,10 +161,18 @@ struct  Ubiquity__V1__GetAccountRequest
 struct  Ubiquity__V1__ListAccountsRequest
 {
   ProtobufCMessage base;
+  /*
+   * At most this many accounts; 0: the default (100). At most 1,000.
+   */
+  uint32_t page_size;
+  /*
+   * The previous page's `next_page_token`; empty: the first page. Opaque: pass it back unchanged.
+   */
+  char *page_token;
 };
 #define UBIQUITY__V1__LIST_ACCOUNTS_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__list_accounts_request__descriptor) \
-     }
+    , 0, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -174,14 +182,20 @@ struct  Ubiquity__V1__ListAccountsResponse
 {
   ProtobufCMessage base;
   /*
-   * Every account, ordered by ID.
+   * One page of the accounts (archived ones included, deleted ones not), ordered by ID. An
+   * account made or deleted while a client pages appears or not, depending on whether its ID
+   * sorts after the page it is on; no other account is skipped or listed twice.
    */
   size_t n_accounts;
   Ubiquity__V1__Account **accounts;
+  /*
+   * Pass as `page_token` for the next page; empty when this is the last page.
+   */
+  char *next_page_token;
 };
 #define UBIQUITY__V1__LIST_ACCOUNTS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&ubiquity__v1__list_accounts_response__descriptor) \
-    , 0,NULL }
+    , 0,NULL, (char *)protobuf_c_empty_string }
 
 
 /*

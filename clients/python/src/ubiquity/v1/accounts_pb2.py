@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from ubiquity.v1 import changes_pb2 as ubiquity_dot_v1_dot_changes__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aubiquity/v1/accounts.proto\x12\x0bubiquity.v1\x1a\x19ubiquity/v1/changes.proto\"x\n\x07\x41\x63\x63ount\x12\x12\n\naccount_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.ubiquity.v1.AccountState\x12\x19\n\x11\x63reated_at_micros\x18\x04 \x01(\x03\",\n\x14\x43reateAccountRequest\x12\x14\n\x0c\x64isplay_name\x18\x01 \x01(\t\"\'\n\x11GetAccountRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\"\x15\n\x13ListAccountsRequest\">\n\x14ListAccountsResponse\x12&\n\x08\x61\x63\x63ounts\x18\x01 \x03(\x0b\x32\x14.ubiquity.v1.Account\"u\n\x13\x43reateApiKeyRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\x12\'\n\x05scope\x18\x02 \x01(\x0e\x32\x18.ubiquity.v1.ApiKeyScope\x12\x12\n\nstore_name\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\"\xa4\x01\n\x06\x41piKey\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x12\n\naccount_id\x18\x02 \x01(\t\x12\'\n\x05scope\x18\x03 \x01(\x0e\x32\x18.ubiquity.v1.ApiKeyScope\x12\x12\n\nstore_name\x18\x04 \x01(\t\x12\r\n\x05label\x18\x05 \x01(\t\x12\x19\n\x11\x63reated_at_micros\x18\x06 \x01(\x03\x12\x0f\n\x07revoked\x18\x07 \x01(\x08\"H\n\x14\x43reateApiKeyResponse\x12 \n\x03key\x18\x01 \x01(\x0b\x32\x13.ubiquity.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"%\n\x13RevokeApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\"0\n\x14RevokeApiKeyResponse\x12\x18\n\x10sessions_revoked\x18\x01 \x01(\r\"P\n\rSignInRequest\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x11\n\tdevice_id\x18\x02 \x01(\t\x12\x1b\n\x13local_device_secret\x18\x03 \x01(\t\"\xb0\x01\n\x0eSignInResponse\x12\x15\n\rsession_token\x18\x01 \x01(\t\x12\x19\n\x11\x65xpires_at_micros\x18\x02 \x01(\x03\x12\x12\n\naccount_id\x18\x03 \x01(\t\x12\'\n\x05scope\x18\x04 \x01(\x0e\x32\x18.ubiquity.v1.ApiKeyScope\x12/\n\x0clocal_import\x18\x05 \x01(\x0b\x32\x19.ubiquity.v1.ImportCounts\"\x10\n\x0eSignOutRequest\"\x11\n\x0fSignOutResponse\"D\n\x18StartLocalSessionRequest\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x15\n\rdevice_secret\x18\x02 \x01(\t\"d\n\x19StartLocalSessionResponse\x12\x15\n\rsession_token\x18\x01 \x01(\t\x12\x19\n\x11\x65xpires_at_micros\x18\x02 \x01(\x03\x12\x15\n\rdevice_secret\x18\x03 \x01(\t\"+\n\x15\x41rchiveAccountRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\"+\n\x15RestoreAccountRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\"*\n\x14\x44\x65leteAccountRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\"\xd5\x01\n\x15\x44\x65leteAccountResponse\x12\x16\n\x0estores_removed\x18\x02 \x01(\r\x12\x1f\n\x17\x61rchived_stores_removed\x18\x03 \x01(\r\x12!\n\x19key_value_entries_removed\x18\x04 \x01(\r\x12\x18\n\x10\x61pi_keys_removed\x18\x05 \x01(\r\x12\x18\n\x10sessions_removed\x18\x06 \x01(\r\x12\x15\n\rbytes_removed\x18\x07 \x01(\x04J\x04\x08\x01\x10\x02R\x0fpurge_at_micros*\xb9\x01\n\x0c\x41\x63\x63ountState\x12\x1d\n\x19\x41\x43\x43OUNT_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x41\x43\x43OUNT_STATE_ACTIVE\x10\x01\x12\x1a\n\x16\x41\x43\x43OUNT_STATE_ARCHIVED\x10\x02\x12\x1a\n\x16\x41\x43\x43OUNT_STATE_DELETING\x10\x03\x12\x1b\n\x17\x41\x43\x43OUNT_STATE_ARCHIVING\x10\x04\x12\x1b\n\x17\x41\x43\x43OUNT_STATE_RESTORING\x10\x05*\x84\x01\n\x0b\x41piKeyScope\x12\x1d\n\x19\x41PI_KEY_SCOPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41PI_KEY_SCOPE_READ_WRITE\x10\x01\x12\x1b\n\x17\x41PI_KEY_SCOPE_READ_ONLY\x10\x02\x12\x1b\n\x17\x41PI_KEY_SCOPE_ONE_STORE\x10\x03\x32\xf4\x06\n\x08\x41\x63\x63ounts\x12H\n\rCreateAccount\x12!.ubiquity.v1.CreateAccountRequest\x1a\x14.ubiquity.v1.Account\x12\x42\n\nGetAccount\x12\x1e.ubiquity.v1.GetAccountRequest\x1a\x14.ubiquity.v1.Account\x12S\n\x0cListAccounts\x12 .ubiquity.v1.ListAccountsRequest\x1a!.ubiquity.v1.ListAccountsResponse\x12S\n\x0c\x43reateApiKey\x12 .ubiquity.v1.CreateApiKeyRequest\x1a!.ubiquity.v1.CreateApiKeyResponse\x12S\n\x0cRevokeApiKey\x12 .ubiquity.v1.RevokeApiKeyRequest\x1a!.ubiquity.v1.RevokeApiKeyResponse\x12\x41\n\x06SignIn\x12\x1a.ubiquity.v1.SignInRequest\x1a\x1b.ubiquity.v1.SignInResponse\x12\x44\n\x07SignOut\x12\x1b.ubiquity.v1.SignOutRequest\x1a\x1c.ubiquity.v1.SignOutResponse\x12J\n\x0e\x41rchiveAccount\x12\".ubiquity.v1.ArchiveAccountRequest\x1a\x14.ubiquity.v1.Account\x12J\n\x0eRestoreAccount\x12\".ubiquity.v1.RestoreAccountRequest\x1a\x14.ubiquity.v1.Account\x12V\n\rDeleteAccount\x12!.ubiquity.v1.DeleteAccountRequest\x1a\".ubiquity.v1.DeleteAccountResponse\x12\x62\n\x11StartLocalSession\x12%.ubiquity.v1.StartLocalSessionRequest\x1a&.ubiquity.v1.StartLocalSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aubiquity/v1/accounts.proto\x12\x0bubiquity.v1\x1a\x19ubiquity/v1/changes.proto\"x\n\x07\x41\x63\x63ount\x12\x12\n\naccount_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.ubiquity.v1.AccountState\x12\x19\n\x11\x63reated_at_micros\x18\x04 \x01(\x03\",\n\x14\x43reateAccountRequest\x12\x14\n\x0c\x64isplay_name\x18\x01 \x01(\t\"\'\n\x11GetAccountRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\"<\n\x13ListAccountsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"W\n\x14ListAccountsResponse\x12&\n\x08\x61\x63\x63ounts\x18\x01 \x03(\x0b\x32\x14.ubiquity.v1.Account\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"u\n\x13\x43reateApiKeyRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\x12\'\n\x05scope\x18\x02 \x01(\x0e\x32\x18.ubiquity.v1.ApiKeyScope\x12\x12\n\nstore_name\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\"\xa4\x01\n\x06\x41piKey\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x12\n\naccount_id\x18\x02 \x01(\t\x12\'\n\x05scope\x18\x03 \x01(\x0e\x32\x18.ubiquity.v1.ApiKeyScope\x12\x12\n\nstore_name\x18\x04 \x01(\t\x12\r\n\x05label\x18\x05 \x01(\t\x12\x19\n\x11\x63reated_at_micros\x18\x06 \x01(\x03\x12\x0f\n\x07revoked\x18\x07 \x01(\x08\"H\n\x14\x43reateApiKeyResponse\x12 \n\x03key\x18\x01 \x01(\x0b\x32\x13.ubiquity.v1.ApiKey\x12\x0e\n\x06secret\x18\x02 \x01(\t\"%\n\x13RevokeApiKeyRequest\x12\x0e\n\x06key_id\x18\x01 \x01(\t\"0\n\x14RevokeApiKeyResponse\x12\x18\n\x10sessions_revoked\x18\x01 \x01(\r\"P\n\rSignInRequest\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x11\n\tdevice_id\x18\x02 \x01(\t\x12\x1b\n\x13local_device_secret\x18\x03 \x01(\t\"\xb0\x01\n\x0eSignInResponse\x12\x15\n\rsession_token\x18\x01 \x01(\t\x12\x19\n\x11\x65xpires_at_micros\x18\x02 \x01(\x03\x12\x12\n\naccount_id\x18\x03 \x01(\t\x12\'\n\x05scope\x18\x04 \x01(\x0e\x32\x18.ubiquity.v1.ApiKeyScope\x12/\n\x0clocal_import\x18\x05 \x01(\x0b\x32\x19.ubiquity.v1.ImportCounts\"\x10\n\x0eSignOutRequest\"\x11\n\x0fSignOutResponse\"D\n\x18StartLocalSessionRequest\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x15\n\rdevice_secret\x18\x02 \x01(\t\"d\n\x19StartLocalSessionResponse\x12\x15\n\rsession_token\x18\x01 \x01(\t\x12\x19\n\x11\x65xpires_at_micros\x18\x02 \x01(\x03\x12\x15\n\rdevice_secret\x18\x03 \x01(\t\"+\n\x15\x41rchiveAccountRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\"+\n\x15RestoreAccountRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\"*\n\x14\x44\x65leteAccountRequest\x12\x12\n\naccount_id\x18\x01 \x01(\t\"\xd5\x01\n\x15\x44\x65leteAccountResponse\x12\x16\n\x0estores_removed\x18\x02 \x01(\r\x12\x1f\n\x17\x61rchived_stores_removed\x18\x03 \x01(\r\x12!\n\x19key_value_entries_removed\x18\x04 \x01(\r\x12\x18\n\x10\x61pi_keys_removed\x18\x05 \x01(\r\x12\x18\n\x10sessions_removed\x18\x06 \x01(\r\x12\x15\n\rbytes_removed\x18\x07 \x01(\x04J\x04\x08\x01\x10\x02R\x0fpurge_at_micros*\xb9\x01\n\x0c\x41\x63\x63ountState\x12\x1d\n\x19\x41\x43\x43OUNT_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x41\x43\x43OUNT_STATE_ACTIVE\x10\x01\x12\x1a\n\x16\x41\x43\x43OUNT_STATE_ARCHIVED\x10\x02\x12\x1a\n\x16\x41\x43\x43OUNT_STATE_DELETING\x10\x03\x12\x1b\n\x17\x41\x43\x43OUNT_STATE_ARCHIVING\x10\x04\x12\x1b\n\x17\x41\x43\x43OUNT_STATE_RESTORING\x10\x05*\x84\x01\n\x0b\x41piKeyScope\x12\x1d\n\x19\x41PI_KEY_SCOPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41PI_KEY_SCOPE_READ_WRITE\x10\x01\x12\x1b\n\x17\x41PI_KEY_SCOPE_READ_ONLY\x10\x02\x12\x1b\n\x17\x41PI_KEY_SCOPE_ONE_STORE\x10\x03\x32\xf4\x06\n\x08\x41\x63\x63ounts\x12H\n\rCreateAccount\x12!.ubiquity.v1.CreateAccountRequest\x1a\x14.ubiquity.v1.Account\x12\x42\n\nGetAccount\x12\x1e.ubiquity.v1.GetAccountRequest\x1a\x14.ubiquity.v1.Account\x12S\n\x0cListAccounts\x12 .ubiquity.v1.ListAccountsRequest\x1a!.ubiquity.v1.ListAccountsResponse\x12S\n\x0c\x43reateApiKey\x12 .ubiquity.v1.CreateApiKeyRequest\x1a!.ubiquity.v1.CreateApiKeyResponse\x12S\n\x0cRevokeApiKey\x12 .ubiquity.v1.RevokeApiKeyRequest\x1a!.ubiquity.v1.RevokeApiKeyResponse\x12\x41\n\x06SignIn\x12\x1a.ubiquity.v1.SignInRequest\x1a\x1b.ubiquity.v1.SignInResponse\x12\x44\n\x07SignOut\x12\x1b.ubiquity.v1.SignOutRequest\x1a\x1c.ubiquity.v1.SignOutResponse\x12J\n\x0e\x41rchiveAccount\x12\".ubiquity.v1.ArchiveAccountRequest\x1a\x14.ubiquity.v1.Account\x12J\n\x0eRestoreAccount\x12\".ubiquity.v1.RestoreAccountRequest\x1a\x14.ubiquity.v1.Account\x12V\n\rDeleteAccount\x12!.ubiquity.v1.DeleteAccountRequest\x1a\".ubiquity.v1.DeleteAccountResponse\x12\x62\n\x11StartLocalSession\x12%.ubiquity.v1.StartLocalSessionRequest\x1a&.ubiquity.v1.StartLocalSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ubiquity.v1.accounts_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACCOUNTSTATE']._serialized_start=1636
-  _globals['_ACCOUNTSTATE']._serialized_end=1821
-  _globals['_APIKEYSCOPE']._serialized_start=1824
-  _globals['_APIKEYSCOPE']._serialized_end=1956
+  _globals['_ACCOUNTSTATE']._serialized_start=1700
+  _globals['_ACCOUNTSTATE']._serialized_end=1885
+  _globals['_APIKEYSCOPE']._serialized_start=1888
+  _globals['_APIKEYSCOPE']._serialized_end=2020
   _globals['_ACCOUNT']._serialized_start=70
   _globals['_ACCOUNT']._serialized_end=190
   _globals['_CREATEACCOUNTREQUEST']._serialized_start=192
@@ -43,39 +43,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETACCOUNTREQUEST']._serialized_start=238
   _globals['_GETACCOUNTREQUEST']._serialized_end=277
   _globals['_LISTACCOUNTSREQUEST']._serialized_start=279
-  _globals['_LISTACCOUNTSREQUEST']._serialized_end=300
-  _globals['_LISTACCOUNTSRESPONSE']._serialized_start=302
-  _globals['_LISTACCOUNTSRESPONSE']._serialized_end=364
-  _globals['_CREATEAPIKEYREQUEST']._serialized_start=366
-  _globals['_CREATEAPIKEYREQUEST']._serialized_end=483
-  _globals['_APIKEY']._serialized_start=486
-  _globals['_APIKEY']._serialized_end=650
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=652
-  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=724
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=726
-  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=763
-  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=765
-  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=813
-  _globals['_SIGNINREQUEST']._serialized_start=815
-  _globals['_SIGNINREQUEST']._serialized_end=895
-  _globals['_SIGNINRESPONSE']._serialized_start=898
-  _globals['_SIGNINRESPONSE']._serialized_end=1074
-  _globals['_SIGNOUTREQUEST']._serialized_start=1076
-  _globals['_SIGNOUTREQUEST']._serialized_end=1092
-  _globals['_SIGNOUTRESPONSE']._serialized_start=1094
-  _globals['_SIGNOUTRESPONSE']._serialized_end=1111
-  _globals['_STARTLOCALSESSIONREQUEST']._serialized_start=1113
-  _globals['_STARTLOCALSESSIONREQUEST']._serialized_end=1181
-  _globals['_STARTLOCALSESSIONRESPONSE']._serialized_start=1183
-  _globals['_STARTLOCALSESSIONRESPONSE']._serialized_end=1283
-  _globals['_ARCHIVEACCOUNTREQUEST']._serialized_start=1285
-  _globals['_ARCHIVEACCOUNTREQUEST']._serialized_end=1328
-  _globals['_RESTOREACCOUNTREQUEST']._serialized_start=1330
-  _globals['_RESTOREACCOUNTREQUEST']._serialized_end=1373
-  _globals['_DELETEACCOUNTREQUEST']._serialized_start=1375
-  _globals['_DELETEACCOUNTREQUEST']._serialized_end=1417
-  _globals['_DELETEACCOUNTRESPONSE']._serialized_start=1420
-  _globals['_DELETEACCOUNTRESPONSE']._serialized_end=1633
-  _globals['_ACCOUNTS']._serialized_start=1959
-  _globals['_ACCOUNTS']._serialized_end=2843
+  _globals['_LISTACCOUNTSREQUEST']._serialized_end=339
+  _globals['_LISTACCOUNTSRESPONSE']._serialized_start=341
+  _globals['_LISTACCOUNTSRESPONSE']._serialized_end=428
+  _globals['_CREATEAPIKEYREQUEST']._serialized_start=430
+  _globals['_CREATEAPIKEYREQUEST']._serialized_end=547
+  _globals['_APIKEY']._serialized_start=550
+  _globals['_APIKEY']._serialized_end=714
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_start=716
+  _globals['_CREATEAPIKEYRESPONSE']._serialized_end=788
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_start=790
+  _globals['_REVOKEAPIKEYREQUEST']._serialized_end=827
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_start=829
+  _globals['_REVOKEAPIKEYRESPONSE']._serialized_end=877
+  _globals['_SIGNINREQUEST']._serialized_start=879
+  _globals['_SIGNINREQUEST']._serialized_end=959
+  _globals['_SIGNINRESPONSE']._serialized_start=962
+  _globals['_SIGNINRESPONSE']._serialized_end=1138
+  _globals['_SIGNOUTREQUEST']._serialized_start=1140
+  _globals['_SIGNOUTREQUEST']._serialized_end=1156
+  _globals['_SIGNOUTRESPONSE']._serialized_start=1158
+  _globals['_SIGNOUTRESPONSE']._serialized_end=1175
+  _globals['_STARTLOCALSESSIONREQUEST']._serialized_start=1177
+  _globals['_STARTLOCALSESSIONREQUEST']._serialized_end=1245
+  _globals['_STARTLOCALSESSIONRESPONSE']._serialized_start=1247
+  _globals['_STARTLOCALSESSIONRESPONSE']._serialized_end=1347
+  _globals['_ARCHIVEACCOUNTREQUEST']._serialized_start=1349
+  _globals['_ARCHIVEACCOUNTREQUEST']._serialized_end=1392
+  _globals['_RESTOREACCOUNTREQUEST']._serialized_start=1394
+  _globals['_RESTOREACCOUNTREQUEST']._serialized_end=1437
+  _globals['_DELETEACCOUNTREQUEST']._serialized_start=1439
+  _globals['_DELETEACCOUNTREQUEST']._serialized_end=1481
+  _globals['_DELETEACCOUNTRESPONSE']._serialized_start=1484
+  _globals['_DELETEACCOUNTRESPONSE']._serialized_end=1697
+  _globals['_ACCOUNTS']._serialized_start=2023
+  _globals['_ACCOUNTS']._serialized_end=2907
 # @@protoc_insertion_point(module_scope)
