@@ -36,7 +36,7 @@ public struct Admin: Sendable {
         let r = try await open { md, opts in
             try await client.adminService.ping(.with { $0.payload = payload }, metadata: md, options: opts)
         }
-        return Pong(payload: r.payload, serverTime: Date(timeIntervalSince1970: Double(r.serverTimeMicros) / 1e6))
+        return Pong(payload: r.payload, serverTime: Date(unixMicros: r.serverTimeMicros))
     }
 
     /// Static facts about the server (`Admin.GetServerInfo`): version, listen address, transport

@@ -43,6 +43,17 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     let filter: Ubiquity_V1_ChangeFilter
     let reconnectFor: Duration
     let onHistoryExpired: HistoryExpiredHook?
+    /// Opted in to acknowledging store transitions (`SubscribeRequest.acknowledges_store_events`):
+    /// each `.willChange` carries a ``StoreEvent/acknowledgement``, and the transition waits for
+    /// it (see ``UbiquityClient/acknowledge(_:)``).
+    let acknowledgesStoreEvents: Bool
+    /// `SubscribeRequest.coalesce_window_ms`.
+    var coalesceWindowMilliseconds: UInt32 = 0
+    /// Set for a live query (``Store/liveQuery(_:where:_:from:includeValues:excludeAuthors:reconnectFor:)``).
+    var liveQuery: Ubiquity_V1_LiveQuery? = nil
+    /// Set for the account's key-value feed (``KeyValueStore/changes(from:excludeAuthors:reconnectFor:)``),
+    /// with `storeID` empty.
+    var keyValues: Ubiquity_V1_KeyValueSubscription? = nil
 
     public func makeAsyncIterator() -> Iterator {
         let (stream, continuation) = AsyncThrowingStream<FeedEvent, any Error>.makeStream()
@@ -63,14 +74,21 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     ) async {
         let options = client.options(timeout: nil)  // a feed runs for as long as it is read
         while !Task.isCancelled {
-            let request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
+            var request = progress.resumer.withLock { $0.request(storeID: storeID, filter: filter) }
+            request.acknowledgesStoreEvents = acknowledgesStoreEvents
+            request.coalesceWindowMs = coalesceWindowMilliseconds
+            if let liveQuery { request.liveQuery = liveQuery }
+            if let keyValues {
+                request.keyValues = keyValues
+                request.clearFilter()
+            }
             var session: String?
             do {
                 session = try await client.sessionToken()
                 try await client.changes.subscribe(request, metadata: bearer(session), options: options) {
-                    response in
+                    [session] response in
                     for try await message in response.messages {
-                        let event = progress.resumer.withLock { $0.received(message) }
+                        let event = progress.resumer.withLock { $0.received(message, session: session) }
                         continuation.yield(event)
                     }
                 }
@@ -202,12 +220,14 @@ struct FeedResumer: Sendable {
         return request
     }
 
-    mutating func received(_ message: Ubiquity_V1_SubscribeResponse) -> FeedEvent {
+    /// `session`: the one the stream was opened with, which an acknowledgement of a store event
+    /// it delivered must carry.
+    mutating func received(_ message: Ubiquity_V1_SubscribeResponse, session: String? = nil) -> FeedEvent {
         if let t = GenerationToken(ifPresent: message.resumeToken) { token = t }
         failingSince = nil
         delay = .milliseconds(50)
         renewals = 0
-        return FeedEvent(proto: message)
+        return FeedEvent(proto: message, session: session)
     }
 
     /// The server ended the stream with OK (it never should): subscribe again at once.
@@ -256,11 +276,14 @@ public struct FeedEvent: Sendable {
     /// Filled for `.storeEvent`: a store transition (sign-out, first-sign-in import, …) before or
     /// after it happens, in order with the transactions (see ``StoreEvent``).
     public var storeEvent: StoreEvent?
-    /// The message itself, for the kinds this type does not decode (key-value changes, live
-    /// queries).
+    /// Filled for `.keyValueChange`, on the key-value feed.
+    public var keyValueChange: KeyValueChange?
+    /// Filled for `.liveQuery`, on a live query's feed.
+    public var liveQuery: LiveQueryUpdate?
+    /// The message itself (`cursorAtRisk`'s details, say).
     public var raw: Ubiquity_V1_SubscribeResponse
 
-    init(proto m: Ubiquity_V1_SubscribeResponse) {
+    init(proto m: Ubiquity_V1_SubscribeResponse, session: String? = nil) {
         switch m.event {
         case .transactions: kind = .transactions
         case .caughtUp: kind = .caughtUp
@@ -273,7 +296,9 @@ public struct FeedEvent: Sendable {
         resumeToken = GenerationToken(ifPresent: m.resumeToken)
         resumeGeneration = m.resumeGeneration
         transactions = m.transactions.transactions.map(Transaction.init(proto:))
-        storeEvent = kind == .storeEvent ? StoreEvent(proto: m.storeEvent) : nil
+        storeEvent = kind == .storeEvent ? StoreEvent(proto: m.storeEvent, session: session) : nil
+        keyValueChange = kind == .keyValueChange ? KeyValueChange(proto: m.keyValueChange) : nil
+        liveQuery = kind == .liveQuery ? LiveQueryUpdate(proto: m.liveQuery) : nil
         raw = m
     }
 }
@@ -305,8 +330,16 @@ public struct Change: Sendable {
     public var entity: String
     public var objectID: String
     public var changedProperties: [String]
-    /// With `includeValues`.
+    /// With `includeValues`: the changed attributes' values after the transaction.
     public var values: [String: Value]
+    /// With `includeValues`: the changed relationships' targets after the transaction.
+    public var relationships: [String: [String]]
+    /// With `includeTombstones`, on a delete: the last values of the attributes the model keeps
+    /// on delete (`keep_on_delete`, Core Data's `preservesValueInHistoryOnDeletion`).
+    public var tombstone: [String: Value]
+    /// With `includeValues`: the values could not be read (history older than the store's
+    /// readable window); live feeds always get them.
+    public var valuesUnavailable: Bool
 
     init(proto c: Ubiquity_V1_Change) {
         switch c.kind {
@@ -319,5 +352,8 @@ public struct Change: Sendable {
         objectID = c.objectID
         changedProperties = c.changedProperties
         values = swiftValues(c.values)
+        relationships = c.relationships.mapValues(\.objectIds)
+        tombstone = swiftValues(c.tombstone)
+        valuesUnavailable = c.valuesUnavailable
     }
 }

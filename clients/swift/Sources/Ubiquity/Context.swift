@@ -59,8 +59,12 @@ public actor Context {
 
     public var hasChanges: Bool { state.hasChanges }
 
-    init(client: UbiquityClient, proto: Ubiquity_V1_ContextState) {
+    /// The store's ``Store/expectedModelVersion`` when the context was made: its saves carry it.
+    public nonisolated let expectedModelVersion: String?
+
+    init(client: UbiquityClient, proto: Ubiquity_V1_ContextState, modelVersion: String? = nil) {
         self.client = client
+        expectedModelVersion = modelVersion
         id = proto.contextID
         storeID = proto.storeID
         state = State(proto: proto)
@@ -68,7 +72,7 @@ public actor Context {
 
     static func create(
         client: UbiquityClient, storeID: String, name: String, author: String, mergePolicy: MergePolicy,
-        generation: Generation, parentID: String?
+        generation: Generation, parentID: String?, modelVersion: String? = nil
     ) async throws -> Context {
         let (mode, token) = generation.proto
         let proto = try await client.unary { md, opts in
@@ -83,21 +87,24 @@ public actor Context {
                     $0.parentContextID = parentID ?? ""
                 }, metadata: md, options: opts)
         }
-        return Context(client: client, proto: proto)
+        return Context(client: client, proto: proto, modelVersion: modelVersion)
     }
 
     /// A nested context whose `save()` moves its changes into this one, not the store.
     public func child(name: String = "") async throws -> Context {
         try await Context.create(
             client: client, storeID: storeID, name: name, author: "", mergePolicy: state.mergePolicy,
-            generation: .pinnedAtFirstRead, parentID: id)
+            generation: .pinnedAtFirstRead, parentID: id, modelVersion: expectedModelVersion)
     }
 
     // MARK: Changes
 
-    /// Adds a pending insert; returns the object's context ID.
+    /// Adds a pending insert; returns the object's context ID. `relationships`: name → target
+    /// object IDs (permanent, or context IDs of this context's pending inserts).
     @discardableResult
-    public func insert(_ entity: String, _ values: [String: Value]) async throws -> String {
+    public func insert(
+        _ entity: String, _ values: [String: Value], relationships: [String: [String]] = [:]
+    ) async throws -> String {
         labels += 1
         let label = "n\(labels)"
         let contextID = id
@@ -105,21 +112,28 @@ public actor Context {
             try await self.client.contexts.insert(
                 .with {
                     $0.contextID = contextID
-                    $0.inserts = [Insert(label, entity, values).proto]
+                    $0.inserts = [
+                        Insert(label, entity, values, relationships: relationships.mapValues { $0.map(ObjectRef.object) }).proto
+                    ]
                 }, metadata: md, options: opts)
         }
         state = State(proto: response.state)
         return response.objectIds[label] ?? label
     }
 
-    /// Adds a pending update of an object (by permanent or context ID).
-    public func update(_ objectID: String, _ values: [String: Value]) async throws {
+    /// Adds a pending update of an object (by permanent or context ID). Each relationship named
+    /// in `relationships` gets exactly these targets (`[]` empties it).
+    public func update(
+        _ objectID: String, _ values: [String: Value] = [:], relationships: [String: [String]] = [:]
+    ) async throws {
         let contextID = id
         try await set {
             try await self.client.contexts.update(
                 .with {
                     $0.contextID = contextID
-                    $0.updates = [Update(objectID, values).proto]
+                    $0.updates = [
+                        Update(objectID, values, relationships: relationships.mapValues { $0.map(ObjectRef.object) }).proto
+                    ]
                 }, metadata: $0, options: $1)
         }
     }
@@ -178,8 +192,11 @@ public actor Context {
     @discardableResult
     public func save(clientTransactionID: String? = nil, dryRun: Bool = false) async throws -> SaveResult {
         let contextID = id
-        let (response, txid) = try await client.save(clientTransactionID: clientTransactionID) {
-            [client] txid, md, opts in
+        // The server checks the model version per save (the store may migrate while the
+        // context lives), so each one carries it.
+        let (response, txid) = try await client.save(
+            clientTransactionID: clientTransactionID, modelVersion: expectedModelVersion
+        ) { [client] txid, md, opts in
             try await client.contexts.save(
                 .with {
                     $0.contextID = contextID

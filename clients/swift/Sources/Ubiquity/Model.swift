@@ -106,7 +106,16 @@ public enum ResultType: Sendable, Hashable {
     }
 }
 
-/// A fetch: entity, NSPredicate-format predicate with `$variables`, sort, paging, result type.
+/// A fetch: entity, NSPredicate-format predicate with `$variables`, sort, paging, result type;
+/// for dictionaries, grouping (`groupBy`, `having`) and `distinct`; relationship prefetching
+/// (docs/query.md in the repository, NSFetchRequest's properties of the same names).
+///
+/// ```swift
+/// // People per city with more than one, as rows ["city": …, "n": …]:
+/// var byCity = FetchRequest("Person", resultType: .dictionaries, properties: ["city", "n = count:(SELF)"])
+/// byCity.groupBy = ["city"]
+/// byCity.having = "n > 1"
+/// ```
 public struct FetchRequest: Sendable {
     public var entity: String
     public var predicate: String
@@ -115,13 +124,29 @@ public struct FetchRequest: Sendable {
     public var limit: Int32
     public var offset: Int32
     public var resultType: ResultType
-    /// For `.dictionaries`: the properties each row holds.
+    /// For `.dictionaries`: the key paths each row holds, or aggregates written
+    /// `alias = fn:(keyPath)` with fn one of count, sum, min, max, average (`count:(SELF)`).
     public var properties: [String]
+    /// `.dictionaries`: one row per group of these key paths (`propertiesToGroupBy`); every plain
+    /// key path in ``properties`` must be one of them.
+    public var groupBy: [String]
+    /// `.dictionaries` with ``groupBy``: a predicate over the groups, on aggregate aliases and
+    /// grouped key paths (`havingPredicate`: `"n > 1"`, `"total >= $min"`, with ``arguments``).
+    public var having: String
+    /// `.dictionaries`: drop duplicate rows (`returnsDistinctResults`).
+    public var distinct: Bool
+    /// Relationship key paths whose destinations come with the results, in
+    /// ``FetchResult/prefetched`` (`relationshipKeyPathsForPrefetching`: `"owner"`,
+    /// `"notes"`, `"friends.notes"`) — one load per level, however many results.
+    public var prefetch: [String]
+    /// Leave out objects of sub-entities (by default a fetch of an entity includes them).
+    public var excludesSubentities: Bool
 
     public init(
         _ entity: String, where predicate: String = "", _ arguments: [String: Argument] = [:],
         sort: [SortDescriptor] = [], limit: Int32 = 0, offset: Int32 = 0,
-        resultType: ResultType = .objects, properties: [String] = []
+        resultType: ResultType = .objects, properties: [String] = [], groupBy: [String] = [],
+        having: String = "", distinct: Bool = false, prefetch: [String] = [], excludesSubentities: Bool = false
     ) {
         self.entity = entity
         self.predicate = predicate
@@ -131,6 +156,11 @@ public struct FetchRequest: Sendable {
         self.offset = offset
         self.resultType = resultType
         self.properties = properties
+        self.groupBy = groupBy
+        self.having = having
+        self.distinct = distinct
+        self.prefetch = prefetch
+        self.excludesSubentities = excludesSubentities
     }
 
     var proto: Ubiquity_V1_FetchSpec {
@@ -143,6 +173,11 @@ public struct FetchRequest: Sendable {
             $0.fetchOffset = offset
             $0.resultType = resultType.proto
             $0.propertiesToFetch = properties
+            $0.propertiesToGroupBy = groupBy
+            $0.havingPredicate = having
+            $0.returnsDistinctResults = distinct
+            $0.relationshipKeyPathsForPrefetching = prefetch
+            $0.excludesSubentities = excludesSubentities
         }
     }
 }
@@ -154,6 +189,9 @@ public struct FetchResult: Sendable {
     public var objectIDs: [String]
     public var rows: [[String: Value]]
     public var count: Int64
+    /// The destinations of ``FetchRequest/prefetch``, by object ID (each once, however many
+    /// results point at it).
+    public var prefetched: [String: ManagedObject]
 
     init(proto: Ubiquity_V1_FetchResults) {
         token = GenerationToken(ifPresent: proto.token)
@@ -161,20 +199,53 @@ public struct FetchResult: Sendable {
         objectIDs = proto.objectIds
         rows = proto.rows.map { swiftValues($0.values) }
         count = proto.count
+        prefetched = Dictionary(
+            proto.prefetched.map { ($0.objectID, ManagedObject(proto: $0)) }, uniquingKeysWith: { a, _ in a })
     }
 }
 
+/// A relationship target in a change (`ObjectRef`): an object inserted by the same save, by its
+/// temporary ID, or an existing object by its ID (in a context also a pending insert's context
+/// ID, `…/t<n>`). A string literal is an object ID.
+public enum ObjectRef: Sendable, Hashable, ExpressibleByStringLiteral {
+    /// The ``Insert/temporaryID`` of an insert in the same save.
+    case inserted(String)
+    /// An object ID (URI form).
+    case object(String)
+
+    public init(stringLiteral id: String) { self = .object(id) }
+
+    var proto: Ubiquity_V1_ObjectRef {
+        .with {
+            switch self {
+            case .inserted(let t): $0.temporaryID = t
+            case .object(let id): $0.objectID = id
+            }
+        }
+    }
+}
+
+/// Relationship name → its complete set of targets (zero or one for a to-one).
+func protoRelationships(_ r: [String: [ObjectRef]]) -> [String: Ubiquity_V1_ObjectRefList] {
+    r.mapValues { refs in .with { $0.refs = refs.map(\.proto) } }
+}
+
 /// A new object of a store-level save, named by a temporary ID of the caller's choice until the
-/// save returns its permanent one.
+/// save returns its permanent one. `relationships`: name → targets, which may be other inserts of
+/// the same save (`.inserted("p1")`).
 public struct Insert: Sendable {
     public var temporaryID: String
     public var entity: String
     public var values: [String: Value]
+    public var relationships: [String: [ObjectRef]]
 
-    public init(_ temporaryID: String, _ entity: String, _ values: [String: Value]) {
+    public init(
+        _ temporaryID: String, _ entity: String, _ values: [String: Value], relationships: [String: [ObjectRef]] = [:]
+    ) {
         self.temporaryID = temporaryID
         self.entity = entity
         self.values = values
+        self.relationships = relationships
     }
 
     var proto: Ubiquity_V1_Insert {
@@ -182,20 +253,27 @@ public struct Insert: Sendable {
             $0.temporaryID = temporaryID
             $0.entity = entity
             $0.values = protoValues(values)
+            $0.relationships = protoRelationships(relationships)
         }
     }
 }
 
 /// Changed values of an existing object; `expectedVersion` (the version read) makes a concurrent
-/// change a conflict for the merge policy to decide.
+/// change a conflict for the merge policy to decide. `relationships`: each one named replaces
+/// that relationship's whole set of targets (`[]` empties it).
 public struct Update: Sendable {
     public var objectID: String
     public var values: [String: Value]
+    public var relationships: [String: [ObjectRef]]
     public var expectedVersion: Int64?
 
-    public init(_ objectID: String, _ values: [String: Value], expectedVersion: Int64? = nil) {
+    public init(
+        _ objectID: String, _ values: [String: Value], relationships: [String: [ObjectRef]] = [:],
+        expectedVersion: Int64? = nil
+    ) {
         self.objectID = objectID
         self.values = values
+        self.relationships = relationships
         self.expectedVersion = expectedVersion
     }
 
@@ -203,6 +281,7 @@ public struct Update: Sendable {
         var p = Ubiquity_V1_Update()
         p.objectID = objectID
         p.values = protoValues(values)
+        p.relationships = protoRelationships(relationships)
         if let expectedVersion { p.expectedVersion = expectedVersion }
         return p
     }

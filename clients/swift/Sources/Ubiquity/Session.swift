@@ -106,7 +106,7 @@ actor SessionKeeper {
         let signIn = Task { () throws -> String in
             let (token, expiresAtMicros, accountID) = try await self.signInCall()
             self.state.signedIn(
-                token: token, expiresAt: Date(timeIntervalSince1970: Double(expiresAtMicros) / 1e6),
+                token: token, expiresAt: Date(unixMicros: expiresAtMicros),
                 accountID: accountID, now: Date())
             return token
         }

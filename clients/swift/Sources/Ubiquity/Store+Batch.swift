@@ -32,7 +32,7 @@ extension Store {
         _ entity: String, _ objects: [[String: Value]], upsert: Bool = false, author: String = "",
         returnObjectIDs: Bool = false
     ) async throws -> BatchResult {
-        BatchResult(proto: try await client.unary { md, opts in
+        BatchResult(proto: try await client.unary(modelVersion: expectedModelVersion) { md, opts in
             try await client.stores.batchInsert(
                 .with {
                     $0.storeID = id
@@ -52,7 +52,7 @@ extension Store {
         _ entity: String, where predicate: String = "", _ arguments: [String: Argument] = [:],
         set values: [String: Value], author: String = ""
     ) async throws -> BatchResult {
-        BatchResult(proto: try await client.unary { md, opts in
+        BatchResult(proto: try await client.unary(modelVersion: expectedModelVersion) { md, opts in
             try await client.stores.batchUpdate(
                 .with {
                     $0.storeID = id
@@ -82,7 +82,7 @@ extension Store {
     private func batchDelete(
         _ entity: String, predicate: String, arguments: [String: Argument], objectIDs: [String], author: String
     ) async throws -> BatchResult {
-        BatchResult(proto: try await client.unary { md, opts in
+        BatchResult(proto: try await client.unary(modelVersion: expectedModelVersion) { md, opts in
             try await client.stores.batchDelete(
                 .with {
                     $0.storeID = id

@@ -20,7 +20,7 @@ extension Store {
     @discardableResult
     public func seed(_ seedID: String, _ inserts: [Insert], author: String = "") async throws -> SeedResult {
         let storeID = id
-        let (proto, _) = try await client.save(clientTransactionID: seedID) { [client] _, md, opts in
+        let (proto, _) = try await client.save(clientTransactionID: seedID, modelVersion: expectedModelVersion) { [client] _, md, opts in
             try await client.stores.seed(
                 .with {
                     $0.storeID = storeID
@@ -51,7 +51,7 @@ extension Store {
     public func deduplicate(
         _ entity: String, uniqueKey: [String], batchSize: Int32 = 0, author: String = ""
     ) async throws -> DeduplicateResult {
-        let proto = try await client.unary { md, opts in
+        let proto = try await client.unary(modelVersion: expectedModelVersion) { md, opts in
             try await client.stores.deduplicate(
                 .with {
                     $0.storeID = id

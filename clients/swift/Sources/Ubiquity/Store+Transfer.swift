@@ -61,7 +61,7 @@ extension Store {
         from source: Store, at token: GenerationToken? = nil, deduplicateByConstraints: Bool = false,
         author: String = ""
     ) async throws -> ImportResult {
-        let proto = try await client.unary { md, opts in
+        let proto = try await client.unary(modelVersion: expectedModelVersion) { md, opts in
             try await client.stores.importStore(
                 .with {
                     $0.storeID = id
@@ -116,6 +116,31 @@ public struct ImportResult: Sendable {
     public var imported: Int64
     /// Source object ID → its ID in this store.
     public var objectIDMap: [String: String]
+}
+
+/// What ``Store/registerModel(_:dryRun:)`` did, or would do.
+public struct ModelMigration: Sendable, Hashable {
+    /// The previous model's version hash (empty for the first model).
+    public var fromVersionHash: String
+    /// The new model's: what ``Store/expectedModelVersion`` takes.
+    public var versionHash: String
+    /// The migration's steps, in words.
+    public var steps: [String]
+    /// Nothing was applied (asked for a dry run).
+    public var dryRun: Bool
+    /// The model was registered already: nothing to do.
+    public var unchanged: Bool
+    /// The generation after the migration; nil for a dry run.
+    public var token: GenerationToken?
+
+    init(proto r: Ubiquity_V1_RegisterModelResponse) {
+        fromVersionHash = r.fromVersionHash
+        versionHash = r.versionHash
+        steps = r.steps
+        dryRun = r.dryRun
+        unchanged = r.unchanged
+        token = GenerationToken(ifPresent: r.token)
+    }
 }
 
 /// A store's registered model (``Store/model()``).

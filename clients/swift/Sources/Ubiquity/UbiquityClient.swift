@@ -258,11 +258,13 @@ public final class UbiquityClient: Sendable {
         return session.withLock { $0 }
     }
 
-    /// A call with `token` was refused (SESSION_EXPIRED, or SESSION_REVOKED for a feed): whether
-    /// signing in again may help, having forgotten the token. Only with an API key.
+    /// A call with `token` was refused (SESSION_EXPIRED, SESSION_REVOKED, or BAD_CREDENTIALS: a
+    /// session the server no longer knows, as after an archive, which removes the account's
+    /// sessions): whether signing in again may help, having forgotten the token. Only with an
+    /// API key or a local device, whose tokens the client got itself.
     func sessionEnded(_ token: String?, by error: UbiquityError) async -> Bool {
         guard let keeper, let token,
-            error.kind == .sessionExpired || error.kind == .sessionRevoked
+            error.kind == .sessionExpired || error.kind == .sessionRevoked || error.kind == .badCredentials
         else { return false }
         await keeper.rejected(token)
         return true
@@ -279,15 +281,19 @@ public final class UbiquityClient: Sendable {
     }
 
     /// One unary call with the client's metadata and deadline; failures become `UbiquityError`.
+    /// `modelVersion`: sent as `ubiquity-model-version` (a write from a client built with another
+    /// model version is then refused, ``Store/expectedModelVersion``).
     func unary<R: Sendable>(
-        timeout: Duration? = nil, _ body: @Sendable (Metadata, CallOptions) async throws -> R
+        timeout: Duration? = nil, modelVersion: String? = nil, _ body: @Sendable (Metadata, CallOptions) async throws -> R
     ) async throws -> R {
         let options = options(timeout: timeout ?? self.timeout)
         var renewed = false
         while true {
             let token = try await sessionToken()
+            var metadata = bearer(token)
+            if let modelVersion { metadata.addString(modelVersion, forKey: "ubiquity-model-version") }
             do {
-                return try await body(bearer(token), options)
+                return try await body(metadata, options)
             } catch {
                 let failure = UbiquityError.from(error)
                 guard let e = failure as? UbiquityError, await sessionEnded(token, by: e) else { throw failure }
@@ -306,13 +312,14 @@ public final class UbiquityClient: Sendable {
 
     /// A save, sent again with the same client transaction ID while its outcome is unknown.
     func save<R: Sendable>(
-        clientTransactionID: String?, _ body: @escaping @Sendable (String, Metadata, CallOptions) async throws -> R
+        clientTransactionID: String?, modelVersion: String? = nil,
+        _ body: @escaping @Sendable (String, Metadata, CallOptions) async throws -> R
     ) async throws -> (R, String) {
         let txid = clientTransactionID ?? UUID().uuidString.lowercased()
         var retry = SaveRetry(attempts: saveAttempts)
         while true {
             do {
-                return (try await unary { md, opts in try await body(txid, md, opts) }, txid)
+                return (try await unary(modelVersion: modelVersion) { md, opts in try await body(txid, md, opts) }, txid)
             } catch let error as UbiquityError {
                 guard let delay = retry.next(after: error) else { throw error }
                 try await Task.sleep(for: delay)

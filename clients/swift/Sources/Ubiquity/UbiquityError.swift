@@ -52,6 +52,17 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         case scopeExceeded
         /// SIGN_IN_RATE_LIMITED: too many failed sign-ins; `retryAfter` says when to try again.
         case signInRateLimited
+        /// ACCOUNT_ARCHIVED (FAILED_PRECONDITION): archiving an account that is archived already;
+        /// nothing changed.
+        case accountArchived
+        /// ACCOUNT_NOT_ARCHIVED (ALREADY_EXISTS): restoring an active account; nothing changed.
+        case accountNotArchived
+        /// ACCOUNT_BUSY (FAILED_PRECONDITION): another archive, restore or delete of the account
+        /// is running, or stopped half-way (retry that one to finish it); nothing changed.
+        case accountBusy
+        /// DEFAULT_ACCOUNT (FAILED_PRECONDITION): the built-in "default" account cannot be
+        /// archived or deleted; nothing changed.
+        case defaultAccount
         /// Busy, shutting down, generation not reached: safe to retry.
         case unavailable
         case resourceExhausted
@@ -170,6 +181,10 @@ public struct UbiquityError: Error, Sendable, CustomStringConvertible {
         case "SESSION_REVOKED": return .sessionRevoked
         case "SCOPE_EXCEEDED": return .scopeExceeded
         case "SIGN_IN_RATE_LIMITED": return .signInRateLimited
+        case "ACCOUNT_ARCHIVED": return .accountArchived
+        case "ACCOUNT_NOT_ARCHIVED": return .accountNotArchived
+        case "ACCOUNT_BUSY": return .accountBusy
+        case "DEFAULT_ACCOUNT": return .defaultAccount
         default: break
         }
         switch code {

@@ -139,3 +139,10 @@ func protoValues(_ values: [String: Value]) -> [String: Ubiquity_V1_Value] {
 func swiftValues(_ values: [String: Ubiquity_V1_Value]) -> [String: Value] {
     values.mapValues(Value.init(proto:))
 }
+
+extension Date {
+    /// A time the server sends as microseconds since the Unix epoch (`*_micros` fields).
+    init(unixMicros: Int64) {
+        self.init(timeIntervalSince1970: Double(unixMicros) / 1e6)
+    }
+}

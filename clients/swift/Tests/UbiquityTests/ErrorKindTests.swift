@@ -12,4 +12,12 @@ import Testing
         #expect(UbiquityError.kind(reason: "STORE_CHANGED", code: .failedPrecondition) == .failedPrecondition)
         #expect(UbiquityError.kind(reason: nil, code: .unavailable) == .unavailable)
     }
+
+    /// The account lifecycle's refusals (docs/errors.md): one kind each, whatever their codes.
+    @Test func accountRefusalsAreTyped() {
+        #expect(UbiquityError.kind(reason: "ACCOUNT_ARCHIVED", code: .failedPrecondition) == .accountArchived)
+        #expect(UbiquityError.kind(reason: "ACCOUNT_NOT_ARCHIVED", code: .alreadyExists) == .accountNotArchived)
+        #expect(UbiquityError.kind(reason: "ACCOUNT_BUSY", code: .failedPrecondition) == .accountBusy)
+        #expect(UbiquityError.kind(reason: "DEFAULT_ACCOUNT", code: .failedPrecondition) == .defaultAccount)
+    }
 }

@@ -25,33 +25,26 @@ func personModel() -> Ubiquity_V1_Model {
     }
 }
 
+/// A client carrying the server's operator key, for ``AccountAdmin`` calls.
+func operatorClient(_ server: Server, security: ConnectionSecurity = .plaintext) throws -> UbiquityClient {
+    try UbiquityClient(target: server.target, credentials: .sessionToken(try server.operatorKey), security: security)
+}
+
 /// A new API key of the default account, made with the operator key as an operator would
-/// (`Accounts.CreateApiKey`, docs/accounts.md).
+/// (`client.accountAdmin`, docs/accounts.md).
 func makeApiKey(
-    _ server: Server, scope: Ubiquity_V1_ApiKeyScope = .readWrite, storeName: String = "", security: ConnectionSecurity = .plaintext
+    _ server: Server, scope: ApiKey.Scope = .readWrite, security: ConnectionSecurity = .plaintext
 ) async throws -> String {
-    let operatorClient = try UbiquityClient(
-        target: server.target, credentials: .sessionToken(try server.operatorKey), security: security)
-    defer { Task { await operatorClient.close() } }
-    return try await operatorClient.unary { md, options in
-        try await operatorClient.accounts.createApiKey(
-            .with {
-                $0.accountID = "default"
-                $0.scope = scope
-                $0.storeName = storeName
-                $0.label = "swift-tests"
-            }, metadata: md, options: options)
-    }.secret
+    let ops = try operatorClient(server, security: security)
+    defer { Task { await ops.close() } }
+    return try await ops.accountAdmin.createApiKey(for: "default", scope: scope, label: "swift-tests").secret
 }
 
 /// Revokes the API key `secret` (`ubk_<key id>.<secret>`) with the operator key: its sessions end.
 func revokeApiKey(_ server: Server, _ secret: String) async throws {
-    let keyID = String(secret.dropFirst("ubk_".count).prefix { $0 != "." })
-    let operatorClient = try UbiquityClient(target: server.target, credentials: .sessionToken(try server.operatorKey))
-    defer { Task { await operatorClient.close() } }
-    _ = try await operatorClient.unary { md, options in
-        try await operatorClient.accounts.revokeApiKey(.with { $0.keyID = keyID }, metadata: md, options: options)
-    }
+    let ops = try operatorClient(server)
+    defer { Task { await ops.close() } }
+    try await ops.accountAdmin.revokeApiKey(ApiKey.id(ofSecret: secret))
 }
 
 /// A running server (authentication on, as deployed), a client signed in to it with an API key,

@@ -40,6 +40,70 @@ func nextStoreEvent(
         #expect(await f.client.signIns == 2)
     }
 
+    /// Two feeds that opted in to acknowledging, on two stores of the session: the sign-out waits
+    /// for both acknowledgements, sent from the feeds' consumer while `signOut()` is in flight
+    /// (with the feeds' session, which is the one being ended). The acknowledgement deadline is
+    /// ten minutes: were the acknowledgements not what lets the sign-out go on, it would outlast
+    /// the client's 30 s call deadline and fail.
+    @Test func signOutWaitsForTheAcknowledgementsOfOptedInFeeds() async throws {
+        let f = try await Fixture.make(serverOptions: ["--transition-ack-seconds", "600"])
+        defer { Task { await f.close() } }
+        let other = try await f.client.openStore("other-\(UUID().uuidString)")
+        try await other.registerModel(personModel())
+        var first = f.store.changes(from: .token(try await f.store.currentToken()), acknowledgesStoreEvents: true)
+            .makeAsyncIterator()
+        var second = other.changes(from: .token(try await other.currentToken()), acknowledgesStoreEvents: true)
+            .makeAsyncIterator()
+        defer {
+            first.cancel()
+            second.cancel()
+        }
+        #expect(try await nextEvent(&first, "caught-up").kind == .caughtUp)
+        #expect(try await nextEvent(&second, "caught-up").kind == .caughtUp)
+
+        let signOut = Task { try await f.client.signOut() }
+        let firstAck = try await acknowledgementOfSignOut(&first, "the first store")
+        let secondAck = try await acknowledgementOfSignOut(&second, "the second store")
+        // The server was waiting for each (one per store: the session follows both); a repeat
+        // is a no-op.
+        #expect(try await f.client.acknowledge(firstAck) == true)
+        #expect(try await f.client.acknowledge(firstAck) == false)
+        #expect(try await f.client.acknowledge(secondAck) == true)
+        try await signOut.value
+
+        try await expectDidChangeThenSaves(&first, f.store)
+        try await expectDidChangeThenSaves(&second, other)
+        // Acknowledging once the session is gone: nothing waits any more.
+        #expect(try await f.client.acknowledge(secondAck) == false)
+        // A token that is not a WILL_CHANGE: typed, and the server goes on.
+        let notAnEvent = StoreEvent.Acknowledgement(eventToken: try await f.store.currentToken(), deadline: Date())
+        let refused = await #expect(throws: UbiquityError.self) { try await f.client.acknowledge(notAnEvent) }
+        #expect(refused?.code == .notFound && refused?.reason == "STORE_EVENT_NOT_FOUND")
+    }
+
+    /// A sign-out's WILL_CHANGE on an opted-in feed, and its acknowledgement.
+    private func acknowledgementOfSignOut(
+        _ feed: inout ChangeFeed.Iterator, _ name: String
+    ) async throws -> StoreEvent.Acknowledgement {
+        let (will, event) = try await nextStoreEvent(&feed, "WILL_CHANGE on \(name)")
+        #expect(will.phase == .willChange && will.transition == .accountRemoved && !will.cancelled)
+        let ack = try #require(will.acknowledgement, "an opted-in feed's WILL_CHANGE carries an acknowledgement")
+        #expect(ack.eventToken == event.resumeToken)
+        #expect(ack.deadline > Date())
+        return ack
+    }
+
+    /// The sign-out's DID_CHANGE (not cancelled, nothing to acknowledge), then the feed going on
+    /// with the client's new session.
+    private func expectDidChangeThenSaves(_ feed: inout ChangeFeed.Iterator, _ store: Store) async throws {
+        let (did, didEvent) = try await nextStoreEvent(&feed, "DID_CHANGE on \(store.name)")
+        #expect(did == StoreEvent(phase: .didChange, transition: .accountRemoved))
+        #expect(did.acknowledgement == nil && !did.cancelled)
+        let saved = try await store.save(inserts: [Insert("a", "Person", ["name": "After"])])
+        let tx = try await nextTransaction(&feed)
+        #expect(tx.generation == saved.generation && tx.generation == didEvent.resumeGeneration + 1)
+    }
+
     @Test func localWorkIsImportedIntoTheAccountOnFirstSignIn() async throws {
         let server = try await Server(options: ["--local-stores"]).start()
         defer { server.kill() }

@@ -12,6 +12,11 @@ import Darwin
 /// `--port 0`, the port read from the one line it prints (`ubiquityd listening on 127.0.0.1:PORT`).
 /// The binary is $UBIQUITYD (scripts/test sets it), else the repository's debug build.
 ///
+/// Started with `--exit-on-stdin-eof` and a pipe on its stdin that this process holds and never
+/// writes (as tests/python/ubiq_harness.py does, docs/testing.md): when the test process dies —
+/// a time limit, Ctrl-C, a killed CI job — the kernel closes the pipe and the server drains and
+/// exits instead of living on as an orphan. The `atexit` hook below covers only an orderly exit.
+///
 /// Started with posix_spawn rather than Foundation's Process: Process hands the child the test
 /// runner's signal mask, in which SIGTERM is blocked, so the server would never see the SIGTERM
 /// that asks it to drain. Here the child gets an empty mask and default dispositions, as
@@ -28,6 +33,8 @@ final class Server: @unchecked Sendable {
     private var pid: pid_t = 0
     private var exitStatus: Int32?
     private var log: URL?
+    /// The write end of the server's stdin pipe, held while it runs (-1: none).
+    private var stdinPipe: Int32 = -1
 
     var target: String { "127.0.0.1:\(port)" }
 
@@ -59,9 +66,11 @@ final class Server: @unchecked Sendable {
         let output = workDir.appendingPathComponent("output-\(UUID().uuidString).log")
         log = output
         let binary = try Self.binary().path
-        let arguments = [binary, "--host", "127.0.0.1", "--port", "\(requested)", "--data-dir", dataDir.path, "--log-level", "info"]
-            + (interop ? ["--enable-interop-testing"] : []) + options
-        pid = try Self.spawn(arguments, output: output.path)
+        let arguments = [
+            binary, "--host", "127.0.0.1", "--port", "\(requested)", "--data-dir", dataDir.path, "--log-level", "info",
+            "--exit-on-stdin-eof",
+        ] + (interop ? ["--enable-interop-testing"] : []) + options
+        (pid, stdinPipe) = try Self.spawn(arguments, output: output.path)
         Self.running.withLock { _ = $0.insert(pid) }
         exitStatus = nil
         let prefix = "ubiquityd listening on 127.0.0.1:"
@@ -94,12 +103,30 @@ final class Server: @unchecked Sendable {
     }
 
     func kill() {
+        defer { closeStdin() }
         guard pid > 0, reap() == nil else { return }
         signal(pid, SIGKILL)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
         exitStatus = status
         Self.running.withLock { _ = $0.remove(pid) }
+    }
+
+    /// Closes this process's end of the server's stdin, as the kernel does when the test process
+    /// dies: the server then drains and exits (`--exit-on-stdin-eof`).
+    func closeStdin() {
+        guard stdinPipe >= 0 else { return }
+        close(stdinPipe)
+        stdinPipe = -1
+    }
+
+    /// Waits for the server to exit by itself (after ``closeStdin()``); its exit code.
+    func exited() async throws -> Int32 {
+        do {
+            return try await pollUntil("ubiquityd exits", timeout: .seconds(30)) { self.reap() }
+        } catch {
+            throw ServerError("\(error); its output:\n\(log.map(Self.text) ?? "")")
+        }
     }
 
     /// Servers started and not yet seen to exit. When the test process exits with some still
@@ -124,17 +151,40 @@ final class Server: @unchecked Sendable {
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
         Self.running.withLock { _ = $0.remove(pid) }
+        closeStdin()
         // WIFEXITED / WEXITSTATUS, which Swift does not import as functions.
         let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         exitStatus = code
         return code
     }
 
-    private static func spawn(_ arguments: [String], output: String) throws -> pid_t {
+    /// The child's pid and the write end of its stdin pipe.
+    private static func spawn(_ arguments: [String], output: String) throws -> (pid_t, Int32) {
+        // Both ends close-on-exec, so no other child (openssl in the TLS tests, the next server)
+        // inherits the write end and keeps the pipe open after this process is gone; dup2 onto
+        // the child's stdin clears the flag there.
+        // Tests run in parallel: without the lock, a server spawned by another test between
+        // pipe() and fcntl() (or after its list of descriptors to close was taken) would inherit
+        // this pipe's write end and keep this server's stdin open. (Glibc's pipe2 would set the
+        // flag atomically, but Swift does not see it.)
+        try spawning.withLock { _ in try spawnLocked(arguments, output: output) }
+    }
+
+    private static let spawning = Mutex(())
+
+    private static func spawnLocked(_ arguments: [String], output: String) throws -> (pid_t, Int32) {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw ServerError("pipe: \(String(cString: strerror(errno)))") }
+        for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var handedOver = false
+        defer {
+            close(ends[0])
+            if !handedOver { close(ends[1]) }
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, ends[0], 0)
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         // Nothing else of the test runner's: no pipe of `swift test` or of CI stays open in it.
@@ -161,7 +211,8 @@ final class Server: @unchecked Sendable {
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, arguments[0], &actions, &attributes, &argv, environ)
         guard rc == 0 else { throw ServerError("posix_spawn \(arguments[0]): \(String(cString: strerror(rc)))") }
-        return pid
+        handedOver = true
+        return (pid, ends[1])
     }
 
     private static func text(_ path: URL) -> String {
