@@ -58,6 +58,14 @@ struct RequestHead {
             encoding = String(decoding: value, as: UTF8.self)
         } else if NGHTTP2Glue.equal(name, "grpc-timeout") {
             timeout = String(decoding: value, as: UTF8.self)
+        } else if NGHTTP2Glue.equal(name, "authorization") {
+            // On every call of an authenticating client, and never in HPACK's dynamic table
+            // (RFC 7541 §7.1.3), so its bytes come fresh each call: the key is a literal (no
+            // lookup of the name, no "-bin" test) and the value is matched against the
+            // connection's last one only (the same bytes each call), not scanned for among
+            // the recent metadata strings. Measured gain (callgrind, W1): the header callback
+            // 570 → 343 instructions per call (docs/benchmarks.md "What authentication costs").
+            metadata.append(lowercased: "authorization", .string(strings.authorization.string(value)))
         } else if NGHTTP2Glue.equal(name, "te") || NGHTTP2Glue.equal(name, "grpc-accept-encoding")
                     || NGHTTP2Glue.equal(name, "connection") || NGHTTP2Glue.equal(name, "host") {
             // Not metadata.
@@ -147,4 +155,6 @@ struct RequestHead {
 struct HeaderStrings {
     var paths = RecentStrings(capacity: 16)
     var metadata = RecentStrings(capacity: 16)
+    /// The last `authorization` value (a connection sends one session's on every call).
+    var authorization = RecentStrings(capacity: 1)
 }

@@ -1,6 +1,9 @@
+import UbiquityStorage
+
 /// The `authorization` metadata value of a call (docs/accounts.md, "Token format").
 enum BearerToken: Equatable, Sendable {
-    /// `Bearer ubs_<43 base64url characters>`: a session token.
+    /// `Bearer ubs_<22 or 43 base64url characters>`: a session token (`SessionToken`: 128-bit
+    /// tokens are issued now, 256-bit ones issued before stay valid until their sessions expire).
     case session(String)
     /// `Bearer <anything else non-empty>`: an operator key or an API key, for `Accounts`.
     case other(String)
@@ -35,7 +38,10 @@ enum BearerToken: Equatable, Sendable {
             guard i < b.count else { return (nil, false) }
             for j in i..<b.count where !(b[j] > 0x20 && b[j] < 0x7f) { return (nil, false) }
             let session = b.count - i >= 4 && b[i] == 0x75 && b[i + 1] == 0x62 && b[i + 2] == 0x73 && b[i + 3] == 0x5f  // "ubs_"
-            if session && b.count - i != 47 { return (nil, true) }
+            if session {
+                let secret = b.count - i - 4
+                guard secret == SessionToken.secretLengths.current || secret == SessionToken.secretLengths.previous else { return (nil, true) }
+            }
             return (i, session)
         }
         guard let offset, let text = String(value.utf8.dropFirst(offset)) else { return .failure(.malformed) }

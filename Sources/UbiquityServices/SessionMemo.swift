@@ -8,8 +8,8 @@ import UbiquityGRPC
 ///
 /// Why it keeps no secret the server did not hold already: the peer sends `authorization` on
 /// every call of the connection, and the transport already keeps it per connection (its
-/// `HeaderStrings` interns the 16 most recent metadata strings, so every call's metadata shares
-/// one copy).
+/// `HeaderStrings` keeps the connection's last `authorization` value, so every call's metadata
+/// shares one copy).
 /// The memo is one value per connection, in the connection's `ConnectionLocal`, and goes with
 /// it: no token is kept for a connection that is gone, and none in a table that outlives
 /// connections (which a token → session cache would be). HPACK does not help here: nghttp2's
@@ -42,7 +42,8 @@ struct SessionMemo: Sendable, Equatable {
 
     /// Byte equality whose time depends on the lengths only, not on where the values differ: a
     /// peer probing another token's bytes on its own connection learns nothing from timing.
-    /// Eight bytes at a time (a session's value is 54 bytes: 6 words and 6 bytes, not 54 steps).
+    /// Eight bytes at a time (a session's value is 33 bytes, 4 words and 1 byte; 54 with a token
+    /// issued before issue 18).
     static func equal(_ a: String, _ b: String) -> Bool {
         a.utf8.withContiguousStorageIfAvailable { x in
             b.utf8.withContiguousStorageIfAvailable { y in

@@ -87,7 +87,7 @@ extension Credentials {
     /// A local session for `deviceID`: registers the device (a new secret) if it is not yet, else
     /// checks `secret` in constant time.
     public func localSession(deviceID: String, secret: String, lifetime: Double) throws -> LocalSessionOutcome {
-        let token = "ubs_" + Self.randomText()
+        let token = SessionToken.mint()
         let now = Date().timeIntervalSince1970
         return try withConnection { c, s in
             var newSecret: String?

@@ -6,11 +6,12 @@ import Synchronization
 /// database `<root>/credentials.sqlite` — the catalog stays about stores — plus the operator key
 /// file `<root>/operator.key` (mode 0600), written on first start.
 ///
-/// Secrets are 256-bit random values shown once; only their SHA-256 is stored. A slow KDF buys
-/// nothing here: it defends guessable secrets (passwords) against offline guessing, and a 2^256
-/// space cannot be searched whatever the hash costs — while a fast hash keeps per-call
-/// authentication cheap. Every record is also kept in memory, so resolving a session on a call
-/// is one hash and one dictionary lookup under a lock, no SQL.
+/// Secrets are random values shown once (256 bits; session tokens 128, `SessionToken`); only
+/// their SHA-256 is stored. A slow KDF buys nothing here: it defends guessable secrets
+/// (passwords) against offline guessing, and a 2^128 space cannot be searched whatever the hash
+/// costs — while a fast hash keeps per-call authentication cheap. Every record is also kept in
+/// memory, so resolving a session on a call is one hash and one dictionary lookup under a lock,
+/// no SQL.
 public final class Credentials: Sendable {
     /// What a key's sessions may do.
     public enum Scope: Sendable, Hashable {
@@ -295,7 +296,7 @@ public final class Credentials: Sendable {
 
     /// A new session for a verified key: its record and its bearer token (shown once).
     public func createSession(key: KeyRecord, deviceID: String, lifetime: Double) throws -> (SessionRecord, token: String) {
-        let token = "ubs_" + Self.randomText()
+        let token = SessionToken.mint()
         let r = SessionRecord(id: Self.sessionID(token: token), account: key.account, keyID: key.id, deviceID: deviceID,
                               scope: key.scope, expiresAt: Date().timeIntervalSince1970 + lifetime, revoked: false)
         try withConnection { c, s in
@@ -366,10 +367,11 @@ public final class Credentials: Sendable {
         return d == 0
     }
 
-    /// 256 random bits (the system CSPRNG: getrandom on Linux), base64url without padding.
-    static func randomText() -> String {
+    /// `bytes` random bytes (the system CSPRNG: getrandom on Linux), base64url without padding:
+    /// 43 characters for the default 256 bits of keys and device secrets.
+    static func randomText(bytes count: Int = 32) -> String {
         var g = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &g) }
+        let bytes = (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &g) }
         return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }

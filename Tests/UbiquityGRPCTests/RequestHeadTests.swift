@@ -11,8 +11,13 @@ final class RequestHeadTests: XCTestCase {
     }()
 
     private func head(_ fields: [(String, String)], limit: Int = 8192) -> RequestHead {
-        var h = RequestHead()
         var strings = HeaderStrings()
+        return head(fields, limit: limit, strings: &strings)
+    }
+
+    /// One request's head, with the strings of a connection that may have sent others before.
+    private func head(_ fields: [(String, String)], limit: Int = 8192, strings: inout HeaderStrings) -> RequestHead {
+        var h = RequestHead()
         for (name, value) in fields {
             let ok = Array(name.utf8).withUnsafeBufferPointer { n in
                 Array(value.utf8).withUnsafeBufferPointer { v in
@@ -95,6 +100,24 @@ final class RequestHeadTests: XCTestCase {
         var ok = true
         for _ in 0..<100 where ok { ok = add() }
         XCTAssertFalse(ok, "4x the limit plus 64 KiB fails the connection")
+    }
+
+    /// `authorization` takes its own path (a literal key, the connection's last value reused):
+    /// each request still gets exactly the values it sent, whether they repeat the connection's
+    /// last one or not, and a request with two keeps both, in order.
+    func testAuthorizationIsEachRequestsOwnWhetherItRepeatsOrChanges() {
+        var strings = HeaderStrings()
+        for value in ["Bearer ubs_a", "Bearer ubs_a", "Bearer ubs_b", "Bearer ubs_a", "Bearer ubs_", "Bearer ubs_a"] {
+            let h = head(valid + [("authorization", value), ("x-trace", "t")], strings: &strings)
+            XCTAssertEqual(h.metadata["authorization"], value)
+            XCTAssertEqual(h.metadata.values(for: "authorization"), [.string(value)])
+            XCTAssertEqual(h.metadata["x-trace"], "t")
+        }
+        let two = head(valid + [("authorization", "Bearer ubs_a"), ("authorization", "Bearer ubs_b")], strings: &strings)
+        XCTAssertEqual(two.metadata.values(for: "authorization"), [.string("Bearer ubs_a"), .string("Bearer ubs_b")])
+        let none = head(valid, strings: &strings)
+        XCTAssertNil(none.metadata["authorization"], "nothing of the last request's value")
+        XCTAssertEqual(head(valid + [("authorization", "")], strings: &strings).metadata["authorization"], "")
     }
 
     func testResetKeepsNothingOfTheLastRequest() {

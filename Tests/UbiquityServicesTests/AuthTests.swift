@@ -12,6 +12,24 @@ final class AuthTests: XCTestCase {
         XCTAssertEqual(BearerToken.parse("Bearer ubo_operator"), .success(.other("ubo_operator")))
     }
 
+    /// Session tokens of both forms parse as sessions (`SessionToken`): 22 characters (128 bits,
+    /// issued now) and 43 (256 bits, issued before issue 18 and valid until their sessions
+    /// expire); a session token of any other length is malformed, one character either side too.
+    func testSessionTokensOfBothFormsAndNoOtherLength() {
+        for n in [22, 43] {
+            let t = "ubs_" + String(repeating: "A", count: n)
+            XCTAssertEqual(BearerToken.parse("Bearer " + t), .success(.session(t)), "\(n) characters")
+            XCTAssertEqual(BearerToken.parse("BEARER  " + t), .success(.session(t)), "\(n) characters, scheme in capitals")
+        }
+        for n in [0, 1, 21, 23, 32, 42, 44, 100, 600] {
+            XCTAssertEqual(BearerToken.parse("Bearer ubs_" + String(repeating: "A", count: n)), .failure(.malformed), "\(n) characters")
+        }
+        XCTAssertEqual(BearerToken.parse("Bearer ubs_" + String(repeating: "A", count: 21) + "\u{e9}"), .failure(.malformed),
+                       "22 characters but 23 bytes, one not ASCII")
+        XCTAssertEqual(BearerToken.parse("Bearer ubs_" + String(repeating: "A", count: 21) + " "), .failure(.malformed),
+                       "a space inside the length")
+    }
+
     func testMissingAndMalformedValues() {
         XCTAssertEqual(BearerToken.parse(nil), .failure(.missing))
         XCTAssertEqual(BearerToken.parse(""), .failure(.missing))

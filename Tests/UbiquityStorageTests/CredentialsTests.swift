@@ -40,7 +40,7 @@ final class CredentialsTests: XCTestCase {
         let db = try String(decoding: Data(contentsOf: URL(fileURLWithPath: dir.file("credentials.sqlite"))), as: UTF8.self)
             + ((try? String(decoding: Data(contentsOf: URL(fileURLWithPath: dir.file("credentials.sqlite-wal"))), as: UTF8.self)) ?? "")
         XCTAssertFalse(db.contains(secret) || db.contains(String(secret.suffix(43))), "the key's secret is not on disk")
-        XCTAssertFalse(db.contains(String(token.suffix(43))), "the session token is not on disk")
+        XCTAssertFalse(db.contains(String(token.dropFirst(SessionToken.prefix.count))), "the session token is not on disk")
 
         c = try Credentials(root: dir.path)
         defer { c.close() }
@@ -50,6 +50,58 @@ final class CredentialsTests: XCTestCase {
         XCTAssertEqual(c.resolve(token: "ubs_" + String(repeating: "x", count: 43), now: 0), .unknown)
         XCTAssertNil(c.verifyKey(secret + "x"))
         XCTAssertNil(c.verifyKey("ubk_0000000000000000.abc"))
+    }
+
+    /// Sessions get 128-bit tokens (`SessionToken`): `ubs_` and 22 base64url characters, each
+    /// token different; device (local) sessions too.
+    func testNewSessionTokensAre128BitsOfBase64url() throws {
+        let c = try Credentials(root: dir.path)
+        defer { c.close() }
+        let (key, _) = try c.createKey(account: "a", scope: .readWrite, label: "")
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        var seen = Set<String>()
+        for i in 0..<50 {
+            let (session, token) = try c.createSession(key: key, deviceID: "d\(i)", lifetime: 3600)
+            XCTAssertTrue(token.hasPrefix("ubs_"), token)
+            let secret = token.dropFirst(4)
+            XCTAssertEqual(secret.count, 22, token)
+            XCTAssertTrue(secret.allSatisfy { alphabet.contains($0) }, token)
+            XCTAssertEqual(session.id, Credentials.sessionID(token: token))
+            seen.insert(token)
+        }
+        XCTAssertEqual(seen.count, 50)
+        guard case .session(_, let local, _) = try c.localSession(deviceID: "laptop", secret: "", lifetime: 3600) else {
+            return XCTFail("no local session")
+        }
+        XCTAssertEqual(local.count, 4 + 22, local)
+        // the last 2 of 128 bits are the 22nd character's low bits (base64url of 16 bytes), so
+        // its first 20 characters carry 120 of them: the CSPRNG's, not a constant or a counter
+        XCTAssertEqual(Set(seen.map { $0.dropFirst(4).prefix(3) }).count, 50, "random, not sequential")
+    }
+
+    /// An upgrade signs no device out: a session an older server stored for a 256-bit token
+    /// (43 characters) resolves with that token after a reopen, as the new ones do, until it expires.
+    func testSessionsOfTheOldTokenFormResolveAfterAnUpgrade() throws {
+        var c = try Credentials(root: dir.path)
+        let (key, _) = try c.createKey(account: "a", scope: .readWrite, label: "")
+        let old = "ubs_" + Credentials.randomText()  // an older server's session token
+        XCTAssertEqual(old.count, 4 + 43)
+        let expires = Date().timeIntervalSince1970 + 3600
+        // the row exactly as the older server wrote it (createSession then hashed 43 characters)
+        try c.withConnection { conn, _ in
+            try conn.run("INSERT INTO ubq_sessions(id, account, key_id, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+                         [.text(Credentials.sessionID(token: old)), .text("a"), .text(key.id), .text("phone"), .real(expires)])
+        }
+        c.close()
+        c = try Credentials(root: dir.path)
+        defer { c.close() }
+        guard case .valid(let r) = c.resolve(token: old, now: Date().timeIntervalSince1970) else { return XCTFail("old token refused") }
+        XCTAssertEqual(r.deviceID, "phone")
+        XCTAssertEqual(r.account, "a")
+        guard case .expired = c.resolve(token: old, now: expires) else { return XCTFail("old token outlives its session") }
+        let (_, new) = try c.createSession(key: key, deviceID: "phone", lifetime: 3600)
+        guard case .valid = c.resolve(token: new, now: Date().timeIntervalSince1970) else { return XCTFail("new token refused") }
+        XCTAssertEqual(c.resolve(token: String(old.dropLast()), now: 0), .unknown)
     }
 
     func testRevokingAKeyEndsItsSessionsAndItsSignIns() throws {

@@ -7,6 +7,7 @@ account's session to every call, and here each call carries exactly the credenti
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import uuid
@@ -169,6 +170,8 @@ def test_operator_rpcs_need_the_operator_key(start_server, raw):
     assert key.secret.startswith(f"ubk_{key.key.key_id}.") and key.key.account_id == a.account_id
     s = stub.SignIn(ac.SignInRequest(api_key=key.secret, device_id="phone"), timeout=30)
     assert s.account_id == a.account_id and s.session_token.startswith("ubs_") and s.scope == ac.API_KEY_SCOPE_READ_WRITE
+    # 128 random bits, base64url (docs/accounts.md "Token format")
+    assert len(s.session_token) == 4 + 22 and re.fullmatch(r"[A-Za-z0-9_-]+", s.session_token[4:]), s.session_token
     e = failure(stub.SignIn, ac.SignInRequest(api_key=key.secret, device_id=""), timeout=30)
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "device_id" in e.details()
     e = failure(stub.SignIn, ac.SignInRequest(api_key="", device_id="phone"), timeout=30)
