@@ -131,12 +131,14 @@ void ubq_client_free(ubq_client *client);
  * streams end. A client with an API key signs in again on its next call. */
 ubq_error *ubq_sign_out(ubq_client *client);
 
-/* What a first-sign-in import did (SignIn's local_import, a DID_CHANGE's import_counts); the three
- * add up to the number of local objects. */
+/* What a first-sign-in import did (SignIn's local_import, a DID_CHANGE's import_counts); the first
+ * three add up to the number of local objects, the last two to the local key-value entries. */
 typedef struct ubq_import_counts {
-    int64_t inserted;      /* objects inserted into the account's store */
-    int64_t merged;        /* merged into existing objects through uniqueness constraints */
-    int64_t deduplicated;  /* duplicates among the local objects removed */
+    int64_t inserted;          /* objects inserted into the account's store */
+    int64_t merged;            /* merged into existing objects through uniqueness constraints */
+    int64_t deduplicated;      /* duplicates among the local objects removed */
+    int64_t key_values_moved;  /* local key-value entries set in the account */
+    int64_t key_values_kept;   /* local entries of keys the account had: the account's value kept */
 } ubq_import_counts;
 
 /* A client working in this device's local stores before it signs in to any account

@@ -69,7 +69,9 @@ ubq_error *ubq__sign_in(ubq_client *c) {
             if (resp->local_import) {
                 c->has_import = true;
                 c->import = (ubq_import_counts){resp->local_import->inserted, resp->local_import->merged,
-                                                resp->local_import->deduplicated};
+                                                resp->local_import->deduplicated,
+                                                resp->local_import->key_values_moved,
+                                                resp->local_import->key_values_kept};
             }
             /* Imported once: a renewal must not import local work begun after this sign-in. */
             free(c->local_device_secret);

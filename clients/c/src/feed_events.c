@@ -20,7 +20,8 @@ bool ubq_store_event_of(const Ubiquity__V1__SubscribeResponse *ev, ubq_store_eve
     };
     if (e->import_counts)
         out->import_counts = (ubq_import_counts){e->import_counts->inserted, e->import_counts->merged,
-                                                 e->import_counts->deduplicated};
+                                                 e->import_counts->deduplicated, e->import_counts->key_values_moved,
+                                                 e->import_counts->key_values_kept};
     if (e->acknowledgement) {
         out->acknowledgement.requested = true;
         out->acknowledgement.event_token = e->acknowledgement->event_token;

@@ -158,6 +158,7 @@ static void test_local_work_is_imported_at_first_sign_in(ubq_client *unused) {
     OK(ubq_start_local_session(srv.address, NULL, "phone-c", NULL, &phone));
     CHECK(ubq_device_secret(phone) && strncmp(ubq_device_secret(phone), "ubd_", 4) == 0);
     secret = ubq__xstrdup(ubq_device_secret(phone));
+    OK(ubq_kv_set(phone, "theme", "dark", 4, NULL, NULL));  /* moves too, counted apart */
     OK(ubq_open_store(phone, "notes", false, &local));
     OK(register_person_model(local));
     OK(add_person(local, "Ann", 30, "ann@x", -1, NULL));
@@ -186,6 +187,7 @@ static void test_local_work_is_imported_at_first_sign_in(ubq_client *unused) {
 
     CHECK(lw.account && ubq_local_import(lw.account, &counts));
     CHECK(counts.inserted == 3 && counts.merged == 0 && counts.deduplicated == 0);  /* Eve too */
+    CHECK(counts.key_values_moved == 1 && counts.key_values_kept == 0);
     CHECK(lw.account && ubq_device_secret(lw.account) == NULL);
     if (!lw.account) goto done;
     OK(ubq_open_store(lw.account, "notes", true, &notes));

@@ -120,6 +120,7 @@ def test_local_work_is_imported_at_first_sign_in_and_the_import_is_announced(loc
         secret = phone.device_secret
         assert secret.startswith("ubd_")
         assert phone.sign_in().local and phone.sign_in().account_id == ""
+        phone.key_values.set("theme", b"dark")  # moves with the objects, counted apart
         local = phone.open_store("notes")
         local.register_model(person_model())
         local.save(inserts={"a": ("Person", {"name": "Ann", "email": "ann@x"}),
@@ -154,7 +155,8 @@ def test_local_work_is_imported_at_first_sign_in_and_the_import_is_announced(loc
                     pass
             signed = signing_in.result(timeout=60)
             assert not signed.local and signed.account_id == "default"
-            assert signed.local_import == ImportCounts(inserted=3, merged=0, deduplicated=0)  # Eve too
+            assert signed.local_import == ImportCounts(inserted=3, merged=0, deduplicated=0,  # Eve too
+                                                       key_values_moved=1, key_values_kept=0)
             assert [(e.phase, e.transition, e.using_local_storage) for e in hooked[1:]] == [
                 (Phase.WILL_CHANGE, Transition.INITIAL_IMPORT_COMPLETED, True)]
 

@@ -50,15 +50,18 @@ class Transition(_ProtoEnum):
 
 @dataclass(frozen=True)
 class ImportCounts:
-    """What a first-sign-in import did; the three add up to the number of local objects."""
+    """What a first-sign-in import did; the first three add up to the number of local objects,
+    the last two to the number of local key-value entries."""
 
     inserted: int      # objects inserted into the account's store
     merged: int        # merged into existing objects through uniqueness constraints
     deduplicated: int  # duplicates among the local objects removed
+    key_values_moved: int = 0  # local key-value entries set in the account
+    key_values_kept: int = 0   # local entries of keys the account had: the account's value kept
 
     @staticmethod
     def of(c: ch.ImportCounts) -> "ImportCounts":
-        return ImportCounts(c.inserted, c.merged, c.deduplicated)
+        return ImportCounts(c.inserted, c.merged, c.deduplicated, c.key_values_moved, c.key_values_kept)
 
 
 @dataclass(frozen=True)

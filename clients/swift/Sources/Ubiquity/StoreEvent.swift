@@ -139,8 +139,8 @@ public struct StoreEvent: Sendable, Hashable {
     }
 }
 
-/// What a first-sign-in import of local stores did (`ImportCounts`): the three add up to the
-/// number of local objects.
+/// What a first-sign-in import of local stores did (`ImportCounts`): the first three add up to
+/// the number of local objects, the last two to the number of local key-value entries.
 public struct ImportCounts: Sendable, Hashable {
     /// Objects inserted into the account's store.
     public var inserted: Int64
@@ -148,15 +148,23 @@ public struct ImportCounts: Sendable, Hashable {
     public var merged: Int64
     /// Local duplicates of other local objects, removed.
     public var deduplicated: Int64
+    /// Local key-value entries set in the account.
+    public var keyValuesMoved: Int64
+    /// Local key-value entries of keys the account had: the account's value was kept.
+    public var keyValuesKept: Int64
 
-    public init(inserted: Int64, merged: Int64 = 0, deduplicated: Int64 = 0) {
+    public init(inserted: Int64, merged: Int64 = 0, deduplicated: Int64 = 0, keyValuesMoved: Int64 = 0,
+                keyValuesKept: Int64 = 0) {
         self.inserted = inserted
         self.merged = merged
         self.deduplicated = deduplicated
+        self.keyValuesMoved = keyValuesMoved
+        self.keyValuesKept = keyValuesKept
     }
 
     init(proto c: Ubiquity_V1_ImportCounts) {
-        self.init(inserted: c.inserted, merged: c.merged, deduplicated: c.deduplicated)
+        self.init(inserted: c.inserted, merged: c.merged, deduplicated: c.deduplicated,
+                  keyValuesMoved: c.keyValuesMoved, keyValuesKept: c.keyValuesKept)
     }
 }
 
