@@ -156,6 +156,7 @@ typedef struct {
     test_server *server;
     ubq_client *client;
     pthread_t signer;
+    bool kill_on_will;                /* kill and restart the server at the WILL_CHANGE */
     bool signing_out, restarted;
     ubq_error *sign_out_err;
     ubq_store_event will, did;
@@ -178,7 +179,7 @@ static ubq_feed_action kill_mid_transition(ubq_feed *f, const ubq_store_event *e
     copy.token = copy.acknowledgement.event_token = (ProtobufCBinaryData){0, NULL};
     if (e->phase == UBQ_PHASE_WILL_CHANGE) {
         w->will = copy;
-        if (w->restarted) return UBQ_FEED_CONTINUE;
+        if (!w->kill_on_will || w->restarted) return UBQ_FEED_CONTINUE;  /* never acknowledges */
         int port = w->server->port;
         char dir[512];
         snprintf(dir, sizeof dir, "%s", w->server->data_dir);
@@ -205,7 +206,7 @@ static void test_a_sign_out_killed_mid_transition_reaches_the_feed_cancelled(ubq
     ubq_client *c = NULL;
     ubq_store *s = NULL;
     ubq_feed *feed = NULL;
-    crash_watch w = {.server = &t};
+    crash_watch w = {.server = &t, .kill_on_will = true};
     char dir[600], uuid[37];
     ubq__uuid(uuid);
     snprintf(dir, sizeof dir, "%s/cancelled-%s", workdir, uuid);
@@ -239,19 +240,6 @@ done:
  * returns once the transition is over instead of failing DEADLINE_EXCEEDED. */
 static const char *const short_ack_wait[] = {"--transition-ack-seconds", "2", NULL};
 
-static ubq_feed_action stay_silent(ubq_feed *f, const ubq_store_event *e, void *user) {
-    (void)f;
-    crash_watch *w = user;
-    ubq_store_event copy = *e;
-    copy.token = copy.acknowledgement.event_token = (ProtobufCBinaryData){0, NULL};
-    if (e->phase == UBQ_PHASE_WILL_CHANGE) {
-        w->will = copy;
-        return UBQ_FEED_CONTINUE;
-    }
-    w->did = copy;
-    return UBQ_FEED_STOP;
-}
-
 static void test_a_sign_out_held_past_the_client_timeout_still_returns(ubq_client *unused) {
     (void)unused;
     test_server t;
@@ -268,7 +256,7 @@ static void test_a_sign_out_held_past_the_client_timeout_still_returns(ubq_clien
     OK(ubq_connect(t.address, &(ubq_client_options){.api_key = t.api_key, .device_id = "c-slow-link"}, &listener));
     OK(new_store(listener, "held", &s));
     w.client = c;
-    OK(ubq_feed_new(s, &(ubq_feed_options){.acknowledges_store_events = true, .on_store_event = stay_silent}, &feed));
+    OK(ubq_feed_new(s, &(ubq_feed_options){.acknowledges_store_events = true, .on_store_event = kill_mid_transition}, &feed));
     ubq_error *run = ubq_feed_run(feed, sign_out_once_caught_up, &w);
     if (w.signing_out) pthread_join(w.signer, NULL);
     int64_t returned_us = ubq__wall_micros();
