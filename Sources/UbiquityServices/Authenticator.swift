@@ -30,7 +30,7 @@ enum Access: Sendable {
 
 /// Who may call what (docs/accounts.md): resolves a call's session to its account, checks the
 /// operator key, and signs in with an API key under the failed-sign-in limits. Per call: the
-/// connection's session memo when it still holds (`SessionMemo`), else one SHA-256 of the token
+/// connection's session memo when one still holds (`SessionMemoTable`), else one SHA-256 of the token
 /// and one dictionary lookup under a lock — no SQL either way.
 public final class Authenticator: Sendable {
     public let credentials: Credentials
@@ -47,22 +47,22 @@ public final class Authenticator: Sendable {
     }
 
     /// The account a data call acts for: its session's, if the session is live and its scope
-    /// allows `access`. With the call's `connection`, the last session call of that connection
-    /// answers for a byte-identical `authorization` while nothing changed (`SessionMemo`); a call
-    /// resolved in full leaves its own memo there.
+    /// allows `access`. With the call's `connection`, an earlier session call of that connection
+    /// answers for a byte-identical `authorization` while nothing changed (`SessionMemoTable`); a
+    /// call resolved in full leaves its own memo there.
     func account(metadata: Metadata, access: Access, connection: ConnectionLocal? = nil) throws -> Account {
         let header = metadata[Self.header]
         let now = Date().timeIntervalSince1970
         let account: Account
-        if let header, let connection, let box = connection.value as? SessionMemo.Box,
-           box.memo.matches(header, epoch: credentials.epoch, now: now) {
-            account = box.memo.account
+        let memos = header == nil ? nil : connection.flatMap(SessionMemoTable.Box.of)
+        if let header, let memos, let memoised = memos.account(for: header, epoch: credentials.epoch, now: now) {
+            account = memoised
         } else {
             // read before the lookup: a change after it leaves the memo stale, never wrong
             let epoch = credentials.epoch
             account = try resolve(header, now: now)
-            if let header, let connection {
-                connection.set(SessionMemo.Box(SessionMemo(header: header, account: account, epoch: epoch)))
+            if let header, let memos {
+                memos.store(SessionMemo(header: header, account: account, epoch: epoch))
             }
         }
         if access == .write, account.scope == .readOnly {

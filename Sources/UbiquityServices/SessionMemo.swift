@@ -1,20 +1,18 @@
 import UbiquityGRPC
 
-/// What the last session call of one connection resolved to (docs/accounts.md "Per call"): the
-/// exact `authorization` value, the account it acted for, and the credentials epoch it was
-/// resolved at. The next call of the connection that carries the byte-identical value, while the
-/// epoch is unchanged and before the session's expiry, acts for the same account without parsing,
-/// hashing or looking up anything; any other call resolves in full and leaves its own memo.
+/// What one session call of a connection resolved to (docs/accounts.md "Per call"): the exact
+/// `authorization` value, the account it acted for, and the credentials epoch it was resolved at.
+/// A later call of the connection that carries the byte-identical value, while the epoch is
+/// unchanged and before the session's expiry, acts for the same account without parsing, hashing
+/// or looking up anything; any other call resolves in full and leaves its own memo. A connection
+/// keeps up to `SessionMemoTable.capacity` of them, one per session it carries.
 ///
-/// Why it keeps no secret the server did not hold already: the peer sends `authorization` on
-/// every call of the connection, and the transport already keeps it per connection (its
-/// `HeaderStrings` keeps the connection's last `authorization` value, so every call's metadata
-/// shares one copy).
-/// The memo is one value per connection, in the connection's `ConnectionLocal`, and goes with
-/// it: no token is kept for a connection that is gone, and none in a table that outlives
-/// connections (which a token → session cache would be). HPACK does not help here: nghttp2's
-/// encoder sends `authorization` never-indexed (RFC 7541 §7.1.3), so the value crosses the wire
-/// and is decoded on every call whatever the server does.
+/// What it keeps: values the peer sent on this connection while it lives (the transport keeps
+/// the connection's last `authorization` value itself, in its `HeaderStrings`). The table is in
+/// the connection's `ConnectionLocal` and goes with it: no token is kept for a connection that is
+/// gone, and none in a table that outlives connections (which a token → session cache would be).
+/// HPACK does not help here: nghttp2's encoder sends `authorization` never-indexed (RFC 7541
+/// §7.1.3), so the value crosses the wire and is decoded on every call whatever the server does.
 ///
 /// Why a revocation still applies to the very next call: `Credentials.epoch` changes under the
 /// credentials lock with every change that can make a token resolve differently (sign-out, key
@@ -25,7 +23,11 @@ import UbiquityGRPC
 /// `Authenticator.account` 8,160 → 841 instructions per call; a W1 call with authentication
 /// against one without, 1.189 → 1.061-1.074, of which the code now +721 instructions over the
 /// header's own transport cost (`--header-side`; docs/benchmarks.md "What authentication
-/// costs"). A connection carrying several sessions in turn misses and resolves in full, as before.
+/// costs"). With a table per connection instead of one memo (`SessionMemoTable`; `scripts/w6-cost
+/// --sides w1,w6-fetch`, docs/benchmarks.md "The session memo as a table per connection"): a W6
+/// fetch 76,097 → 70,637 instructions (`Authenticator.account` 9,204 → 3,016, most of what is
+/// left the counted run's first call of each session on each new connection; ~1,560 once warm);
+/// W1's `Authenticator.account` 648 → 674.
 struct SessionMemo: Sendable, Equatable {
     /// The `authorization` value exactly as the call carried it.
     let header: String
@@ -64,11 +66,5 @@ struct SessionMemo: Sendable, Equatable {
                 return d == 0
             } ?? false
         } ?? false  // (not contiguous: never for the transport's strings; resolved in full)
-    }
-
-    /// Keeps a memo in a `ConnectionLocal` (which holds objects).
-    final class Box: Sendable {
-        let memo: SessionMemo
-        init(_ memo: SessionMemo) { self.memo = memo }
     }
 }

@@ -76,7 +76,8 @@ final class SessionMemoTests: XCTestCase {
         do { _ = try body(); return nil } catch let e as ServiceError { return e.reason } catch { return nil }
     }
 
-    private func memo(_ connection: ConnectionLocal) -> SessionMemo? { (connection.value as? SessionMemo.Box)?.memo }
+    /// How many memos the connection keeps.
+    private func memos(_ connection: ConnectionLocal) -> Int { (connection.value as? SessionMemoTable.Box)?.count ?? 0 }
 
     func testACallLeavesAMemoThatASignInElsewhereKeeps() throws {
         let c = try Credentials(root: dir.path)
@@ -85,7 +86,7 @@ final class SessionMemoTests: XCTestCase {
         let connection = ConnectionLocal()
         let first = try s.auth.account(metadata: s.metadata, access: .write, connection: connection)
         XCTAssertEqual(first.session, s.session.id)
-        XCTAssertEqual(memo(connection)?.account, first)
+        XCTAssertEqual(memos(connection), 1)
         let epoch = c.epoch
         _ = try c.createSession(key: s.key, deviceID: "d2", lifetime: 3600)
         XCTAssertEqual(c.epoch, epoch, "a new session changes no token's answer")
@@ -100,7 +101,7 @@ final class SessionMemoTests: XCTestCase {
         let s = try signIn(c)
         let connection = ConnectionLocal()
         _ = try s.auth.account(metadata: s.metadata, access: .read, connection: connection)
-        XCTAssertNotNil(memo(connection), line: line)
+        XCTAssertEqual(memos(connection), 1, line: line)
         try end(c, s)
         XCTAssertEqual(self.reason { try s.auth.account(metadata: s.metadata, access: .read, connection: connection) }, reason,
                        message, line: line)
@@ -136,7 +137,7 @@ final class SessionMemoTests: XCTestCase {
         let s = try signIn(c, scope: .readOnly)
         let connection = ConnectionLocal()
         _ = try s.auth.account(metadata: s.metadata, access: .read, connection: connection)
-        XCTAssertNotNil(memo(connection))
+        XCTAssertEqual(memos(connection), 1)
         XCTAssertEqual(reason { try s.auth.account(metadata: s.metadata, access: .write, connection: connection) }, .scopeExceeded)
     }
 
@@ -149,11 +150,32 @@ final class SessionMemoTests: XCTestCase {
             XCTAssertEqual(try a.auth.account(metadata: a.metadata, access: .read, connection: connection).id, "a")
             XCTAssertEqual(try b.auth.account(metadata: b.metadata, access: .read, connection: connection).id, "b")
         }
+        XCTAssertEqual(memos(connection), 2, "one memo per session the connection carries")
         // a value one byte off the memoised one is resolved, not matched
         var bytes = Array(b.metadata["authorization"]!.utf8)
         bytes[bytes.count - 1] ^= 0x01
         XCTAssertEqual(reason { try b.auth.account(metadata: Metadata(dictionaryLiteral: ("authorization", String(decoding: bytes, as: UTF8.self))), access: .read,
                                                   connection: connection) }, .badCredentials)
         XCTAssertEqual(reason { try b.auth.account(metadata: Metadata(), access: .read, connection: connection) }, .missingCredentials)
+    }
+
+    func testASignOutAmongSeveralSessionsOfOneConnectionReachesOnlyItsOwnNextCall() throws {
+        let c = try Credentials(root: dir.path)
+        defer { c.close() }
+        let signed = try (0..<5).map { try signIn(c, account: "a\($0)") }
+        let connection = ConnectionLocal()
+        for _ in 0..<2 {
+            for (i, s) in signed.enumerated() {
+                XCTAssertEqual(try s.auth.account(metadata: s.metadata, access: .read, connection: connection).id, "a\(i)")
+            }
+        }
+        XCTAssertEqual(memos(connection), 5)
+        _ = try c.revokeSession(id: signed[2].session.id)
+        XCTAssertEqual(reason { try signed[2].auth.account(metadata: signed[2].metadata, access: .read, connection: connection) }, .sessionRevoked)
+        for (i, s) in signed.enumerated() where i != 2 {
+            XCTAssertEqual(try s.auth.account(metadata: s.metadata, access: .read, connection: connection).id, "a\(i)")
+        }
+        XCTAssertEqual(memos(connection), 4, "the others memoised anew at the new epoch; the revoked one not")
+        XCTAssertEqual(reason { try signed[2].auth.account(metadata: signed[2].metadata, access: .read, connection: connection) }, .sessionRevoked)
     }
 }

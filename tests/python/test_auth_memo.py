@@ -1,8 +1,9 @@
 """The per-connection session memo (docs/accounts.md "Per call"): a connection's calls that carry
-the same `authorization` value skip the token's hash and lookup while nothing changed. Every way
-a session ends must still reach the very next call on the same connection, whichever way the
-method runs (a task: ListStores; a blocking worker: GetObjects, KeyValue.Get), and one connection
-carrying several sessions must act for each one's own account.
+an `authorization` value it memoised (one per session it carries, up to a bound) skip the token's
+hash and lookup while nothing changed. Every way a session ends must still reach the very next
+call on the same connection, whichever way the method runs (a task: ListStores; a blocking
+worker: GetObjects, KeyValue.Get), and one connection carrying several sessions must act for each
+one's own account.
 
 Raw channels (as in test_accounts.py): one channel is one TCP connection (`CHANNEL_OPTIONS`), and
 each call carries exactly the credentials under test.
@@ -109,6 +110,28 @@ def test_sessions_taking_turns_on_one_connection_each_act_for_their_own_account(
     assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "BAD_CREDENTIALS"), e
     e = failure(b.stores.ListStores, st.ListStoresRequest(), timeout=30)
     assert (e.code(), reason_of(e)) == (grpc.StatusCode.UNAUTHENTICATED, "MISSING_CREDENTIALS"), e
+
+
+def test_one_of_many_sessions_on_one_connection_ended_is_refused_at_once_and_the_others_keep_working(start_server, raw):
+    """A gateway's shape: many sessions taking turns on one connection, each memoised; a sign-out
+    and a key revocation among them reach those sessions' very next calls, and only theirs."""
+    srv = start_server(name="memo-many")
+    c = raw(srv)
+    tenants = [tenant(srv, c, f"t{i}") for i in range(6)]
+    for _ in range(2):
+        for t, sid, oid in tenants:
+            warm(t, c, sid, oid)
+    (out, out_sid, out_oid), (revoked, revoked_sid, revoked_oid) = tenants[2], tenants[4]
+    out.accounts.SignOut(ac.SignOutRequest(), metadata=out.md, timeout=30)
+    assert refused(out, c, out_sid, out_oid) == REVOKED
+    revoked.accounts.RevokeApiKey(ac.RevokeApiKeyRequest(key_id=revoked.key_id), metadata=revoked.ops, timeout=30)
+    assert refused(revoked, c, revoked_sid, revoked_oid) == REVOKED
+    for _ in range(2):
+        for t, sid, oid in tenants:
+            if t in (out, revoked):
+                assert refused(t, c, sid, oid) == REVOKED
+            else:
+                warm(t, c, sid, oid)
 
 
 def test_a_read_only_session_from_the_memo_still_cannot_write(start_server, raw):
