@@ -13,6 +13,8 @@ import Foundation
 //   commit into entries nobody will read (docs/keyvalue.md "First sign-in"). The local
 //   pseudo-account is never reused (a device working locally again gets a new one), so the seal
 //   never has to be lifted.
+// Neither is needed for ever: `forgetMoves` removes a record once its import job has ended (no
+// redo asks for the counts) and no write of the sealed pseudo-account can still be in flight.
 extension KeyValueStore {
     /// How many local keys a move took into the account, and how many the account already had set.
     public struct MoveCounts: Sendable, Equatable {
@@ -108,11 +110,53 @@ extension KeyValueStore {
                 if !m.written.isEmpty { try Self.putAccount(c, account: account, seq: m.seq, usage: m.usage) }
                 try c.run("DELETE FROM ubq_kv WHERE account = ?", [.text(local)])
                 try c.run("DELETE FROM ubq_kv_accounts WHERE account = ?", [.text(local)])
-                try c.run("INSERT INTO ubq_kv_moved(local, account, moved, kept) VALUES (?, ?, ?, ?)",
-                          [.text(local), .text(account), .integer(m.counts.moved), .integer(m.counts.kept)])
+                try c.run("INSERT INTO ubq_kv_moved(local, account, moved, kept, moved_ms) VALUES (?, ?, ?, ?, ?)",
+                          [.text(local), .text(account), .integer(m.counts.moved), .integer(m.counts.kept), .integer(nowMS)])
                 try c.run("COMMIT")
                 return m
             } catch { try? c.run("ROLLBACK"); throw error }
+        }
+    }
+
+    /// How long a move's record is kept past the move, at least, while the server runs: longer
+    /// than any write of the sealed local pseudo-account can still be on its way. Such a write was
+    /// authenticated before the import revoked the pseudo-account's sessions (which comes before
+    /// the move), so it is already past authentication and waits only for this file's writer lock,
+    /// whose holders are single short transactions and, at worst, a backup's copy of this small
+    /// file (`backup(to:)`): seconds. A day is far beyond that, and a day of records is a few
+    /// bytes per device that signed in. At startup, when nothing is in flight, no wait is needed.
+    public static let movedRecordSeconds: Double = 86_400
+
+    /// Removes, in one transaction, the records of moves made before `cutoffMS` (milliseconds
+    /// since 1970) out of local pseudo-accounts not in `pending` (those whose import job has not
+    /// ended: a redo of its move reads the counts). The caller picks the cutoff so that no write
+    /// of a sealed pseudo-account can still be in flight: the start of the process, before it
+    /// serves, or `movedRecordSeconds` ago. Without the record, a write of that pseudo-account is
+    /// a write again — which nobody can make any more: its sessions are revoked, and it is never
+    /// reused. Returns how many records it removed.
+    @discardableResult
+    public func forgetMoves(before cutoffMS: Int64, except pending: Set<String>) throws -> Int {
+        try writer.withConnection { c in
+            try c.run("BEGIN IMMEDIATE")
+            do {
+                var ended: [String] = []
+                try c.query("SELECT local FROM ubq_kv_moved WHERE moved_ms < ?", [.integer(cutoffMS)]) { row in
+                    let local = row.text(0)
+                    if !pending.contains(local) { ended.append(local) }
+                }
+                for local in ended { try c.run("DELETE FROM ubq_kv_moved WHERE local = ?", [.text(local)]) }
+                try c.run("COMMIT")
+                return ended.count
+            } catch { try? c.run("ROLLBACK"); throw error }
+        }
+    }
+
+    /// How many move records are kept.
+    func movedRecords() throws -> Int {
+        try reader.withConnection { c in
+            var n = 0
+            try c.query("SELECT count(*) FROM ubq_kv_moved") { n = Int($0.int(0)) }
+            return n
         }
     }
 }

@@ -129,16 +129,18 @@ public final class KeyValueStore: Sendable {
                     keys INTEGER NOT NULL, bytes INTEGER NOT NULL, trimmed INTEGER NOT NULL DEFAULT 0,
                     trimmed_version INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
                 CREATE TABLE IF NOT EXISTS ubq_kv_moved(local TEXT PRIMARY KEY, account TEXT NOT NULL, moved INTEGER NOT NULL,
-                    kept INTEGER NOT NULL) WITHOUT ROWID;
+                    kept INTEGER NOT NULL, moved_ms INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
                 CREATE INDEX IF NOT EXISTS ubq_kv_moved_by_account ON ubq_kv_moved(account);
                 """)
             // the tombstone trim's index (KeyValueStore+Trim.swift): tombstones only, so a write
             // that sets a key never touches it, and covering, so a trim reads nothing else.
             // Created here for a file from before it too (one pass over the table, once).
             try c.exec("CREATE INDEX IF NOT EXISTS ubq_kv_tombstones ON ubq_kv(updated_ms, seq, version, deleted) WHERE deleted = 1")
-            // columns a file from before the import and the tombstone trim lacks (the hardened
-            // connection's authorizer refuses pragma_table_info: probe each column instead)
-            for (table, column) in [("ubq_kv", "origin"), ("ubq_kv_accounts", "trimmed"), ("ubq_kv_accounts", "trimmed_version")] {
+            // columns a file from before the import, the tombstone trim and the moves' expiry lacks
+            // (the hardened connection's authorizer refuses pragma_table_info: probe each column
+            // instead); a move recorded without its time reads as moved long ago (forgetMoves)
+            for (table, column) in [("ubq_kv", "origin"), ("ubq_kv_accounts", "trimmed"), ("ubq_kv_accounts", "trimmed_version"),
+                                    ("ubq_kv_moved", "moved_ms")] {
                 do { try c.query("SELECT \(column) FROM \(table) LIMIT 1") { _ in } } catch {
                     try c.exec("ALTER TABLE \(table) ADD COLUMN \(column) INTEGER NOT NULL DEFAULT 0")
                 }

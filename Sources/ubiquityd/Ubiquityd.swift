@@ -249,6 +249,8 @@ struct Ubiquityd: ParsableCommand {
         let kvTrim = KeyValueTombstoneTrim(backend: backend, retentionSeconds: tuning.kvTombstoneRetentionSeconds)
         let trimmed = try kvTrim.trimNow()
         if trimmed > 0 { logger.info("trimmed key-value tombstones", metadata: ["removed": "\(trimmed)"]) }
+        let forgotten = try kvTrim.forgetMovesNow(startup: true)
+        if forgotten > 0 { logger.info("forgot first sign-ins' key-value move records", metadata: ["removed": "\(forgotten)"]) }
         let kvTrimming = kvTrim.start()
         defer { kvTrimming.cancel() }
         if case let over = try backend.keyValues.accountsOverQuota(), over > 0 {

@@ -88,6 +88,50 @@ final class KeyValueMoveTests: StorageTestCase, @unchecked Sendable {
         XCTAssertNotNil(written(try kv.set(account: "local-1", key: "k", value: [], condition: .none, author: "")))
     }
 
+    func testAMoveRecordIsForgottenOnlyOnceItsJobEndedAndNoWriteCanStillNeedIt() throws {
+        let kv = try open()
+        defer { kv.close() }
+        _ = try kv.set(account: "local-1", key: "a", value: [1], condition: .none, author: "phone")
+        _ = try kv.set(account: "local-2", key: "b", value: [2], condition: .none, author: "tablet")
+        _ = try kv.moveLocalEntries(from: "local-1", to: "acct", nowMS: 1_000)
+        _ = try kv.moveLocalEntries(from: "local-2", to: "acct", nowMS: 5_000)
+        XCTAssertEqual(try kv.movedRecords(), 2)
+
+        XCTAssertEqual(try kv.forgetMoves(before: 1_000, except: []), 0, "moved at the cutoff: a write may still be on its way")
+        XCTAssertEqual(try kv.forgetMoves(before: 2_000, except: ["local-1"]), 0, "its import job has not ended")
+        XCTAssertEqual(try kv.moveLocalEntries(from: "local-1", to: "acct").counts, .init(moved: 1, kept: 0),
+                       "kept: a redo still reports the move's counts")
+        XCTAssertEqual(try kv.set(account: "local-1", key: "late", value: [3], condition: .none, author: "phone"), .movedAway,
+                       "kept: a late write is still refused")
+
+        XCTAssertEqual(try kv.forgetMoves(before: 2_000, except: ["local-2"]), 1, "ended and older than the cutoff")
+        XCTAssertEqual(try kv.movedRecords(), 1)
+        XCTAssertEqual(try kv.set(account: "local-2", key: "late", value: [3], condition: .none, author: "tablet"), .movedAway,
+                       "the other move's record is untouched")
+        // at startup nothing is in flight: every ended job's record goes
+        XCTAssertEqual(try kv.forgetMoves(before: .max, except: []), 1)
+        XCTAssertEqual(try kv.movedRecords(), 0)
+        XCTAssertEqual(try kv.forgetMoves(before: .max, except: []), 0)
+        // the moved keys stay the account's
+        XCTAssertEqual(try kv.get(account: "acct", key: "a")?.value, [1])
+        XCTAssertEqual(try kv.get(account: "acct", key: "b")?.value, [2])
+    }
+
+    func testAMoveRecordFromBeforeItsTimeWasKeptReadsAsMovedLongAgo() throws {
+        try makeFileFromBeforeTheImport(dir + "/keyvalue.sqlite", rows: """
+            CREATE TABLE ubq_kv_moved(local TEXT PRIMARY KEY, account TEXT NOT NULL, moved INTEGER NOT NULL,
+                kept INTEGER NOT NULL) WITHOUT ROWID;
+            INSERT INTO ubq_kv_moved VALUES ('local-1', 'acct', 3, 1);
+            """)
+        let kv = try open()
+        defer { kv.close() }
+        XCTAssertEqual(try kv.set(account: "local-1", key: "k", value: [], condition: .none, author: ""), .movedAway)
+        XCTAssertEqual(try kv.forgetMoves(before: 1, except: ["local-1"]), 0)
+        XCTAssertEqual(try kv.forgetMoves(before: 1, except: []), 1)
+        _ = try kv.moveLocalEntries(from: "local-2", to: "acct", nowMS: 7)
+        XCTAssertEqual(try kv.forgetMoves(before: 7, except: []), 0, "a move recorded now keeps its time")
+    }
+
     func testQuotasArePlannedAndTheMoveNeverDropsAKey() throws {
         var q = KeyValueQuotas()
         q.maxKeys = 2
