@@ -207,7 +207,7 @@ public final class Store: Sendable {
     static let openPaths = Locked(Set<String>())
 
     private init(path: String, id: UUID, model: ModelDefinition?, config: StorageConfiguration) throws {
-        let canonical = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+        let canonical = CanonicalPath.of(path)
         guard Store.openPaths.withLock({ $0.insert(canonical).inserted }) else {
             throw StorageError(.busy, "store file is already open in this process")
         }
@@ -253,7 +253,7 @@ public final class Store: Sendable {
                 }
                 var resolved: ResolvedModel?
                 if case .text(let json) = try Meta.get(w, "model_json") {
-                    resolved = try ResolvedModel(ModelDefinition.fromJSON(Data(json.utf8)))
+                    resolved = try ModelCache.resolved(json: json)
                 } else if let model {
                     let r = try ResolvedModel(model)
                     for s in r.createStatements() { try w.exec(s) }

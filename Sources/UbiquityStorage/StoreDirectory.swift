@@ -22,7 +22,7 @@ public final class StoreDirectory: Sendable {
     private let openStore: @Sendable (_ path: String, _ id: UUID, _ model: ModelDefinition?, _ configuration: StorageConfiguration) throws -> Store
     /// The account a store belongs to (the catalog's record), which names its folder; nil: the
     /// account-less folder `<root>/stores` (storage tests, and stores with no record).
-    private let accountOf: Lock<(@Sendable (UUID) -> String?)?> = Lock(nil)
+    private let locator = Lock<AccountLocator?>(nil)
     let state = Lock(Slots())
 
     /// An open store's count of running `withStore` bodies. Taken under the lock (with the lookup),
@@ -119,7 +119,22 @@ public final class StoreDirectory: Sendable {
     }
 
     /// Names each store's account folder from now on (the services pass the catalog's lookup).
-    public func locateAccounts(_ accountOf: @escaping @Sendable (UUID) -> String?) { self.accountOf.withLock { $0 = accountOf } }
+    public func locateAccounts(_ accountOf: @escaping @Sendable (UUID) -> String?) {
+        let locator = AccountLocator(accountOf)
+        self.locator.withLock { $0 = locator }
+    }
+
+    /// `locateAccounts`' lookup, kept in a class rather than as the lock's value itself. A
+    /// function value that is a generic lock's `Value` is re-abstracted at each `withLock`: the
+    /// inout access wraps it in a thunk and writes it back wrapped, so every lookup made every
+    /// later one two calls deeper. Seen in W6 (docs/benchmarks.md, "Cold calls"): after a few
+    /// thousand stores had been opened a path cost ~1.3 ms of CPU — under the directory's lock,
+    /// on every open — and the stack it needed kept growing with the server's uptime. A class
+    /// reference is stored as it is. (`testAccountLookupStaysAtOneDepth`.)
+    final class AccountLocator: Sendable {
+        let accountOf: @Sendable (UUID) -> String?
+        init(_ accountOf: @escaping @Sendable (UUID) -> String?) { self.accountOf = accountOf }
+    }
 
     /// The folder of an account's stores. Account IDs are server-generated (a UUID, or
     /// "default"), never a client's text, so they are safe as path components.
@@ -128,7 +143,7 @@ public final class StoreDirectory: Sendable {
     }
 
     public func path(for id: UUID) -> String {
-        let account = accountOf.withLock { $0 }?(id)
+        let account = locator.withLock { $0 }?.accountOf(id)
         return root + "/" + Self.folder(account: account) + "/" + id.uuidString.lowercased() + ".sqlite"
     }
 

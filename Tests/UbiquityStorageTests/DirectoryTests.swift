@@ -17,6 +17,27 @@ final class DirectoryTests: StorageTestCase, @unchecked Sendable {
         await again.shutdown()
     }
 
+    /// The account lookup runs at the same stack depth however many paths were made before. A
+    /// function value kept directly in a generic lock came back from each `withLock` wrapped in
+    /// two more thunks, so each path ran every earlier one's wrappers too (W6: ~1.3 ms of CPU per
+    /// open under the directory lock, and a stack growing with uptime).
+    func testAccountLookupStaysAtOneDepth() async throws {
+        let d = try StoreDirectory(root: dir + "/data", configuration: config())
+        let depths = Mutex<[UInt]>([])
+        d.locateAccounts { _ in
+            var marker = 0
+            let address = withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
+            depths.withLock { $0.append(address) }
+            return "a"
+        }
+        let id = UUID()
+        for _ in 0..<2_000 { XCTAssertTrue(d.path(for: id).hasSuffix("/accounts/a/stores/" + id.uuidString.lowercased() + ".sqlite")) }
+        let (first, last) = depths.withLock { ($0.first ?? 0, $0.last ?? 0) }
+        // the stack grows down: a deeper call has a lower address
+        XCTAssertLessThan(first > last ? first - last : 0, 4_096, "the 2,000th lookup ran \(first > last ? first - last : 0) bytes deeper than the first")
+        await d.shutdown()
+    }
+
     func testLazyOpenLRUAndIdleClose() async throws {
         let clock = ManualClock()
         var c = config(); c.clock = { clock.read() }
