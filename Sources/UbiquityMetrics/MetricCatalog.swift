@@ -66,6 +66,12 @@ public enum MetricCatalog {
                    "Duration of one WAL checkpoint by a store's writer.", buckets: diskBuckets),
         MetricInfo("ubiquity_store_reader_wait_seconds", .histogram,
                    "Time a read waited in its store's queue for a free reader thread.", buckets: latencyBuckets),
+        MetricInfo("ubiquity_store_open_seconds", .histogram,
+                   "Time to open a closed store on demand (file, writer, schema, pools), on the calling request's path.",
+                   buckets: latencyBuckets),
+        MetricInfo("ubiquity_store_close_seconds", .histogram,
+                   "Time to close an open store (evicted to make room, or idle), its TRUNCATE checkpoint included.",
+                   buckets: diskBuckets),
         // Services (sampled at scrape time).
         MetricInfo("ubiquity_contexts_open", .gauge, "Editing contexts open now (each may pin a generation)."),
         MetricInfo("ubiquity_feed_subscribers", .gauge, "Subscribe calls (change-feed subscribers) open now."),

@@ -9,6 +9,13 @@ public struct StorageObserver: Sendable {
     /// A read found every shared reader thread busy and waited `seconds` for one. Reads
     /// that did not wait are not reported: no clock read, no call on the common path.
     public var readerWaited: (@Sendable (_ seconds: Double) -> Void)?
+    /// A closed store was opened on demand in `seconds`: its file, the writer connection and its
+    /// schema transaction, the pools — what a call that finds its store closed waits for before
+    /// its own work (on that call's thread).
+    public var storeOpened: (@Sendable (_ seconds: Double) -> Void)?
+    /// An open store was closed in `seconds` (evicted to make room, or idle): its
+    /// readers, then its writer's close step with the TRUNCATE checkpoint and its fsyncs.
+    public var storeClosed: (@Sendable (_ seconds: Double) -> Void)?
 
     public init() {}
 }

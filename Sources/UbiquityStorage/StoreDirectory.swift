@@ -280,12 +280,14 @@ public final class StoreDirectory: Sendable {
     /// Opens the store of a slot this caller set to `.opening`, outside the lock.
     private func open(_ id: UUID, model: ModelDefinition?, transition t: Transition) throws -> (Store, Lease) {
         defer { t.finish() }
+        let started = DispatchTime.now().uptimeNanoseconds
         let opened = Result {
             let p = path(for: id)
             // an account's folder is made with its first store (mkdir only: EEXIST after that)
             try FileManager.default.createDirectory(atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             return try openStore(p, id, model, configuration)
         }
+        if case .success = opened { configuration.observer.storeOpened?(Self.seconds(since: started)) }
         let entry = state.withLock { d -> Entry? in
             if d.closed { return nil }  // shut down meanwhile: the slot is gone already
             guard case .success(let s) = opened else { d.slots[id] = nil; return nil }
@@ -319,10 +321,16 @@ public final class StoreDirectory: Sendable {
     /// Closes stores marked closing, then frees their slots.
     private func close(_ stores: [(UUID, Store, Transition)]) {
         for (id, s, t) in stores {
+            let started = DispatchTime.now().uptimeNanoseconds
             s.close()
+            configuration.observer.storeClosed?(Self.seconds(since: started))
             state.withLock { d in if case .closing(let mine)? = d.slots[id], mine === t { d.slots[id] = nil } }
             t.finish()
         }
+    }
+
+    private static func seconds(since start: UInt64) -> Double {
+        Double(DispatchTime.now().uptimeNanoseconds &- start) / 1e9
     }
 
     /// Closes stores unused for `idleSeconds` (by the configuration's clock). Returns how many.

@@ -30,6 +30,8 @@ final class DaemonMetrics: Sendable {
         let saves = Recorder(label: "ubiquity_store_group_commit_saves", aggregate: true)
         let checkpoint = CoreMetrics.Timer(label: "ubiquity_store_checkpoint_seconds")
         let readerWait = CoreMetrics.Timer(label: "ubiquity_store_reader_wait_seconds")
+        let opened = CoreMetrics.Timer(label: "ubiquity_store_open_seconds")
+        let closed = CoreMetrics.Timer(label: "ubiquity_store_close_seconds")
         var o = StorageObserver()
         o.groupCommitted = { n, seconds in
             commit.recordNanoseconds(Int64(seconds * 1e9))
@@ -37,6 +39,8 @@ final class DaemonMetrics: Sendable {
         }
         o.checkpointed = { checkpoint.recordNanoseconds(Int64($0 * 1e9)) }
         o.readerWaited = { readerWait.recordNanoseconds(Int64($0 * 1e9)) }
+        o.storeOpened = { opened.recordNanoseconds(Int64($0 * 1e9)) }
+        o.storeClosed = { closed.recordNanoseconds(Int64($0 * 1e9)) }
         return o
     }
 

@@ -138,6 +138,27 @@ final class DirectoryTests: StorageTestCase, @unchecked Sendable {
         await d.shutdown()
     }
 
+    /// Every open of a closed store and every close of an evicted or idle one is reported to the
+    /// observer (the daemon's `ubiquity_store_open_seconds` / `_close_seconds`); a call on an
+    /// open store reports nothing.
+    func testOpensAndClosesAreReported() async throws {
+        let opens = Mutex<[Double]>([]), closes = Mutex<[Double]>([])
+        var c = config()
+        c.observer.storeOpened = { s in opens.withLock { $0.append(s) } }
+        c.observer.storeClosed = { s in closes.withLock { $0.append(s) } }
+        let d = try StoreDirectory(root: dir + "/data", configuration: c, maxOpenStores: 1)
+        let a = UUID(), b = UUID()
+        for id in [a, a, b, b, a] { _ = try await d.withStore(id, create: true, model: Fixtures.model) { s in s.id } }
+        XCTAssertEqual(opens.withLock { $0.count }, 3, "a, then b (evicting a), then a again (evicting b)")
+        let bothClosed = pollUntil { closes.withLock { $0.count } == 2 }
+        XCTAssertTrue(bothClosed, "the two evictions' closes, on the closer thread")
+        XCTAssertTrue(opens.withLock { $0 }.allSatisfy { $0 > 0 })
+        let idle = await d.closeIdle(idleSeconds: 0)
+        XCTAssertEqual(idle, 1)
+        XCTAssertEqual(closes.withLock { $0.count }, 3, "an idle close too")
+        await d.shutdown()
+    }
+
     /// An evicted store is closed by the `ubq-closer` thread, not by the call that needed the
     /// room: with the closer held up, each call gets its store while its victim is still open,
     /// up to the policy's bound; past it the callers close their victims themselves. A call for

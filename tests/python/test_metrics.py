@@ -123,6 +123,37 @@ def test_a_call_counts_under_its_method_and_code(metrics_server):
     assert sample(after, "process_open_fds") > 3
 
 
+def test_store_opens_and_closes_are_timed(start_server):
+    """With room for one open store, switching between two stores opens a closed store each
+    time and closes the other: both appear in their histograms."""
+    srv = start_server(args=["--metrics-address", "127.0.0.1:0", "--max-open-stores", "1"])
+    m = wait_until(lambda: METRICS_RE.search(srv.stdout_path.read_text()), 15, message="the 'metrics on' line")
+    port = int(m.group(1))
+    ch = make_channel(srv.address)
+    try:
+        client = Client(ch)
+        a = client.open(name="first", model=person_model())
+        b = client.open(name="second", model=person_model())
+        before = scrape(port)
+        for sid in (a, b, a, b):
+            assert len(client.fetch(sid, "Person").objects) == 0
+    finally:
+        ch.close()
+    opened = sample(before, "ubiquity_store_open_seconds_count")
+    assert opened is not None and opened >= 2, "each new store was opened"
+
+    def all_closed() -> str | None:
+        text = scrape(port)
+        return text if (sample(text, "ubiquity_store_close_seconds_count") or 0) >= opened + 3 else None
+
+    after = wait_until(all_closed, 15, message="the evicted stores' closes")
+    # a, b, a, b: each fetch found its store closed (the other one was evicted to make room)
+    assert sample(after, "ubiquity_store_open_seconds_count") == opened + 4
+    assert sample(after, "ubiquity_store_open_seconds_bucket", le="+Inf") == opened + 4
+    assert sample(after, "ubiquity_store_open_seconds_sum") > 0
+    assert sample(after, "ubiquity_store_evictions_total") >= 4
+
+
 def test_promtool_accepts_the_exposition(metrics_server, tmp_path):
     promtool = need("promtool")
     ping_ok(metrics_server.address)
