@@ -5,7 +5,7 @@ import Foundation
 /// not exist yet (a store being created), plus its name.
 ///
 /// Foundation's `URL.standardizedFileURL.resolvingSymlinksInPath()`, used before, was ~15% of a
-/// store open's CPU in W6 (perf, docs/benchmarks.md "Cold calls"); it stays as the fallback for a
+/// store open's CPU in W6 (perf, docs/benchmarks.md "Cold calls, traced"); it stays as the fallback for a
 /// folder that does not exist either (the open then fails on its own).
 enum CanonicalPath {
     static func of(_ path: String) -> String {

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Opening a store decoded its `model_json` and resolved it anew — JSON decoding, validation,
 /// the SQL texts — which was half of an open's CPU in W6, where 10,000 accounts' stores hold one
-/// model (perf, docs/benchmarks.md "Cold calls"). A `ResolvedModel` is immutable (`Sendable`,
+/// model (perf, docs/benchmarks.md "Cold calls, traced"). A `ResolvedModel` is immutable (`Sendable`,
 /// `let`s only), so stores with the same text can share one: identity checks on it
 /// (`readShapes.model === model`, …) stay per connection, and each connection belongs to one store.
 ///

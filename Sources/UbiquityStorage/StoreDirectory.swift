@@ -127,7 +127,7 @@ public final class StoreDirectory: Sendable {
     /// `locateAccounts`' lookup, kept in a class rather than as the lock's value itself. A
     /// function value that is a generic lock's `Value` is re-abstracted at each `withLock`: the
     /// inout access wraps it in a thunk and writes it back wrapped, so every lookup made every
-    /// later one two calls deeper. Seen in W6 (docs/benchmarks.md, "Cold calls"): after a few
+    /// later one two calls deeper. Seen in W6 (docs/benchmarks.md, "Cold calls, traced"): after a few
     /// thousand stores had been opened a path cost ~1.3 ms of CPU — under the directory's lock,
     /// on every open — and the stack it needed kept growing with the server's uptime. A class
     /// reference is stored as it is. (`testAccountLookupStaysAtOneDepth`.)
