@@ -23,7 +23,7 @@ final class DirectoryTests: StorageTestCase, @unchecked Sendable {
     /// open under the directory lock, and a stack growing with uptime).
     func testAccountLookupStaysAtOneDepth() async throws {
         let d = try StoreDirectory(root: dir + "/data", configuration: config())
-        let depths = Mutex<[UInt]>([])
+        let depths = Locked<[UInt]>([])
         d.locateAccounts { _ in
             var marker = 0
             let address = withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) }
@@ -142,7 +142,7 @@ final class DirectoryTests: StorageTestCase, @unchecked Sendable {
     /// observer (the daemon's `ubiquity_store_open_seconds` / `_close_seconds`); a call on an
     /// open store reports nothing.
     func testOpensAndClosesAreReported() async throws {
-        let opens = Mutex<[Double]>([]), closes = Mutex<[Double]>([])
+        let opens = Locked<[Double]>([]), closes = Locked<[Double]>([])
         var c = config()
         c.observer.storeOpened = { s in opens.withLock { $0.append(s) } }
         c.observer.storeClosed = { s in closes.withLock { $0.append(s) } }
