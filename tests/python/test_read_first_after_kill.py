@@ -5,6 +5,7 @@ Every acknowledged save must be visible to that first read; a save afterwards mu
 
 from __future__ import annotations
 
+import os
 import threading
 
 import grpc
@@ -12,6 +13,23 @@ import grpc
 import ubiq_harness
 from conftest import make_channel
 from ubiq_client import Client, ob, person_model, unpack, v
+
+
+def database_access_modes(pid: int, store_id: str) -> list[int]:
+    """O_ACCMODE of every descriptor the server holds on the store's database file (not its
+    -wal or -shm): read connections open it O_RDONLY, the writer O_RDWR."""
+    modes = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if not target.endswith(f"{store_id.lower()}.sqlite"):
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                flags = next(int(l.split()[1], 8) for l in info if l.startswith("flags:"))
+        except (FileNotFoundError, StopIteration):
+            continue  # closed meanwhile
+        modes.append(flags & os.O_ACCMODE)
+    return modes
 
 
 def test_a_read_first_after_kill_9_sees_every_acknowledged_save(start_server):
@@ -54,8 +72,11 @@ def test_a_read_first_after_kill_9_sees_every_acknowledged_save(start_server):
         assert list(got.missing_object_ids) == [], "acknowledged saves lost"
         assert {o.object_id: unpack(o.values["name"]) for o in got.objects} == expected
         assert c.current(sid).generation >= len(expected)
+        modes = database_access_modes(srv.proc.pid, sid)
+        assert modes and all(m == os.O_RDONLY for m in modes), f"only read connections on the file so far: {modes}"
         r = c.save(sid, inserts=[ob.Insert(temporary_id="p", entity="Person", values={"name": v("after")})])
         after = c.get(sid, [r.permanent_ids["p"]])
         assert [unpack(o.values["name"]) for o in after.objects] == ["after"]
+        assert os.O_RDWR in database_access_modes(srv.proc.pid, sid), "the save opened the writer"
     finally:
         c.channel.close()
