@@ -1,4 +1,4 @@
-/* "ubq-fault": a wrapper over the default VFS that makes the N-th write or sync fail once
+/* "ubq-fault": a wrapper over the default VFS that makes the N-th write, sync or writer open fail once
  * (SQLite's own *fault.test approach), so tests can check that nothing partial is visible. */
 #include "ubq_fault.h"
 #include <sqlite3.h>
@@ -11,6 +11,8 @@ static sqlite3_vfs fault_vfs;
 static sqlite3_io_methods methods;
 /* Read and written with atomics: tests arm from their thread, the writer thread hits them. */
 static int write_countdown, sync_countdown, fault_rc = SQLITE_IOERR, writes, syncs, fired;
+/* Read-write opens of a main database file: a store's writer connection (readers open read-only). */
+static int writer_open_countdown, writer_opens;
 
 static int hit(int *countdown) {
     if (__atomic_load_n(countdown, __ATOMIC_SEQ_CST) <= 0) return 0;
@@ -49,6 +51,11 @@ static int fv_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags,
     (void)v;
     ff_file *p = (ff_file *)f;
     p->real = (sqlite3_file *)&p[1];
+    p->base.pMethods = 0;
+    if ((flags & SQLITE_OPEN_MAIN_DB) && (flags & SQLITE_OPEN_READWRITE)) {
+        __atomic_add_fetch(&writer_opens, 1, __ATOMIC_SEQ_CST);
+        if (hit(&writer_open_countdown)) return SQLITE_CANTOPEN;
+    }
     int rc = real_vfs->xOpen(real_vfs, name, p->real, flags, out);
     p->base.pMethods = p->real->pMethods ? &methods : 0;
     return rc;
@@ -95,7 +102,13 @@ void ubq_fault_arm(int write_nth, int sync_nth, int rc) {
     __atomic_store_n(&fired, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&write_countdown, write_nth, __ATOMIC_SEQ_CST);
     __atomic_store_n(&sync_countdown, sync_nth, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&writer_open_countdown, 0, __ATOMIC_SEQ_CST);
 }
+void ubq_fault_arm_writer_open(int nth) {
+    __atomic_store_n(&fired, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&writer_open_countdown, nth, __ATOMIC_SEQ_CST);
+}
+int ubq_fault_writer_open_count(void) { return __atomic_load_n(&writer_opens, __ATOMIC_SEQ_CST); }
 int ubq_fault_fired_count(void) { return __atomic_load_n(&fired, __ATOMIC_SEQ_CST); }
 int ubq_fault_write_count(void) { return __atomic_load_n(&writes, __ATOMIC_SEQ_CST); }
 int ubq_fault_sync_count(void) { return __atomic_load_n(&syncs, __ATOMIC_SEQ_CST); }

@@ -42,9 +42,11 @@ final class ReadConnections: @unchecked Sendable {
     private let open: @Sendable () throws -> Connection
     private let logger: Logger
 
-    /// `idleNanos`: a free connection unused this long closes (0: never).
-    init(count: Int, holdNanos: UInt64 = 0, idleNanos: UInt64 = 0, logger: Logger, open: @escaping @Sendable () throws -> Connection) throws {
-        let first = try open()
+    /// `idleNanos`: a free connection unused this long closes (0: never). `first`: a connection
+    /// `open` made already (the store read its state through it), owned by the calling thread.
+    init(count: Int, holdNanos: UInt64 = 0, idleNanos: UInt64 = 0, logger: Logger, first: Connection? = nil,
+         open: @escaping @Sendable () throws -> Connection) throws {
+        let first = try first ?? open()
         first.releaseThread()  // free connections belong to no thread
         first.idleSince = DispatchTime.now().uptimeNanoseconds
         free = [first]

@@ -154,8 +154,17 @@ public struct SaveResult: Codable, Sendable {
 
 enum WriterJob {
     case save(SaveJob)
-    /// Runs alone on the writer thread; nil arguments: the store is closing.
-    case exclusive(CancelFlag, (Connection?, WriterEngine?) -> Void)
+    /// Runs alone on the writer thread; a failure: the writer connection could not be opened
+    /// (`WriterQueue`'s late connect).
+    case exclusive(CancelFlag, (Result<(Connection, WriterEngine), Error>) -> Void)
+
+    /// Completes the job with `error` without running it (its batch had no writer connection).
+    func fail(_ error: Error) {
+        switch self {
+        case .save(let s): s.complete(.failure(error))
+        case .exclusive(_, let body): body(.failure(error))
+        }
+    }
 }
 
 struct SaveJob {

@@ -216,58 +216,19 @@ public final class Store: Sendable {
         self.canonicalPath = canonical
         self.path = path
         self.config = config
-        let writerVFS = config.walWriteCoalescing ? WALCoalescing.writerVFS(over: config.vfsName, logger: config.logger) : config.vfsName
-        let w = try Connection(path: path, readOnly: false, vfs: writerVFS, busyTimeoutMS: config.busyTimeoutMilliseconds, cacheLimit: config.statementCacheSize)
-        var st: StoreState
-        do {
-            try w.exec("PRAGMA journal_mode=WAL")
-            try w.exec("PRAGMA synchronous=\(config.synchronous.rawValue)")
-            try w.exec("PRAGMA journal_size_limit=\(config.journalSizeLimitBytes)")
-            try w.exec("PRAGMA wal_autocheckpoint=0")  // checkpoints follow our policy, from this thread only
-            try w.trackWALFrames()  // the policy measures the WAL's content, not its file (which RESTART keeps)
-            try w.exec("PRAGMA cache_size=-\(max(0, config.writerCacheKiB))")
-            // Every save runs in a SAVEPOINT (group commit), so SQLite copies each page a save
-            // touches to a statement journal first; past 64 KiB that journal spills to a temp
-            // file: as many 4 KiB write syscalls per save as WAL frames (W2: ~100 per save).
-            // In memory it is dropped at RELEASE; it holds at most one save's pages.
-            try w.exec("PRAGMA temp_store=MEMORY")
-            try w.exec("PRAGMA foreign_keys=OFF")
-            try w.exec("BEGIN IMMEDIATE")
-            do {
-                try w.exec("CREATE TABLE IF NOT EXISTS ubq_meta (key TEXT PRIMARY KEY, value ANY) STRICT")
-                try w.exec("CREATE TABLE IF NOT EXISTS ubq_history (generation INTEGER PRIMARY KEY, timestamp REAL NOT NULL, author TEXT, context TEXT, changes BLOB NOT NULL)")
-                try w.exec("CREATE TABLE IF NOT EXISTS ubq_client_tx (id TEXT PRIMARY KEY, generation INTEGER NOT NULL, result BLOB NOT NULL)")
-                let tombstonesExisted = try Tombstones.createTable(w)
-                let existingID = try Meta.get(w, "store_id")
-                if case .text(let s) = existingID {
-                    guard UUID(uuidString: s) == id else { throw StorageError(.invalidArgument, "store file belongs to store \(s), not \(id)") }
-                } else {
-                    try Meta.set(w, "store_id", .text(id.uuidString))
-                    try Meta.set(w, "epoch", .integer(Int64(bitPattern: UInt64.random(in: 1...UInt64.max))))
-                    for k in ["generation", "gc_horizon", "history_horizon", Tombstones.horizonKey] { try Meta.set(w, k, .integer(0)) }
-                    try Meta.set(w, "next_pk", .integer(1))
-                }
-                // A store from before the index: deletions up to now were never indexed.
-                if !tombstonesExisted, case .null = try Meta.get(w, Tombstones.horizonKey) {
-                    try Meta.set(w, Tombstones.horizonKey, .integer(try Meta.int(w, "generation")))
-                }
-                var resolved: ResolvedModel?
-                if case .text(let json) = try Meta.get(w, "model_json") {
-                    resolved = try ModelCache.resolved(json: json)
-                } else if let model {
-                    let r = try ResolvedModel(model)
-                    for s in r.createStatements() { try w.exec(s) }
-                    try Meta.set(w, "model_json", .text(String(decoding: try model.jsonData(), as: UTF8.self)))
-                    try Meta.set(w, "model_hash", .text(r.hash))
-                    resolved = r
-                }
-                st = StoreState(model: resolved, generation: try Meta.int(w, "generation"), epoch: UInt64(bitPattern: try Meta.int(w, "epoch")),
-                                gcHorizon: try Meta.int(w, "gc_horizon"), historyHorizon: try Meta.int(w, "history_horizon"),
-                                tombstoneHorizon: try Meta.int(w, Tombstones.horizonKey), window: ReadableWindow(seconds: config.minimumReadableWindowSeconds))
-                st.window.reopened(oldest: st.gcHorizon, current: st.generation, at: config.clock())
-                try w.exec("COMMIT")
-            } catch { try? w.exec("ROLLBACK"); throw error }
-        } catch { w.close(); throw error }
+        let cfg = config
+        // A file with everything in place opens on its first read connection (Store+Open.swift).
+        let w: Connection?, firstReader: Connection?, st: StoreState
+        let probe = try? Store.openReader(path: path, config: cfg)
+        if let probe, let lazy = Store.stateWithoutWriter(probe, id: id, model: model, config: cfg) {
+            w = nil; firstReader = probe; st = lazy
+        } else {
+            // the probe is not kept: readers open after the writer's schema transaction, as before
+            probe?.close()
+            let eager = try Store.openWriter(path: path, config: cfg)
+            do { st = try Store.schemaTransaction(eager, id: id, model: model, config: cfg) } catch { eager.close(); throw error }
+            w = eager; firstReader = nil
+        }
         self.id = id
         state = Locked(st)
         let wo = WriterOwned(checkpoints: CheckpointPolicy(configuration: config))
@@ -275,18 +236,12 @@ public final class Store: Sendable {
         let gate = ReaderGate(maxWait: config.walRestartMaxReaderWait)
         readerGate = gate
         do {
-            let cfg = config
             readConnections = try ReadConnections(count: max(1, config.readerCount), holdNanos: UInt64(max(0, config.readerSnapshotHoldMilliseconds)) * 1_000_000,
                                                    idleNanos: UInt64(max(0, config.readerIdleSeconds) * 1e9),
-                                                   logger: config.logger) {
-                let c = try Connection(path: path, readOnly: true, vfs: cfg.vfsName, busyTimeoutMS: cfg.busyTimeoutMilliseconds, cacheLimit: cfg.statementCacheSize)
-                try c.exec("PRAGMA query_only=1")
-                try c.exec("PRAGMA mmap_size=\(max(0, cfg.readerMmapBytes))")
-                if let kib = cfg.readerCacheKiB { try c.exec("PRAGMA cache_size=-\(max(0, kib))") }
-                c.noCheckpointOnClose()
-                return c
+                                                   logger: config.logger, first: firstReader) {
+                try Store.openReader(path: path, config: cfg)
             }
-        } catch { w.close(); throw error }
+        } catch { w?.close(); throw error }
         let rcs = readConnections
         gate.releaseSnapshots = { rcs.releaseSnapshots() }
         readers = ReaderPool(count: max(1, config.readerCount), connections: readConnections, gate: gate,
@@ -294,16 +249,17 @@ public final class Store: Sendable {
         feed = ChangeFeed(storeID: id, epoch: st.epoch, generation: st.generation,
                           maxTransactions: config.changeFeedWindowTransactions, maxBytes: config.changeFeedWindowBytes)
         let engine = WriterEngine(storeID: id, config: config, state: state, owned: wo, path: path, gate: gate, feed: feed)
-        w.releaseThread()  // the thread serving the writer queue adopts it for each run
-        let writer = WriterQueue<WriterJob>(connection: w, maxBatch: config.maxGroupCommit, nice: config.writerNice, maxThreads: config.writerThreads,
+        w?.releaseThread()  // the thread serving the writer queue adopts it for each run
+        let writer = WriterQueue<WriterJob>(connection: w, connect: { try Store.openWriter(path: path, config: cfg) },
+                                            fail: { error, jobs in jobs.forEach { $0.fail(error) } }, maxBatch: config.maxGroupCommit, nice: config.writerNice, maxThreads: config.writerThreads,
                                             handler: { conn, jobs in engine.handle(conn, jobs) },
                                             idle: { engine.idleCheckpointWait }, onIdle: { conn in engine.idleCheckpoint(conn) },
                                             enter: { conn in engine.enter(conn) }, leave: { conn in engine.leave(conn) },
                                             onClose: { conn in engine.closing(conn) }, afterClose: { engine.closed() })
         self.writer = writer
         gate.onDrained = { [weak writer] gate in
-            let ok = writer?.submit(.exclusive(CancelFlag(), { conn, engine in
-                guard let conn, let engine else { gate.open(); return }
+            let ok = writer?.submit(.exclusive(CancelFlag(), { opened in
+                guard case .success(let (conn, engine)) = opened else { gate.open(); return }
                 rcs.releaseSnapshots()  // any kept by readers that went ahead after the gate's wait
                 engine.restartWAL(conn)
             })) ?? false
@@ -478,8 +434,11 @@ public final class Store: Sendable {
         let flag = CancelFlag()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
-                let ok = writer.submit(.exclusive(flag, { conn, engine in
-                    guard let conn, let engine else { cont.resume(throwing: StorageError(.storeClosed, "store is closed")); return }
+                let ok = writer.submit(.exclusive(flag, { opened in
+                    guard case .success(let (conn, engine)) = opened else {
+                        if case .failure(let error) = opened { cont.resume(throwing: error) }
+                        return
+                    }
                     if flag.isCancelled { cont.resume(throwing: StorageError(.cancelled, "request cancelled")); return }
                     conn.currentCancel = flag
                     defer { conn.currentCancel = nil }

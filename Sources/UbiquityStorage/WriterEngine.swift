@@ -26,7 +26,7 @@ final class WriterEngine: Sendable {
             case .exclusive(_, let body):
                 if !group.isEmpty { runGroup(conn, group); group = [] }
                 endFence()  // its checkpoints must reach the WAL's end
-                body(conn, self)
+                body(.success((conn, self)))
                 // an exclusive job may move the generation (migration, bulk load) without records
                 let (g, e) = state.withLock { ($0.generation, $0.epoch) }
                 feed.noteGeneration(g, epoch: e)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import UbiquityLock
 
 /// A store's side of the shared writer threads: its queue of jobs and its schedule, both guarded
@@ -140,6 +141,12 @@ final class WriterPool: @unchecked Sendable {
 /// shared writer threads one batch at a time, so concurrent saves still share one transaction
 /// (group commit). The connection belongs to the thread serving the queue for that run
 /// (`enter` adopts it, `leave` releases it: `ConnectionOwner`).
+///
+/// The connection may open late: with `connection` nil, the first run with jobs opens it
+/// (`connect`, on that writer thread). A store opened only to be read then never pays for it
+/// (docs/storage.md rule 10). If `connect` throws, that batch's jobs fail with the error
+/// (`fail`) and the next batch tries again; idle and close steps of a writer never opened do
+/// nothing but `afterClose` and the finished signal.
 final class WriterQueue<Job>: WriterPoolMember, @unchecked Sendable {
     // Invariant: `schedule`, `isTimed` and `jobs` are accessed only under the pool's lock;
     // `batch` and the connection only by the thread serving the queue (the schedule's `running`
@@ -148,7 +155,11 @@ final class WriterQueue<Job>: WriterPoolMember, @unchecked Sendable {
     var isTimed = false
     private var jobs = FIFOQueue<Job>()
     private var batch: [Job] = []
-    private let conn: Connection
+    private var conn: Connection?
+    /// Set once `conn` is (read from any thread: tests and statistics).
+    private let connected: Atomic<Bool>
+    private let connect: () throws -> Connection
+    private let fail: (Error, [Job]) -> Void
     private let pool: WriterPool
     private let maxBatch: Int
     private let handler: (Connection, [Job]) -> Void
@@ -160,23 +171,32 @@ final class WriterQueue<Job>: WriterPoolMember, @unchecked Sendable {
     private let afterClose: () -> Void
     private let finished = DispatchSemaphore(value: 0)
 
-    /// `connection` must be released (`releaseThread`). `nice`: the writer's CPU priority (its
-    /// pool's threads run at it; docs/threading.md rule 14). `idle`: asked after each run; a number
-    /// of seconds means "if no job comes within that long, run `onIdle`". `enter`/`leave`: around
-    /// every run, on the serving thread (adopt and release the connections the writer owns).
-    /// `onClose` runs before the connection closes, `afterClose` after.
-    init(connection: Connection, maxBatch: Int, nice: Int = 0, maxThreads: Int,
+    /// `connection`, if given, must be released (`releaseThread`); nil: `connect` opens it on the
+    /// writer thread before the first batch (and `fail` completes a batch it could not open for).
+    /// `nice`: the writer's CPU priority (its pool's threads run at it; docs/threading.md rule 14).
+    /// `idle`: asked after each run; a number of seconds means "if no job comes within that long,
+    /// run `onIdle`". `enter`/`leave`: around every run, on the serving thread (adopt and release
+    /// the connections the writer owns). `onClose` runs before the connection closes, `afterClose`
+    /// after (or alone, for a writer never opened).
+    init(connection: Connection?, connect: @escaping @Sendable () throws -> Connection = { throw StorageError(.internalError, "writer has no connection") },
+         fail: @escaping @Sendable (Error, [Job]) -> Void = { _, _ in },
+         maxBatch: Int, nice: Int = 0, maxThreads: Int,
          handler: @escaping @Sendable (Connection, [Job]) -> Void,
          idle: @escaping @Sendable () -> Double? = { nil }, onIdle: @escaping @Sendable (Connection) -> Void = { _ in },
          enter: @escaping @Sendable (Connection) -> Void = { $0.adoptThread() },
          leave: @escaping @Sendable (Connection) -> Void = { $0.releaseThread() },
          onClose: @escaping @Sendable (Connection) -> Void, afterClose: @escaping @Sendable () -> Void = {}) {
         conn = connection
+        connected = Atomic(connection != nil)
+        self.connect = connect; self.fail = fail
         self.maxBatch = max(1, maxBatch)
         self.handler = handler; self.idle = idle; self.onIdle = onIdle
         self.enter = enter; self.leave = leave; self.onClose = onClose; self.afterClose = afterClose
         pool = WriterPool.shared(nice: nice, maxThreads: maxThreads)
     }
+
+    /// True once the writer's connection is open (from the start, or since its first batch).
+    var isConnected: Bool { connected.load(ordering: .acquiring) }
 
     var hasJobs: Bool { !jobs.isEmpty }
 
@@ -187,6 +207,25 @@ final class WriterQueue<Job>: WriterPoolMember, @unchecked Sendable {
     }
 
     func run(_ work: WriterSchedule.Work) -> UInt64? {
+        if conn == nil && work == .jobs {
+            do {
+                conn = try connect()  // opened on this thread: `enter` finds it already its own
+                connected.store(true, ordering: .releasing)
+            } catch {
+                let b = batch
+                batch = []
+                fail(error, b)
+                return nil
+            }
+        }
+        guard let conn else {
+            // Never opened: nothing to checkpoint or close.
+            if work == .close {
+                afterClose()
+                finished.signal()
+            }
+            return nil
+        }
         enter(conn)
         switch work {
         case .jobs:

@@ -186,6 +186,7 @@ final class CrashTests: StorageTestCase, @unchecked Sendable {
         var acked = Set<Int64>()
         var nextSeq: Int64 = 1
         var rng = SystemRandomNumberGenerator()
+        var roundsWithWAL = 0
         for round in 0..<100 {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: binary)
@@ -214,8 +215,13 @@ final class CrashTests: StorageTestCase, @unchecked Sendable {
             for l in lines where l.hasPrefix("ACK ") { acked.insert(Int64(l.dropFirst(4))!) }
             XCTAssertEqual(p.terminationReason, .uncaughtSignal, "round \(round)")
 
+            if Store.fileSize(path + "-wal") > 0 { roundsWithWAL += 1 }
+            // Reopened without a model: the first connection on the file after the kill is a
+            // read-only one (no writer until a write), so its recovery of the WAL is what the
+            // reads below see.
             let s = try Store.open(path: path, id: sid)
             let dump = try await s.dump()
+            XCTAssertFalse(s.writer.isConnected, "round \(round): read first, through a read-only connection")
             let integrity = try await s.integrityCheck()
             let history = try await s.history(after: nil, limit: 1_000_000)
             let generation = s.currentToken.generation
@@ -235,5 +241,6 @@ final class CrashTests: StorageTestCase, @unchecked Sendable {
             nextSeq = (parts.keys.max() ?? nextSeq) + 100
         }
         XCTAssertGreaterThan(acked.count, 20)
+        XCTAssertGreaterThan(roundsWithWAL, 0, "some kills left frames in the WAL for the read-only connection to recover")
     }
 }

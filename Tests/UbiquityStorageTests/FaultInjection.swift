@@ -17,6 +17,11 @@ enum FaultInjection {
         _ = vfsName
         ubq_fault_arm(Int32(writeNth), Int32(syncNth), diskFull ? SQLITE_FULL : SQLITE_IOERR)
     }
+    /// The `nth` writer connection opened from now (a read-write open of a database file) fails
+    /// once with SQLITE_CANTOPEN.
+    static func armWriterOpen(nth: Int = 1) { _ = vfsName; ubq_fault_arm_writer_open(Int32(nth)) }
+    /// Writer connections opened through the VFS so far (read-write opens of a database file).
+    static var writerOpenCount: Int { Int(ubq_fault_writer_open_count()) }
     static func disarm() { ubq_fault_arm(0, 0, SQLITE_IOERR) }
     static var firedCount: Int { Int(ubq_fault_fired_count()) }
     static var writeCount: Int { Int(ubq_fault_write_count()) }

@@ -9,7 +9,7 @@ final class WriterPriorityTests: StorageTestCase, @unchecked Sendable {
     /// The nice value the writer thread of `s` runs at, read on that thread.
     private func writerNice(_ s: Store) async -> Int? {
         await withCheckedContinuation { (c: CheckedContinuation<Int?, Never>) in
-            let ok = s.writer.submit(.exclusive(CancelFlag(), { _, _ in c.resume(returning: ThreadPriority.currentThreadNice()) }))
+            let ok = s.writer.submit(.exclusive(CancelFlag(), { _ in c.resume(returning: ThreadPriority.currentThreadNice()) }))
             if !ok { c.resume(returning: nil) }
         }
     }
