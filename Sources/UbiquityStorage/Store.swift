@@ -16,6 +16,8 @@ public struct StorageConfiguration: Sendable {
     /// across stores yet (W1, W2 and W4 use one store, hence one thread; docs/benchmarks.md,
     /// "Threads per open store"); a bound, not a cost: threads start only when needed.
     public var writerThreads: Int = 8
+    /// The most `writerThreads` can be (`WriterPool` caps it there whatever the configuration says).
+    public static let writerThreadLimit = 64
     /// FULL: an acknowledged save survives power loss.
     public var synchronous: SynchronousMode = .full
     public var busyTimeoutMilliseconds: Int32 = 5000

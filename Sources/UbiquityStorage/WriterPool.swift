@@ -44,7 +44,7 @@ final class WriterPool: @unchecked Sendable {
 
     private static let pools = Locked<[Int: WriterPool]>([:])
     /// Hard bound on writer threads per pool, whatever the configuration says.
-    static let threadLimit = 64
+    static let threadLimit = StorageConfiguration.writerThreadLimit
 
     /// The pool for writers at `nice`, with room for at least `maxThreads` threads (at most `threadLimit`).
     static func shared(nice: Int, maxThreads: Int) -> WriterPool {

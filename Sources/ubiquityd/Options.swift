@@ -93,6 +93,8 @@ struct TuningOptions: ParsableArguments {
     var readerSnapshotHoldMs = StorageConfiguration().readerSnapshotHoldMilliseconds
     @Option(help: "A store read connection unused this long, in seconds, closes (the next read opens one again); 0: never.")
     var readerIdleSeconds = StorageConfiguration().readerIdleSeconds
+    @Option(help: "Most threads of the shared writer pool every open store's saves and checkpoints run on (1-64); it bounds how many stores commit, and wait for their fsyncs, at once.")
+    var writerThreads = StorageConfiguration().writerThreads
     @Option(help: "CPU priority (nice value, 0-19) of each store's writer thread; higher lets reads take more of the cores while saves run. 0: the process's.")
     var writerNice = 0
     @Option(help: "WAL content, in MiB, past which a store's writer checkpoints after a commit (also the WAL file's size cap).")

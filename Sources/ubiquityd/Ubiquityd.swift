@@ -88,6 +88,7 @@ struct Ubiquityd: ParsableCommand {
         guard tuning.readerCacheMib >= 0 else { throw ValidationError("--reader-cache-mib must be at least 0") }
         guard (0...1000).contains(tuning.readerSnapshotHoldMs) else { throw ValidationError("--reader-snapshot-hold-ms must be 0...1000") }
         guard tuning.readerIdleSeconds >= 0, tuning.readerIdleSeconds.isFinite else { throw ValidationError("--reader-idle-seconds must be at least 0") }
+        guard (1...StorageConfiguration.writerThreadLimit).contains(tuning.writerThreads) else { throw ValidationError("--writer-threads must be 1...\(StorageConfiguration.writerThreadLimit)") }
         guard (0...19).contains(tuning.writerNice) else { throw ValidationError("--writer-nice must be 0...19") }
         guard (1...1024).contains(tuning.checkpointThresholdMib) else { throw ValidationError("--checkpoint-threshold-mib must be between 1 and 1024") }
         guard (0...60_000).contains(tuning.idleCheckpointMs) else { throw ValidationError("--idle-checkpoint-ms must be between 0 (off) and 60000") }
@@ -170,6 +171,7 @@ struct Ubiquityd: ParsableCommand {
         storage.readerSnapshotHoldMilliseconds = tuning.readerSnapshotHoldMs
         storage.readerIdleSeconds = tuning.readerIdleSeconds
         storage.writerNice = tuning.writerNice
+        storage.writerThreads = tuning.writerThreads
         // Above the WAL a cycle reaches (the steps give way at 1.5x the threshold): a limit below it
         // trims the file at the first commit after every restart, on that save's path, and makes the
         // later commits grow the file again. Measured (issue 22, docs/benchmarks.md, two A/B runs):

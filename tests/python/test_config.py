@@ -123,6 +123,8 @@ def test_the_config_path_may_come_from_the_environment(server_binary, tmp_path):
     ("- port\n", r"must be a mapping"),
     ("port: 'x\n", r"not valid YAML"),
     ("host: 0.0.0.0\n", r"--host 0.0.0.0 is not a loopback address.*'host' = '0.0.0.0' from"),
+    ("writer-threads: 0\n", r"--writer-threads must be 1...64 \('writer-threads' = '0' from .*ubiquityd.yaml:1\)"),
+    ("writer-threads: 65\n", r"--writer-threads must be 1...64 \('writer-threads' = '65' from .*ubiquityd.yaml:1\)"),
 ])
 def test_bad_files_are_refused_naming_the_key(server_binary, tmp_path, text, expected):
     out = check(server_binary, tmp_path, text)

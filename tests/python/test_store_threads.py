@@ -34,8 +34,14 @@ def _storage_threads(pid: int) -> dict[str, int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.timeout(300)
-def test_many_open_stores_share_bounded_storage_threads(start_server):
-    srv = start_server(["--max-open-stores", str(STORES + 16)])
+@pytest.mark.parametrize("writer_threads", [None, 2])
+def test_many_open_stores_share_bounded_storage_threads(start_server, writer_threads):
+    """`None`: the default bound; 2: `--writer-threads 2` holds four clients' saves to 64
+    stores to two writer threads."""
+    args = ["--max-open-stores", str(STORES + 16)]
+    if writer_threads is not None:
+        args += ["--writer-threads", str(writer_threads)]
+    srv = start_server(args)
     clients = [Client(make_channel(srv.address)) for _ in range(4)]
     model = person_model()
 
@@ -51,7 +57,7 @@ def test_many_open_stores_share_bounded_storage_threads(start_server):
     threads = _storage_threads(srv.proc.pid)
     cores = os.cpu_count() or 1
     # One thread (or four) per open store would be 64-256 here.
-    assert threads.get("ubq-writer", 0) <= WRITER_THREADS, threads
+    assert 1 <= threads.get("ubq-writer", 0) <= (writer_threads or WRITER_THREADS), threads
     assert threads.get("ubq-reader", 0) <= cores, threads
     assert threads.get("ubq-snapshots", 0) <= 1 and threads.get("ubq-writeback", 0) <= 1, threads
     assert sum(threads.values()) < STORES, threads
