@@ -12,9 +12,10 @@ public struct StorageConfiguration: Sendable {
     /// Most threads of the shared writer pool (`WriterPool`, docs/threading.md rule 18) that
     /// serves every open store's writer queue; threads start only when every one is busy and
     /// another store has work. A store's queue uses one thread at a time, so this bounds how
-    /// many stores commit at once (each commit mostly waits for its fsync). 8: not measured
-    /// across stores yet (W1, W2 and W4 use one store, hence one thread; docs/benchmarks.md,
-    /// "Threads per open store"); a bound, not a cost: threads start only when needed.
+    /// many stores commit at once (each commit mostly waits for its fsync). 8: W6 (100 stores
+    /// saving at once) gained nothing from 32 (docs/benchmarks.md, "Writer threads": its saves
+    /// are bound by CPU on this machine); a bound, not a cost: threads start only when needed.
+    /// `ubiquityd --writer-threads`.
     public var writerThreads: Int = 8
     /// The most `writerThreads` can be (`WriterPool` caps it there whatever the configuration says).
     public static let writerThreadLimit = 64
