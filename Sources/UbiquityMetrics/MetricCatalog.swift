@@ -67,10 +67,10 @@ public enum MetricCatalog {
         MetricInfo("ubiquity_store_reader_wait_seconds", .histogram,
                    "Time a read waited in its store's queue for a free reader thread.", buckets: latencyBuckets),
         MetricInfo("ubiquity_store_open_seconds", .histogram,
-                   "Time to open a closed store on demand (file, writer, schema, pools), on the calling request's path.",
+                   "Time to open a closed store on demand (first read connection and state; writer and schema too if the file needs them; pools), on the calling request's path.",
                    buckets: latencyBuckets),
         MetricInfo("ubiquity_store_close_seconds", .histogram,
-                   "Time to close an open store (evicted to make room, or idle), its TRUNCATE checkpoint included.",
+                   "Time to close an open store (evicted to make room, or idle), its TRUNCATE checkpoint included if it was written to.",
                    buckets: diskBuckets),
         // Services (sampled at scrape time).
         MetricInfo("ubiquity_contexts_open", .gauge, "Editing contexts open now (each may pin a generation)."),
