@@ -59,22 +59,14 @@ extension Store {
             // after the first read: the pager knows the file's mode only once it has read it
             guard case .text(let mode) = try c.scalar("PRAGMA journal_mode"), mode.lowercased() == "wal" else { return nil }
             guard case .text(let s) = try Meta.get(c, "store_id"), UUID(uuidString: s) == id else { return nil }
-            var ints: [String: Int64] = [:]
-            for k in ["generation", "epoch", "gc_horizon", "history_horizon", Tombstones.horizonKey, "next_pk"] {
-                guard case .integer(let v) = try Meta.get(c, k) else { return nil }
-                ints[k] = v
-            }
+            guard case .integer = try Meta.get(c, "next_pk") else { return nil }  // read by the writer's first insert
             let resolved: ResolvedModel?
             switch try Meta.get(c, "model_json") {
             case .text(let json): resolved = try ModelCache.resolved(json: json)
             case .null where model == nil: resolved = nil
             default: return nil  // a model to install at open: the writer's schema transaction does it
             }
-            var st = StoreState(model: resolved, generation: ints["generation"]!, epoch: UInt64(bitPattern: ints["epoch"]!),
-                                gcHorizon: ints["gc_horizon"]!, historyHorizon: ints["history_horizon"]!,
-                                tombstoneHorizon: ints[Tombstones.horizonKey]!, window: ReadableWindow(seconds: config.minimumReadableWindowSeconds))
-            st.window.reopened(oldest: st.gcHorizon, current: st.generation, at: config.clock())
-            return st
+            return try state(c, model: resolved, config: config)  // a key missing throws: nil below
         } catch {
             return nil
         }
@@ -112,12 +104,19 @@ extension Store {
                 try Meta.set(w, "model_hash", .text(r.hash))
                 resolved = r
             }
-            var st = StoreState(model: resolved, generation: try Meta.int(w, "generation"), epoch: UInt64(bitPattern: try Meta.int(w, "epoch")),
-                                gcHorizon: try Meta.int(w, "gc_horizon"), historyHorizon: try Meta.int(w, "history_horizon"),
-                                tombstoneHorizon: try Meta.int(w, Tombstones.horizonKey), window: ReadableWindow(seconds: config.minimumReadableWindowSeconds))
-            st.window.reopened(oldest: st.gcHorizon, current: st.generation, at: config.clock())
+            let st = try state(w, model: resolved, config: config)
             try w.exec("COMMIT")
             return st
         } catch { try? w.exec("ROLLBACK"); throw error }
+    }
+
+    /// The store's state from `ubq_meta` (inside the caller's transaction), its readable window
+    /// starting now; a key missing or not an integer throws (`Meta.int`).
+    private static func state(_ c: Connection, model: ResolvedModel?, config: StorageConfiguration) throws -> StoreState {
+        var st = StoreState(model: model, generation: try Meta.int(c, "generation"), epoch: UInt64(bitPattern: try Meta.int(c, "epoch")),
+                            gcHorizon: try Meta.int(c, "gc_horizon"), historyHorizon: try Meta.int(c, "history_horizon"),
+                            tombstoneHorizon: try Meta.int(c, Tombstones.horizonKey), window: ReadableWindow(seconds: config.minimumReadableWindowSeconds))
+        st.window.reopened(oldest: st.gcHorizon, current: st.generation, at: config.clock())
+        return st
     }
 }

@@ -438,10 +438,8 @@ public final class Store: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<T, Error>) in
                 let ok = writer.submit(.exclusive(flag, { opened in
-                    guard case .success(let (conn, engine)) = opened else {
-                        if case .failure(let error) = opened { cont.resume(throwing: error) }
-                        return
-                    }
+                    let conn: Connection, engine: WriterEngine
+                    do { (conn, engine) = try opened.get() } catch { cont.resume(throwing: error); return }
                     if flag.isCancelled { cont.resume(throwing: StorageError(.cancelled, "request cancelled")); return }
                     conn.currentCancel = flag
                     defer { conn.currentCancel = nil }
